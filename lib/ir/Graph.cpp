@@ -1,0 +1,260 @@
+// Graph construction and use tracking.
+#include "ir/Graph.h"
+
+#include <algorithm>
+#include <unordered_set>
+
+namespace spmd::ir {
+
+Argument Argument::tensor(Value* v) {
+  Argument a;
+  a.kind = Kind::Tensor;
+  a.values = {v};
+  return a;
+}
+Argument Argument::tensors(std::vector<Value*> vs) {
+  Argument a;
+  a.kind = Kind::Tensors;
+  a.values = std::move(vs);
+  return a;
+}
+Argument Argument::integer(int64_t v) {
+  Argument a;
+  a.kind = Kind::Int;
+  a.ints = {v};
+  return a;
+}
+Argument Argument::integers(std::vector<int64_t> vs) {
+  Argument a;
+  a.kind = Kind::Ints;
+  a.ints = std::move(vs);
+  return a;
+}
+Argument Argument::floating(double v) {
+  Argument a;
+  a.kind = Kind::Float;
+  a.floats = {v};
+  return a;
+}
+Argument Argument::boolean(bool v) {
+  Argument a;
+  a.kind = Kind::Bool;
+  a.ints = {v ? 1 : 0};
+  return a;
+}
+Argument Argument::symInt(Value* v, int64_t constant) {
+  Argument a;
+  a.kind = Kind::SymInt;
+  a.values = {v};
+  a.ints = {constant};
+  return a;
+}
+Argument Argument::symInts(std::vector<Value*> vs, std::vector<int64_t> constants) {
+  SPMD_CHECK(vs.size() == constants.size());
+  Argument a;
+  a.kind = Kind::SymInts;
+  a.values = std::move(vs);
+  a.ints = std::move(constants);
+  return a;
+}
+Argument Argument::scalarType(ScalarType t) {
+  Argument a;
+  a.kind = Kind::ScalarType;
+  a.ints = {static_cast<int64_t>(t)};
+  return a;
+}
+Argument Argument::device(const Device& d) {
+  Argument a;
+  a.kind = Kind::Device;
+  a.strings = {d.type};
+  a.ints = {d.index};
+  return a;
+}
+
+std::string_view argumentKindName(Argument::Kind k) {
+  using K = Argument::Kind;
+  switch (k) {
+    case K::None: return "as_none";
+    case K::Tensor: return "as_tensor";
+    case K::Tensors: return "as_tensors";
+    case K::OptionalTensor: return "as_optional_tensor";
+    case K::OptionalTensors: return "as_optional_tensors";
+    case K::Int: return "as_int";
+    case K::Ints: return "as_ints";
+    case K::Float: return "as_float";
+    case K::Floats: return "as_floats";
+    case K::Bool: return "as_bool";
+    case K::Bools: return "as_bools";
+    case K::String: return "as_string";
+    case K::Strings: return "as_strings";
+    case K::SymInt: return "as_sym_int";
+    case K::SymInts: return "as_sym_ints";
+    case K::SymFloat: return "as_sym_float";
+    case K::SymFloats: return "as_sym_floats";
+    case K::SymBool: return "as_sym_bool";
+    case K::SymBools: return "as_sym_bools";
+    case K::ScalarType: return "as_scalar_type";
+    case K::MemoryFormat: return "as_memory_format";
+    case K::Layout: return "as_layout";
+    case K::Device: return "as_device";
+    case K::Complex: return "as_complex";
+    case K::IntLists: return "as_int_lists";
+  }
+  return "?";
+}
+
+std::string_view inputKindName(InputKind k) {
+  switch (k) {
+    case InputKind::UserInput: return "user_input";
+    case InputKind::Parameter: return "parameter";
+    case InputKind::Buffer: return "buffer";
+    case InputKind::TensorConstant: return "tensor_constant";
+    case InputKind::CustomObj: return "custom_obj";
+    case InputKind::Token: return "token";
+    case InputKind::ConstantInput: return "constant_input";
+  }
+  return "?";
+}
+
+std::string_view outputKindName(OutputKind k) {
+  switch (k) {
+    case OutputKind::UserOutput: return "user_output";
+    case OutputKind::LossOutput: return "loss_output";
+    case OutputKind::BufferMutation: return "buffer_mutation";
+    case OutputKind::GradientToParameter: return "gradient_to_parameter";
+    case OutputKind::GradientToUserInput: return "gradient_to_user_input";
+    case OutputKind::UserInputMutation: return "user_input_mutation";
+    case OutputKind::Token: return "token";
+    case OutputKind::ParameterMutation: return "parameter_mutation";
+  }
+  return "?";
+}
+
+std::string userSourceLine(const std::string& stackTrace) {
+  // Frames read: File "<path>", line <n>, in <fn>\n    <code>
+  std::string best;
+  size_t pos = 0;
+  while ((pos = stackTrace.find("File \"", pos)) != std::string::npos) {
+    size_t pathStart = pos + 6;
+    size_t pathEnd = stackTrace.find('"', pathStart);
+    if (pathEnd == std::string::npos) break;
+    std::string path = stackTrace.substr(pathStart, pathEnd - pathStart);
+    size_t lineTag = stackTrace.find("line ", pathEnd);
+    size_t lineEnd = stackTrace.find_first_not_of("0123456789", lineTag + 5);
+    std::string line = lineTag == std::string::npos ? "" : stackTrace.substr(lineTag + 5, lineEnd - lineTag - 5);
+    size_t codeStart = stackTrace.find('\n', pathEnd);
+    std::string code;
+    if (codeStart != std::string::npos) {
+      size_t codeEnd = stackTrace.find('\n', codeStart + 1);
+      code = stackTrace.substr(codeStart + 1, codeEnd == std::string::npos ? std::string::npos : codeEnd - codeStart - 1);
+      size_t first = code.find_first_not_of(' ');
+      code = first == std::string::npos ? "" : code.substr(first);
+      if (code.rfind("File \"", 0) == 0) code.clear();
+    }
+    pos = pathEnd;
+    bool library = path.find("site-packages/torch/") != std::string::npos ||
+                   path.find("/torch/nn/") != std::string::npos ||
+                   path.find("/torch/_") != std::string::npos;
+    if (library) continue;
+    size_t slash = path.rfind('/');
+    best = (slash == std::string::npos ? path : path.substr(slash + 1)) + ":" + line;
+    if (!code.empty()) best += ": " + code;
+  }
+  return best;
+}
+
+const Argument* Node::input(std::string_view name) const {
+  for (const auto& a : inputs_)
+    if (a.name == name) return &a.arg;
+  return nullptr;
+}
+
+std::vector<Value*> Node::outputValues() const {
+  std::vector<Value*> out;
+  for (const auto& a : outputs_)
+    for (Value* v : a.values)
+      if (v) out.push_back(v);
+  return out;
+}
+
+std::vector<Value*> Node::inputValues() const {
+  std::vector<Value*> out;
+  for (const auto& a : inputs_)
+    for (Value* v : a.arg.values)
+      if (v) out.push_back(v);
+  return out;
+}
+
+void Node::setInputs(std::vector<NamedArgument> inputs) {
+  inputs_ = std::move(inputs);
+  if (graph_) graph_->rebuildUses();
+}
+
+Expected<Value*> Graph::addValue(std::string name, ValueKind kind) {
+  if (byName_.count(name)) return Status::error("value '" + name + "' is defined twice");
+  auto v = std::make_unique<Value>();
+  v->id_ = static_cast<int>(values_.size());
+  v->name_ = std::move(name);
+  v->kind_ = kind;
+  Value* raw = v.get();
+  byName_.emplace(raw->name_, raw);
+  values_.push_back(std::move(v));
+  return raw;
+}
+
+Value* Graph::findValue(std::string_view name) const {
+  auto it = byName_.find(std::string(name));
+  return it == byName_.end() ? nullptr : it->second;
+}
+
+Expected<Node*> Graph::addNode(std::string name, std::string target, std::vector<NamedArgument> inputs,
+                               std::vector<Argument> outputs) {
+  auto n = std::make_unique<Node>();
+  n->name_ = std::move(name);
+  n->target_ = std::move(target);
+  n->index_ = static_cast<int>(nodes_.size());
+  n->inputs_ = std::move(inputs);
+  n->outputs_ = std::move(outputs);
+  n->graph_ = this;
+  for (const auto& a : n->outputs_) {
+    for (Value* v : a.values) {
+      if (!v) continue;
+      if (v->producer_)
+        return Status::error("node " + n->name_ + ": value '" + v->name_ + "' already produced by node " +
+                             v->producer_->name_);
+      v->producer_ = n.get();
+    }
+  }
+  Node* raw = n.get();
+  for (Value* v : raw->inputValues())
+    if (v->users_.empty() || v->users_.back() != raw) v->users_.push_back(raw);
+  nodes_.push_back(std::move(n));
+  return raw;
+}
+
+void Graph::rebuildUses() {
+  for (auto& v : values_) v->users_.clear();
+  for (size_t i = 0; i < nodes_.size(); ++i) {
+    Node* n = nodes_[i].get();
+    n->index_ = static_cast<int>(i);
+    for (Value* v : n->inputValues())
+      if (v->users_.empty() || v->users_.back() != n) v->users_.push_back(n);
+  }
+}
+
+Status Graph::verify() const {
+  std::unordered_set<const Value*> defined(inputs_.begin(), inputs_.end());
+  for (const auto& n : nodes_) {
+    for (Value* v : n->inputValues())
+      if (!defined.count(v))
+        return Status::error("node " + n->name() + " (" + n->target() + ") reads '" + v->name() +
+                             "' before it is defined");
+    for (Value* v : n->outputValues()) defined.insert(v);
+  }
+  for (const auto& o : outputs_)
+    for (Value* v : o.values)
+      if (v && !defined.count(v)) return Status::error("graph output '" + v->name() + "' is never defined");
+  return Status::ok();
+}
+
+}  // namespace spmd::ir
