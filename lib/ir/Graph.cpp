@@ -152,9 +152,8 @@ std::string userSourceLine(const std::string& stackTrace) {
       if (code.rfind("File \"", 0) == 0) code.clear();
     }
     pos = pathEnd;
-    bool library = path.find("site-packages/torch/") != std::string::npos ||
-                   path.find("/torch/nn/") != std::string::npos ||
-                   path.find("/torch/_") != std::string::npos;
+    bool library = path.rfind("torch/", 0) == 0 || path.find("/torch/") != std::string::npos ||
+                   path.find("site-packages/") != std::string::npos;
     if (library) continue;
     size_t slash = path.rfind('/');
     best = (slash == std::string::npos ? path : path.substr(slash + 1)) + ":" + line;

@@ -1,0 +1,95 @@
+// Reading torch.export archives (.pt2, export schema 8.x).
+//
+//   SPMD_ASSIGN_OR_RETURN(pt2::Archive a, pt2::readArchive("mlp.pt2"));
+//   a.program.graph.nodes().size();          // 5
+//   a.payload("fc1.weight")->sizes;          // {256, 64}
+//
+// The archive is a zip whose single top folder is the file's stem;
+// `models/<m>.json` is the serialized ExportedProgram and
+// `data/weights/<m>_weights_config.json` / `data/constants/...` describe raw
+// little-endian payload files. Tied weights share one payload file and here
+// share one Storage.
+#pragma once
+
+#include <cstddef>
+#include <map>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "ir/Graph.h"
+#include "support/Status.h"
+
+namespace spmd::pt2 {
+
+/// A 64-byte aligned, immutable byte buffer holding one payload file.
+class Storage {
+ public:
+  /// Allocates `size` bytes (uninitialized).
+  explicit Storage(size_t size);
+  ~Storage();
+  Storage(const Storage&) = delete;
+  Storage& operator=(const Storage&) = delete;
+  std::byte* data() { return data_; }
+  const std::byte* data() const { return data_; }
+  size_t size() const { return size_; }
+
+ private:
+  std::byte* data_ = nullptr;
+  size_t size_ = 0;
+};
+
+/// One stored tensor: parameter, buffer or tensor constant.
+struct TensorPayload {
+  std::string fqn;
+  ir::ScalarType dtype = ir::ScalarType::Unknown;
+  std::vector<int64_t> sizes;
+  std::vector<int64_t> strides;
+  int64_t storageOffset = 0;  ///< in elements
+  bool isParam = false;
+  /// Archive member holding the bytes ("model/data/weights/weight_0").
+  std::string member;
+  /// The bytes (shared by tied weights); null when weights were not loaded.
+  std::shared_ptr<const Storage> storage;
+};
+
+/// Phase timings of one read, in milliseconds.
+struct ReadStats {
+  double openMs = 0;     ///< opening the zip and reading the model JSON
+  double parseMs = 0;    ///< JSON parse
+  double buildMs = 0;    ///< building the IR
+  double weightsMs = 0;  ///< reading payloads
+};
+
+/// What to read.
+struct ReadOptions {
+  /// Read weight and constant bytes (metadata is always read).
+  bool loadWeights = true;
+};
+
+/// A whole .pt2 archive.
+struct Archive {
+  std::string path;
+  ir::ExportedProgram program;
+  /// Parameters and buffers by FQN.
+  std::map<std::string, TensorPayload, std::less<>> weights;
+  /// Tensor constants by FQN.
+  std::map<std::string, TensorPayload, std::less<>> constants;
+  ReadStats stats;
+
+  /// The payload of a parameter, buffer or constant FQN; null if none.
+  const TensorPayload* payload(std::string_view fqn) const;
+};
+
+/// Reads `path`. Errors are one line starting with "<path>: " (the caller
+/// adds "error: "): not a zip, empty file, missing model JSON, JSON
+/// that does not parse, unknown schema major version, unknown argument kind,
+/// dangling value names, a payload shorter than its metadata, a member
+/// escaping the archive.
+Expected<Archive> readArchive(const std::string& path, const ReadOptions& options = {});
+
+/// Builds the IR from the model JSON text alone (no archive).
+Expected<ir::ExportedProgram> parseExportedProgram(std::string_view json, std::string name = "model");
+
+}  // namespace spmd::pt2

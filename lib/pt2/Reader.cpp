@@ -1,0 +1,203 @@
+// The archive level of the .pt2 reader: finds the model JSON and the
+// payload configs inside the zip, builds the IR, reads payloads.
+//
+//   model/models/model.json                      -> ir::ExportedProgram
+//   model/data/weights/model_weights_config.json -> {"fc1.weight": {"path_name": "weight_0", ...}}
+//   model/data/weights/weight_0                  -> Storage (shared by tied weights)
+#include <simdjson.h>
+
+#include <chrono>
+#include <cstdlib>
+#include <new>
+#include <unordered_map>
+
+#include "io/Zip.h"
+#include "pt2/Archive.h"
+#include "pt2/JsonUtil.h"
+
+namespace spmd::pt2 {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+double msSince(Clock::time_point t0) {
+  return std::chrono::duration<double, std::milli>(Clock::now() - t0).count();
+}
+
+// The archive's top folder and its single model JSON member.
+struct Layout {
+  std::string top;
+  std::string modelJson;
+  std::string weightsConfig;
+  std::string constantsConfig;
+};
+
+bool startsWith(std::string_view s, std::string_view p) { return s.substr(0, p.size()) == p; }
+bool endsWith(std::string_view s, std::string_view p) {
+  return s.size() >= p.size() && s.substr(s.size() - p.size()) == p;
+}
+
+Expected<Layout> findLayout(const io::ZipArchive& zip) {
+  Layout l;
+  std::vector<std::string> models;
+  for (const std::string& n : zip.names()) {
+    size_t slash = n.find('/');
+    if (slash == std::string::npos) continue;
+    std::string_view rest = std::string_view(n).substr(slash + 1);
+    if (startsWith(rest, "models/") && endsWith(rest, ".json") && rest.find('/', 7) == std::string_view::npos)
+      models.push_back(n);
+    if (startsWith(rest, "data/weights/") && endsWith(rest, "_weights_config.json")) l.weightsConfig = n;
+    if (startsWith(rest, "data/constants/") && endsWith(rest, "_constants_config.json")) l.constantsConfig = n;
+  }
+  if (models.empty())
+    return Status::error("no models/<name>.json in the archive; is this a torch.export archive written by torch.export.save?");
+  if (models.size() > 1) {
+    std::string list;
+    for (const auto& m : models) list += (list.empty() ? "" : ", ") + m;
+    return Status::error("the archive holds several models (" + list + "); only single-model archives are supported");
+  }
+  l.modelJson = models[0];
+  l.top = models[0].substr(0, models[0].find('/'));
+  return l;
+}
+
+// Bytes a tensor with these sizes/strides/offset spans in its storage.
+int64_t spanBytes(const TensorPayload& t) {
+  int64_t last = t.storageOffset;
+  for (size_t i = 0; i < t.sizes.size(); ++i) {
+    if (t.sizes[i] == 0) return 0;
+    int64_t stride = i < t.strides.size() ? t.strides[i] : 0;
+    last += (t.sizes[i] - 1) * stride;
+  }
+  return (last + 1) * ir::elementSize(t.dtype);
+}
+
+Status readPayloadConfig(const io::ZipArchive& zip, const Layout& layout, const std::string& member,
+                         std::map<std::string, TensorPayload, std::less<>>& out) {
+  if (member.empty()) return Status::ok();
+  SPMD_ASSIGN_OR_RETURN(std::string text, zip.readString(member));
+  simdjson::dom::parser parser;
+  simdjson::dom::element root;
+  if (auto err = parser.parse(simdjson::padded_string(text)).get(root); err != simdjson::SUCCESS)
+    return Status::error(member + " does not parse: " + simdjson::error_message(err));
+  simdjson::dom::object config = optObject(root, "config");
+  std::string dir = member.substr(0, member.rfind('/') + 1);
+  for (auto field : config) {
+    TensorPayload t;
+    t.fqn = std::string(field.key);
+    std::string where = member + ": '" + t.fqn + "'";
+    simdjson::dom::element e = field.value;
+    auto pathName = getString(e, "path_name");
+    if (!pathName) return pathName.status().withContext(where);
+    t.member = dir + std::string(*pathName);
+    bool b = false;
+    if (e["is_param"].get_bool().get(b) == simdjson::SUCCESS) t.isParam = b;
+    if (e["use_pickle"].get_bool().get(b) == simdjson::SUCCESS && b)
+      return Status::error(where + " is stored pickled (a tensor subclass or custom object); only plain tensors are supported");
+    simdjson::dom::object meta;
+    if (e["tensor_meta"].get_object().get(meta) != simdjson::SUCCESS)
+      return Status::error(where + " has no tensor_meta");
+    auto type = parseTensorMeta(meta, t.fqn);
+    if (!type) return type.status().withContext(member);
+    t.dtype = type->dtype;
+    for (const auto& d : type->sizes) t.sizes.push_back(d.value());
+    for (const auto& d : type->strides) t.strides.push_back(d.value());
+    t.storageOffset = clampedInt(meta["storage_offset"]["as_int"], 0);
+    if (!type->isStatic()) return Status::error(where + " has symbolic sizes; stored tensors must be static");
+    if (!zip.contains(t.member)) return Status::error(where + " refers to missing member " + t.member);
+    out.emplace(t.fqn, std::move(t));
+  }
+  return Status::ok();
+}
+
+// Reads every payload member once; tied tensors share the Storage.
+Status readPayloads(const io::ZipArchive& zip, std::map<std::string, TensorPayload, std::less<>>& payloads,
+                    std::unordered_map<std::string, std::shared_ptr<const Storage>>& byMember) {
+  for (auto& [fqn, t] : payloads) {
+    SPMD_ASSIGN_OR_RETURN(uint64_t size, zip.size(t.member));
+    int64_t need = spanBytes(t);
+    if (static_cast<int64_t>(size) < need)
+      return Status::error("payload of '" + fqn + "' (" + t.member + ") has " + std::to_string(size) +
+                           " bytes but its metadata needs " + std::to_string(need) +
+                           "; the archive is truncated or corrupt, re-export it");
+    auto it = byMember.find(t.member);
+    if (it == byMember.end()) {
+      auto storage = std::make_shared<Storage>(size);
+      SPMD_RETURN_IF_ERROR(zip.readInto(t.member, storage->data(), size));
+      it = byMember.emplace(t.member, std::move(storage)).first;
+    }
+    t.storage = it->second;
+  }
+  return Status::ok();
+}
+
+std::string stem(const std::string& path) {
+  size_t slash = path.rfind('/');
+  std::string base = slash == std::string::npos ? path : path.substr(slash + 1);
+  size_t dot = base.rfind('.');
+  return dot == std::string::npos || dot == 0 ? base : base.substr(0, dot);
+}
+
+}  // namespace
+
+Storage::Storage(size_t size) : size_(size) {
+  size_t rounded = (size + 63) / 64 * 64;
+  data_ = static_cast<std::byte*>(std::aligned_alloc(64, rounded == 0 ? 64 : rounded));
+  if (!data_) throw std::bad_alloc();
+}
+
+Storage::~Storage() { std::free(data_); }
+
+const TensorPayload* Archive::payload(std::string_view fqn) const {
+  if (auto it = weights.find(fqn); it != weights.end()) return &it->second;
+  if (auto it = constants.find(fqn); it != constants.end()) return &it->second;
+  return nullptr;
+}
+
+Expected<Archive> readArchive(const std::string& path, const ReadOptions& options) {
+  Archive a;
+  a.path = path;
+  auto t0 = Clock::now();
+  SPMD_ASSIGN_OR_RETURN(std::unique_ptr<io::ZipArchive> zip, io::ZipArchive::open(path));
+  auto layout = findLayout(*zip);
+  if (!layout) return layout.status().withContext(path);
+  auto text = zip->readString(layout->modelJson);
+  if (!text) return text.status();
+  a.stats.openMs = msSince(t0);
+
+  t0 = Clock::now();
+  simdjson::dom::parser parser;
+  simdjson::dom::element root;
+  simdjson::padded_string padded(*text);
+  if (auto err = parser.parse(padded).get(root); err != simdjson::SUCCESS)
+    return Status::error(path + ": " + layout->modelJson + " does not parse as JSON: " + simdjson::error_message(err));
+  a.stats.parseMs = msSince(t0);
+
+  t0 = Clock::now();
+  auto program = buildProgram(root, stem(path));
+  if (!program) return program.status().withContext(path + ": " + layout->modelJson);
+  a.program = std::move(*program);
+  a.stats.buildMs = msSince(t0);
+
+  t0 = Clock::now();
+  Status st = readPayloadConfig(*zip, *layout, layout->weightsConfig, a.weights);
+  if (st.isOk()) st = readPayloadConfig(*zip, *layout, layout->constantsConfig, a.constants);
+  if (!st.isOk()) return st.withContext(path);
+  for (const auto& in : a.program.signature.inputs) {
+    bool stored = in.kind == ir::InputKind::Parameter || in.kind == ir::InputKind::Buffer ||
+                  in.kind == ir::InputKind::TensorConstant;
+    if (stored && !a.payload(in.target))
+      return Status::error(path + ": " + std::string(ir::inputKindName(in.kind)) + " '" + in.target +
+                           "' has no stored payload in the archive");
+  }
+  if (options.loadWeights) {
+    std::unordered_map<std::string, std::shared_ptr<const Storage>> byMember;
+    st = readPayloads(*zip, a.weights, byMember);
+    if (st.isOk()) st = readPayloads(*zip, a.constants, byMember);
+    if (!st.isOk()) return st.withContext(path);
+  }
+  a.stats.weightsMs = msSince(t0);
+  return a;
+}
+
+}  // namespace spmd::pt2
