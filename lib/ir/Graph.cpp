@@ -241,6 +241,39 @@ void Graph::rebuildUses() {
   }
 }
 
+void Graph::setNodeOrder(const std::vector<Node*>& order) {
+  SPMD_CHECK(order.size() == nodes_.size());
+  std::unordered_map<const Node*, std::unique_ptr<Node>> owned;
+  for (auto& n : nodes_) owned.emplace(n.get(), std::move(n));
+  nodes_.clear();
+  for (Node* n : order) {
+    auto it = owned.find(n);
+    SPMD_CHECK(it != owned.end());
+    nodes_.push_back(std::move(it->second));
+    owned.erase(it);
+  }
+  rebuildUses();
+}
+
+void Graph::eraseNodes(const std::function<bool(const Node&)>& pred) {
+  for (const auto& n : nodes_)
+    if (pred(*n))
+      for (Value* v : n->outputValues()) v->producer_ = nullptr;
+  nodes_.erase(std::remove_if(nodes_.begin(), nodes_.end(), [&](const auto& n) { return pred(*n); }), nodes_.end());
+  rebuildUses();
+}
+
+void Graph::replaceUses(Value* from, Value* to, int fromIndex) {
+  for (size_t i = static_cast<size_t>(std::max(fromIndex, 0)); i < nodes_.size(); ++i)
+    for (auto& in : nodes_[i]->inputs_)
+      for (Value*& v : in.arg.values)
+        if (v == from) v = to;
+  for (auto& o : outputs_)
+    for (Value*& v : o.values)
+      if (v == from) v = to;
+  rebuildUses();
+}
+
 Status Graph::verify() const {
   std::unordered_set<const Value*> defined(inputs_.begin(), inputs_.end());
   for (const auto& n : nodes_) {

@@ -14,6 +14,7 @@
 
 #include <cstdint>
 #include <deque>
+#include <functional>
 #include <limits>
 #include <map>
 #include <memory>
@@ -239,6 +240,13 @@ class Graph {
 
   /// Recomputes every value's users from node inputs.
   void rebuildUses();
+  /// Puts the nodes in `order` (each node exactly once); indices follow.
+  void setNodeOrder(const std::vector<Node*>& order);
+  /// Removes the nodes for which `pred` holds; their results must be unused.
+  void eraseNodes(const std::function<bool(const Node&)>& pred);
+  /// Makes every node at index >= `fromIndex`, and every graph output, read
+  /// `to` instead of `from`; users are updated.
+  void replaceUses(Value* from, Value* to, int fromIndex = 0);
   /// Checks SSA: every value read is defined before use, names unique.
   Status verify() const;
 

@@ -20,6 +20,7 @@ namespace spmd::sharding {
 
 /// The pending reduction of a Partial placement.
 enum class ReduceOp : uint8_t { Sum, Avg, Max, Min };
+/// "sum", "avg", "max" or "min".
 std::string_view reduceOpName(ReduceOp op);
 
 /// How a tensor is laid out along one mesh axis.
@@ -28,16 +29,33 @@ struct Placement {
   Kind kind = Kind::Replicate;
   /// Tensor dim for Shard (normalized to >= 0 once the rank is known).
   int64_t dim = 0;
+  /// The pending reduction for Partial (Sum otherwise).
   ReduceOp reduce = ReduceOp::Sum;
+  /// Shard only: a strided shard (DTensor's _StridedShard). The dim is
+  /// viewed as [splitFactor, size / splitFactor] and the inner part is split;
+  /// a rank holds, for each of the splitFactor outer rows, its chunk of the
+  /// inner part. It arises when a view merges a sharded dim into a minor
+  /// position (flattening [B, H] with H sharded). 1 = plain shard.
+  int64_t splitFactor = 1;
 
+  /// R: a full copy on every rank of the axis.
   static Placement replicate() { return {}; }
-  static Placement shard(int64_t d) { return {Kind::Shard, d, ReduceOp::Sum}; }
-  static Placement partial(ReduceOp op = ReduceOp::Sum) { return {Kind::Partial, 0, op}; }
+  /// S(d): tensor dim d split over the axis with torch.chunk semantics.
+  static Placement shard(int64_t d) { return {Kind::Shard, d, ReduceOp::Sum, 1}; }
+  /// S(d, sf): a strided shard of dim d (see splitFactor).
+  static Placement stridedShard(int64_t d, int64_t splitFactor) {
+    return {Kind::Shard, d, ReduceOp::Sum, splitFactor};
+  }
+  /// P(op): the value is the `op`-reduction of the ranks' local tensors.
+  static Placement partial(ReduceOp op = ReduceOp::Sum) { return {Kind::Partial, 0, op, 1}; }
+  /// True for a shard with splitFactor != 1.
+  bool isStrided() const { return kind == Kind::Shard && splitFactor != 1; }
+  /// Kind tests; isShard(d) also checks the dim.
   bool isReplicate() const { return kind == Kind::Replicate; }
   bool isShard() const { return kind == Kind::Shard; }
   bool isShard(int64_t d) const { return kind == Kind::Shard && dim == d; }
   bool isPartial() const { return kind == Kind::Partial; }
-  /// "R", "S(0)", "P(sum)".
+  /// "R", "S(0)", "S(0,sf=2)", "P(sum)".
   std::string str() const;
   bool operator==(const Placement&) const = default;
 };
@@ -52,20 +70,25 @@ class Mesh {
   /// Error when sizes are < 1, names repeat, or counts differ. Empty names
   /// give "x" for a 1-D mesh and "d0", "d1", ... otherwise.
   static Expected<Mesh> create(std::vector<int64_t> shape, std::vector<std::string> axisNames = {});
-  /// Parses "8" or "2x4".
+  /// Parses "8", "2x4" or "2x2x2" (whitespace around numbers allowed); error
+  /// for empty parts, non-numbers and sizes < 1.
   static Expected<std::vector<int64_t>> parseShape(std::string_view text);
 
+  /// Axis sizes, outermost first.
   const std::vector<int64_t>& shape() const { return shape_; }
+  /// Axis names, one per axis.
   const std::vector<std::string>& axisNames() const { return names_; }
+  /// Number of mesh axes.
   int64_t numAxes() const { return static_cast<int64_t>(shape_.size()); }
+  /// Size of mesh axis `axis` (0 <= axis < numAxes()).
   int64_t size(int64_t axis) const { return shape_[static_cast<size_t>(axis)]; }
   /// Total number of ranks.
   int64_t numRanks() const;
   /// Index of axis `name`, or -1.
   int64_t axisIndex(std::string_view name) const;
-  /// Coordinates of `rank` (row-major).
+  /// Coordinates of `rank` (row-major: the last axis varies fastest).
   std::vector<int64_t> coords(int64_t rank) const;
-  /// Rank at `coords`.
+  /// Rank at `coords`; the inverse of coords().
   int64_t rankAt(const std::vector<int64_t>& coords) const;
   /// "2x4 (dp, tp)".
   std::string str() const;
@@ -78,14 +101,19 @@ class Mesh {
 
 /// Placements of one tensor, one per mesh axis.
 struct ShardingSpec {
+  /// placements[a] is the placement along mesh axis a.
   std::vector<Placement> placements;
 
   /// All replicated on `numAxes` axes.
   static ShardingSpec replicated(int64_t numAxes) {
     return {std::vector<Placement>(static_cast<size_t>(numAxes))};
   }
+  /// True when every placement is R (also for an empty spec).
   bool isReplicated() const;
+  /// True when some placement is P.
   bool hasPartial() const;
+  /// True when some placement is S(d) for this (normalized) dim.
+  bool shardsDim(int64_t d) const;
   /// "[S(0), R]".
   std::string str() const;
   bool operator==(const ShardingSpec&) const = default;
@@ -96,17 +124,28 @@ struct ShardingSpec {
 struct Chunk {
   int64_t offset = 0;
   int64_t size = 0;
+  bool operator==(const Chunk&) const = default;
 };
+/// Chunk `index` of `size` split in `parts`: e.g. 5 in 4 gives sizes 2,2,1,0.
 Chunk chunkOf(int64_t size, int64_t parts, int64_t index);
 
+/// Checks that `spec` has one placement per mesh axis and that every S(d)
+/// names a dim of a rank-`rank` tensor; returns it with negative dims made
+/// non-negative (S(-1) -> S(rank-1)).
+Expected<ShardingSpec> normalizeSpec(const ShardingSpec& spec, int64_t rank, const Mesh& mesh);
+
 /// Local shape on a rank at mesh coordinates `coords` (uneven splits follow
-/// torch.chunk). Axes that shard the same dim split it in axis order.
+/// torch.chunk). Axes that shard the same dim split it in axis order: the
+/// earlier axis splits first, the later one splits that chunk (DTensor).
+/// `spec` must fit the mesh and the tensor (see normalizeSpec); negative
+/// shard dims are accepted.
 std::vector<int64_t> localShape(const std::vector<int64_t>& global, const ShardingSpec& spec,
                                 const Mesh& mesh, const std::vector<int64_t>& coords);
 /// Per-dim (offset, size) of the local shard at `coords`.
 std::vector<Chunk> localChunks(const std::vector<int64_t>& global, const ShardingSpec& spec,
                                const Mesh& mesh, const std::vector<int64_t>& coords);
-/// Error naming dim, size and axis when some Shard does not divide evenly.
+/// Error naming dim, size and axis when some Shard does not divide evenly
+/// (for nested shards: the chunk left by the earlier axes must divide too).
 Status checkEvenlyDivisible(const std::vector<int64_t>& global, const ShardingSpec& spec,
                             const Mesh& mesh);
 

@@ -2,12 +2,25 @@
 // every subcommand calls a library.
 //
 //   spmdc inspect model.pt2 [--format text|json] [--ir]
+//   spmdc compile model.pt2 --mesh 8 --schema s.json -o model.spmd [--report r.json]
+//   spmdc dump model.spmd
+//   spmdc diff a.spmd b.spmd
 #include <CLI/CLI.hpp>
 #include <cstdio>
 #include <iostream>
 
+#include "passes/Passes.h"
+#include "passes/Pipeline.h"
+#include "passes/Report.h"
+#include "program/Diff.h"
+#include "program/Dump.h"
+#include "program/Reader.h"
+#include "program/WeightSource.h"
+#include "program/Writer.h"
 #include "pt2/Archive.h"
 #include "pt2/Inspect.h"
+#include "sharding/RuleRegistry.h"
+#include "support/File.h"
 
 namespace {
 
@@ -23,18 +36,68 @@ int runInspect(const std::string& path, const std::string& format, bool ir) {
   if (!archive) return fail(archive.status());
   if (ir)
     std::cout << spmd::ir::printProgram(archive->program);
-  else if (format == "json")
-    std::cout << spmd::pt2::inspectJson(*archive);
   else
-    std::cout << spmd::pt2::inspectText(*archive);
+    std::cout << (format == "json" ? spmd::pt2::inspectJson(*archive) : spmd::pt2::inspectText(*archive));
   return 0;
+}
+
+struct CompileArgs {
+  std::string model, schema, output, report, mesh;
+  std::vector<std::string> printAfter;
+  bool replicateUnknown = false, noAsync = false, quiet = false;
+};
+
+int runCompile(const CompileArgs& a) {
+  spmd::passes::CompileOptions opts;
+  if (!a.mesh.empty()) {
+    auto shape = spmd::sharding::Mesh::parseShape(a.mesh);
+    if (!shape) return fail(shape.status().withContext("--mesh " + a.mesh));
+    opts.mesh = *shape;
+  }
+  auto schema = spmd::schema::loadSchemaOrPreset(a.schema);
+  if (!schema) return fail(schema.status());
+  auto archive = spmd::pt2::readArchive(a.model);
+  if (!archive) return fail(archive.status());
+  opts.replicateUnknown = a.replicateUnknown;
+  opts.async = !a.noAsync;
+  opts.printAfter = a.printAfter;
+  opts.onPrintAfter = [](const std::string& pass, const spmd::program::Program& p) {
+    std::cout << "// after " << pass << "\n" << spmd::program::dumpProgram(p);
+  };
+  auto result = spmd::passes::compile(*archive, *schema, opts);
+  if (!result) return fail(result.status());
+  spmd::program::ArchiveWeightSource weights(*archive);
+  if (auto st = spmd::program::writeProgram(a.output, result->program, weights); !st.isOk()) return fail(st);
+  if (!a.report.empty())
+    if (auto st = spmd::writeFileAtomic(a.report, spmd::passes::reportJson(*result)); !st.isOk()) return fail(st);
+  if (!a.quiet) std::cout << spmd::passes::summaryText(*result, a.model, a.output);
+  return 0;
+}
+
+int runDump(const std::string& path) {
+  auto p = spmd::program::readProgram(path);
+  if (!p) return fail(p.status());
+  std::cout << spmd::program::dumpProgram(p->program());
+  return 0;
+}
+
+int runDiff(const std::string& a, const std::string& b) {
+  auto pa = spmd::program::readProgram(a);
+  if (!pa) return fail(pa.status());
+  auto pb = spmd::program::readProgram(b);
+  if (!pb) return fail(pb.status());
+  auto d = spmd::program::diffPrograms(pa->program(), pb->program());
+  std::cout << d.text;
+  return d.same ? 0 : 1;
 }
 
 }  // namespace
 
 int main(int argc, char** argv) {
   CLI::App app{"spmdc: ahead-of-time SPMD compiler for torch.export programs"};
-  app.require_subcommand(1);
+  bool listRules = false, listPasses = false;
+  app.add_flag("--list-rules", listRules, "list the ops that have a sharding rule");
+  app.add_flag("--list-passes", listPasses, "list the passes run after expansion");
 
   std::string inspectPath, format = "text";
   bool printIr = false;
@@ -43,11 +106,43 @@ int main(int argc, char** argv) {
   inspect->add_option("--format", format, "text or json")->check(CLI::IsMember({"text", "json"}));
   inspect->add_flag("--ir", printIr, "print the IR, one node per line");
 
+  CompileArgs c;
+  auto* compile = app.add_subcommand("compile", "Compile a .pt2 archive into a distributed .spmd program");
+  compile->add_option("model", c.model, "torch.export archive (.pt2)")->required();
+  compile->add_option("--schema", c.schema, "placement schema (JSON file), or a preset: dp, fsdp")->required();
+  compile->add_option("--mesh", c.mesh, "mesh shape, e.g. 8 or 2x4 (overrides the schema's)");
+  compile->add_option("-o,--output", c.output, "output program (.spmd)")->required();
+  compile->add_option("--report", c.report, "write a JSON report of the collectives, memory and timings");
+  compile->add_flag("--replicate-unknown", c.replicateUnknown, "run ops without a sharding rule replicated");
+  compile->add_flag("--no-async", c.noAsync, "keep collectives synchronous");
+  compile->add_option("--print-after", c.printAfter, "print the program after this pass (repeatable)");
+  compile->add_flag("-q,--quiet", c.quiet, "print nothing on success");
+
+  std::string dumpPath, diffA, diffB;
+  auto* dump = app.add_subcommand("dump", "Print a .spmd program, one op per line");
+  dump->add_option("program", dumpPath, ".spmd program")->required();
+  auto* diff = app.add_subcommand("diff", "Structural diff of two .spmd programs (exit 1 when they differ)");
+  diff->add_option("a", diffA, ".spmd program")->required();
+  diff->add_option("b", diffB, ".spmd program")->required();
+
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
     return app.exit(e) == 0 ? 0 : kExitBadInput;
   }
+  if (listRules) {
+    for (const auto& t : spmd::sharding::defaultRuleRegistry().targets()) std::cout << t << "\n";
+    return 0;
+  }
+  if (listPasses) {
+    for (const auto& p : spmd::passes::defaultPasses())
+      std::cout << p->name() << ": " << p->description() << "\n";
+    return 0;
+  }
   if (*inspect) return runInspect(inspectPath, format, printIr);
+  if (*compile) return runCompile(c);
+  if (*dump) return runDump(dumpPath);
+  if (*diff) return runDiff(diffA, diffB);
+  std::cerr << app.help();
   return kExitBadInput;
 }

@@ -1,0 +1,66 @@
+// async-collectives: each communicating collective moves right after the
+// node producing its input, and an spmd.wait just before its first reader,
+// so communication overlaps the computation in between.
+//
+//   %h = aten.mm.default(...)                      %h = aten.mm.default(...)
+//   %g = aten.gelu.default(%y)              =>     %r = spmd.all_reduce(%h, "tp", "sum")
+//   %r = spmd.all_reduce(%h, "tp", "sum")          %g = aten.gelu.default(%y)
+//   %o = aten.add.Tensor(%r, %g)                   %r_wait = spmd.wait(%r)
+//                                                  %o = aten.add.Tensor(%r_wait, %g)
+#include <unordered_map>
+
+#include "ir/Collectives.h"
+#include "passes/Passes.h"
+
+namespace spmd::passes {
+
+Status AsyncCollectives::run(program::Program& program) {
+  ir::Graph& g = program.graph.graph;
+  // 1. Move each collective right after the producer of its input.
+  std::unordered_map<const ir::Node*, std::vector<ir::Node*>> after;
+  std::vector<ir::Node*> atStart, order, collectives;
+  for (const auto& n : g.nodes()) {
+    if (!ir::isCommunicating(n->target())) continue;
+    collectives.push_back(n.get());
+    ir::Node* producer = n->inputValues().empty() ? nullptr : n->inputValues()[0]->producer();
+    (producer ? after[producer] : atStart).push_back(n.get());
+  }
+  if (collectives.empty()) return Status::ok();
+  std::function<void(ir::Node*)> place = [&](ir::Node* n) {
+    order.push_back(n);
+    if (auto it = after.find(n); it != after.end())
+      for (ir::Node* c : it->second) place(c);
+  };
+  for (ir::Node* c : atStart) place(c);
+  for (const auto& n : g.nodes())
+    if (!ir::isCommunicating(n->target())) place(n.get());
+  g.setNodeOrder(order);
+  // 2. A wait before each collective's first reader; readers use the wait.
+  for (ir::Node* c : collectives) {
+    ir::Value* y = c->outputValues()[0];
+    std::string base = y->name() + "_wait";
+    std::string name = base;
+    for (int i = 1; g.findValue(name); ++i) name = base + "_" + std::to_string(i);
+    SPMD_ASSIGN_OR_RETURN(ir::Value * w, g.addValue(name, y->kind()));
+    w->mutableType() = y->type();
+    int first = static_cast<int>(g.nodes().size());
+    for (ir::Node* u : y->users()) first = std::min(first, u->index());
+    SPMD_ASSIGN_OR_RETURN(ir::Node * wait, g.addNode(name, std::string(ir::kWait),
+                                                     {{"self", ir::Argument::tensor(y), false}},
+                                                     {ir::Argument::tensor(w)}));
+    wait->mutableMetadata() = c->metadata();
+    std::vector<ir::Node*> reordered;
+    for (const auto& n : g.nodes()) {
+      if (n.get() == wait) continue;
+      if (n->index() == first) reordered.push_back(wait);
+      reordered.push_back(n.get());
+    }
+    if (reordered.size() < g.nodes().size()) reordered.push_back(wait);  // read by graph outputs only
+    g.setNodeOrder(reordered);
+    g.replaceUses(y, w, wait->index() + 1);
+  }
+  syncSignatureOutputs(program);
+  return g.verify();
+}
+
+}  // namespace spmd::passes

@@ -1,0 +1,143 @@
+// One node of the expansion: operands redistributed to the layouts the
+// propagation chose, size arguments made local, results typed locally.
+//
+//   %view: f32[32, 64] = aten.view.default(%mul_1, [32, 64])       (global; batch 2x16 on dp=2)
+//   %view: f32[16, 64] = aten.view.default(%mul_1, [16, 64])       (local)
+//   %sym_size_int_46: sym(s52) = aten.sym_size.int(%tokens, 0)     (global)
+//   %sym_size_int_46_local = aten.sym_size.int(%tokens, 0)          (local: s52//2)
+//   %sym_size_int_46 = _operator.mul(%sym_size_int_46_local, 2)     (symbols stay global)
+#include <algorithm>
+
+#include "passes/Expander.h"
+
+namespace spmd::passes::detail {
+namespace {
+
+// Size-carrying arguments: (target, argument) pairs whose int list is the
+// shape of result 0.
+const char* sizeArgOf(std::string_view target) {
+  static const std::pair<std::string_view, const char*> kSizeArgs[] = {
+      {"aten._unsafe_view.default", "size"},  {"aten.empty.memory_format", "size"},
+      {"aten.empty_permuted.default", "size"}, {"aten.expand.default", "size"},
+      {"aten.full.default", "size"},           {"aten.new_empty.default", "size"},
+      {"aten.new_full.default", "size"},       {"aten.new_ones.default", "size"},
+      {"aten.new_zeros.default", "size"},      {"aten.ones.default", "size"},
+      {"aten.reshape.default", "shape"},       {"aten.view.default", "size"},
+      {"aten.zeros.default", "size"},
+  };
+  for (const auto& [t, a] : kSizeArgs)
+    if (t == target) return a;
+  return nullptr;
+}
+
+std::string sourceOf(const ir::Node& n) { return ir::userSourceLine(n.metadata().stackTrace); }
+
+}  // namespace
+
+Expected<ir::Value*> Expander::localSize(ir::Value* g, int64_t k, const ir::Node& n) {
+  if (k == 1) return g;
+  std::string name = uniqueName(g->name() + "_local");
+  SPMD_ASSIGN_OR_RETURN(ir::Value * v, g_->addValue(name, ir::ValueKind::SymInt));
+  v->setSymValue(divideDim(g->symValue(), k));
+  SPMD_ASSIGN_OR_RETURN(ir::Node * node, g_->addNode(name, "_operator.floordiv",
+                                                     {{"a", Argument::symInt(g), false},
+                                                      {"b", Argument::symInt(nullptr, k), false}},
+                                                     {Argument::symInt(v)}));
+  node->mutableMetadata() = n.metadata();
+  return v;
+}
+
+Status Expander::localizeArgs(const ir::Node& n, const sharding::NodeSharding& ns,
+                              std::vector<ir::NamedArgument>& args) {
+  const char* sizeArg = sizeArgOf(n.target());
+  if (!sizeArg || ns.results.empty()) return Status::ok();
+  const ir::Value* result = sharding::tensorResults(n)[0];
+  ir::TensorType local = localType(result->type(), ns.results[0], mesh_);
+  for (auto& na : args) {
+    if (na.name != sizeArg) continue;
+    Argument& a = na.arg;
+    for (size_t j = 0; j < a.ints.size() && j < local.sizes.size(); ++j) {
+      bool isValue = j < a.values.size() && a.values[j];
+      if (isValue) {
+        int64_t k = shardCount(ns.results[0], static_cast<int64_t>(j), mesh_);
+        SPMD_ASSIGN_OR_RETURN(a.values[j], localSize(a.values[j], k, n));
+        continue;
+      }
+      if (a.ints[j] == -1) continue;
+      if (!local.sizes[j].isStatic() && shardCount(ns.results[0], static_cast<int64_t>(j), mesh_) != 1)
+        return Status::error("node %" + n.name() + " (" + n.target() + "): size " + std::to_string(a.ints[j]) +
+                             " of a symbolic, sharded dim cannot be made local");
+      if (local.sizes[j].isStatic()) a.ints[j] = local.sizes[j].value();
+    }
+  }
+  return Status::ok();
+}
+
+Status Expander::expandNode(const ir::Node& n) {
+  const sharding::NodeSharding& ns = prop_.nodes[static_cast<size_t>(n.index())];
+  std::string where = "node %" + n.name() + " (" + n.target() + ")";
+  std::vector<ir::NamedArgument> args = n.inputs();
+  // Operands: tensors in the layout the node needs, symbols as they are.
+  auto operands = sharding::tensorOperands(n);
+  size_t next = 0;
+  bool symbolic = sharding::isSymbolicOp(n.target());
+  for (auto& na : args) {
+    for (ir::Value*& v : na.arg.values) {
+      if (!v) continue;
+      if (!v->isTensor()) {
+        v = map_[static_cast<size_t>(v->id())];
+        continue;
+      }
+      const ir::Value& src = *operands[next];
+      if (symbolic) {
+        v = map_[static_cast<size_t>(src.id())];
+      } else {
+        SPMD_ASSIGN_OR_RETURN(v, reshard(src, ns.operands[next], where, sourceOf(n)));
+      }
+      ++next;
+    }
+  }
+  SPMD_RETURN_IF_ERROR(localizeArgs(n, ns, args));
+  // sym_size of a sharded dim: local size times the shard count, so symbols stay global.
+  int64_t symScale = 1;
+  if (n.target() == "aten.sym_size.int" && !operands.empty()) {
+    const ShardingSpec& s = prop_.values[static_cast<size_t>(operands[0]->id())];
+    int64_t dim = normalizeDimArg(n);
+    symScale = shardCount(s, dim, mesh_);
+  }
+  // Results.
+  std::vector<Argument> outs = n.outputs();
+  auto results = sharding::tensorResults(n);
+  size_t r = 0;
+  std::vector<std::pair<const ir::Value*, ir::Value*>> mapped;
+  for (auto& out : outs) {
+    for (ir::Value*& v : out.values) {
+      if (!v) continue;
+      const ir::Value* src = v;
+      std::string name = src->name();
+      if (symScale != 1) name = uniqueName(src->name() + "_local");
+      ShardingSpec spec = src->isTensor() ? ns.results[r++] : ShardingSpec{};
+      SPMD_ASSIGN_OR_RETURN(v, cloneValue(*src, name, spec));
+      if (symScale != 1) v->setSymValue(divideDim(src->symValue(), symScale));
+      mapped.emplace_back(src, v);
+    }
+  }
+  std::string nodeName = symScale != 1 ? uniqueName(n.name() + "_local") : n.name();
+  SPMD_ASSIGN_OR_RETURN(ir::Node * node, g_->addNode(nodeName, n.target(), std::move(args), std::move(outs)));
+  node->mutableMetadata() = n.metadata();
+  for (auto [src, v] : mapped) map_[static_cast<size_t>(src->id())] = v;
+  if (symScale != 1) {
+    const ir::Value* src = mapped[0].first;
+    SPMD_ASSIGN_OR_RETURN(ir::Value * global, g_->addValue(src->name(), ir::ValueKind::SymInt));
+    global->setSymValue(src->symValue());
+    SPMD_ASSIGN_OR_RETURN(ir::Node * mul, g_->addNode(src->name(), "_operator.mul",
+                                                      {{"a", Argument::symInt(mapped[0].second), false},
+                                                       {"b", Argument::symInt(nullptr, symScale), false}},
+                                                      {Argument::symInt(global)}));
+    mul->mutableMetadata() = n.metadata();
+    map_[static_cast<size_t>(src->id())] = global;
+  }
+  return Status::ok();
+}
+
+}  // namespace spmd::passes::detail

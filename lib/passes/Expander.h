@@ -1,0 +1,140 @@
+// Internal to the expansion pass: the Expander and the small helpers its
+// three source files share (Expand.cpp: inputs/outputs; ExpandReshard.cpp:
+// reshard(); ExpandNode.cpp: one node at a time).
+#pragma once
+
+#include <map>
+
+#include "ir/Collectives.h"
+#include "passes/Expand.h"
+
+namespace spmd::passes::detail {
+
+using ir::Argument;
+using sharding::Placement;
+using sharding::ShardingSpec;
+
+/// Product of mesh sizes over the axes that shard `dim`.
+int64_t shardCount(const ShardingSpec& spec, int64_t dim, const sharding::Mesh& mesh);
+/// `d` divided by `k` (symbolic: d // k).
+ir::Dim divideDim(const ir::Dim& d, int64_t k);
+/// A String argument.
+Argument stringArg(const std::string& s);
+
+/// Builds the local graph node by node (see Expand.h).
+class Expander {
+ public:
+  explicit Expander(const ExpandInput& in) : in_(in), src_(*in.source), prop_(*in.propagation), mesh_(in.mesh) {}
+
+  Expected<program::Program> run() {
+    program::Program out;
+    out.mesh = mesh_;
+    ir::ExportedProgram& dst = out.graph;
+    dst.ranges = src_.ranges;
+    dst.schemaMajor = src_.schemaMajor;
+    dst.schemaMinor = src_.schemaMinor;
+    dst.torchVersion = src_.torchVersion;
+    dst.name = src_.name;
+    g_ = &dst.graph;
+    map_.assign(src_.graph.numValues(), nullptr);
+    SPMD_RETURN_IF_ERROR(addInputs(dst, out));
+    for (const auto& n : src_.graph.nodes()) SPMD_RETURN_IF_ERROR(expandNode(*n));
+    SPMD_RETURN_IF_ERROR(addOutputs(dst, out));
+    out.collectives = std::move(records_);
+    return out;
+  }
+
+ private:
+  Status addInputs(ir::ExportedProgram& dst, program::Program& out) {
+    for (size_t i = 0; i < src_.signature.inputs.size(); ++i) {
+      ir::InputSpec spec = src_.signature.inputs[i];
+      const ir::Value* v = spec.value;
+      if (v) {
+        SPMD_ASSIGN_OR_RETURN(ir::Value * nv, cloneValue(*v, v->name(), in_.inputSpecs[i]));
+        g_->addInput(nv);
+        map_[static_cast<size_t>(v->id())] = nv;
+        spec.value = nv;
+        out.inputs.push_back({in_.inputSpecs[i], v->type()});
+      } else {
+        out.inputs.push_back({ShardingSpec::replicated(mesh_.numAxes()), {}});
+      }
+      dst.signature.inputs.push_back(std::move(spec));
+    }
+    return Status::ok();
+  }
+
+  Status addOutputs(ir::ExportedProgram& dst, program::Program& out) {
+    for (size_t i = 0; i < src_.signature.outputs.size(); ++i) {
+      ir::OutputSpec spec = src_.signature.outputs[i];
+      ir::Value* v = spec.arg.value();
+      if (v && v->isTensor()) {
+        const ShardingSpec& cur = prop_.values[static_cast<size_t>(v->id())];
+        ShardingSpec want = in_.outputSpecs[i] ? *in_.outputSpecs[i] : cur;
+        std::string who = "output " + std::string(ir::outputKindName(spec.kind)) + " " +
+                          (spec.target.empty() ? v->name() : spec.target);
+        SPMD_ASSIGN_OR_RETURN(ir::Value * nv, reshard(*v, want, who, ""));
+        spec.arg = Argument::tensor(nv);
+        out.outputs.push_back({want, v->type()});
+      } else {
+        if (v) spec.arg.values[0] = map_[static_cast<size_t>(v->id())];
+        out.outputs.push_back({ShardingSpec::replicated(mesh_.numAxes()), {}});
+      }
+      g_->addOutput(spec.arg);
+      dst.signature.outputs.push_back(std::move(spec));
+    }
+    return Status::ok();
+  }
+
+  std::string uniqueName(const std::string& base) {
+    std::string name = base;
+    for (int i = 1; g_->findValue(name) || src_.graph.findValue(name); ++i) name = base + "_" + std::to_string(i);
+    return name;
+  }
+
+  Expected<ir::Value*> cloneValue(const ir::Value& v, const std::string& name, const ShardingSpec& spec) {
+    SPMD_ASSIGN_OR_RETURN(ir::Value * nv, g_->addValue(name, v.kind()));
+    if (v.isTensor())
+      nv->mutableType() = spec.placements.empty() ? v.type() : localType(v.type(), spec, mesh_);
+    nv->setSymValue(v.symValue());
+    return nv;
+  }
+
+  // Appends a node computing `target(args)` with one local tensor result.
+  Expected<ir::Value*> emit(const std::string& target, std::vector<ir::NamedArgument> args, const ir::Value& like,
+                            const ShardingSpec& spec, const std::string& base, const ir::NodeMetadata& meta) {
+    std::string name = uniqueName(base);
+    SPMD_ASSIGN_OR_RETURN(ir::Value * nv, cloneValue(like, name, spec));
+    SPMD_ASSIGN_OR_RETURN(ir::Node * n, g_->addNode(name, target, std::move(args), {Argument::tensor(nv)}));
+    n->mutableMetadata() = meta;
+    return nv;
+  }
+
+  // The one place where layouts change: `v` (produced in its propagated
+  // layout) as `want`, emitting collectives as needed (cached).
+  Expected<ir::Value*> reshard(const ir::Value& v, const ShardingSpec& want, const std::string& consumer,
+                               const std::string& sourceLine);
+
+  Status expandNode(const ir::Node& n);
+  Status localizeArgs(const ir::Node& n, const sharding::NodeSharding& ns, std::vector<ir::NamedArgument>& args);
+  Expected<ir::Value*> localSize(ir::Value* globalSym, int64_t k, const ir::Node& n);
+  // The normalized "dim" argument of sym_size.int.
+  static int64_t normalizeDimArg(const ir::Node& n) {
+    const Argument* d = n.input("dim");
+    int64_t dim = d && !d->ints.empty() ? d->ints[0] : 0;
+    auto ops = sharding::tensorOperands(n);
+    return dim < 0 && !ops.empty() ? dim + ops[0]->type().rank() : dim;
+  }
+
+  const ExpandInput& in_;
+  const ir::ExportedProgram& src_;
+  const sharding::Propagation& prop_;
+  const sharding::Mesh& mesh_;
+  ir::Graph* g_ = nullptr;
+  std::vector<ir::Value*> map_;  // source value id -> new value (in its propagated layout)
+  std::map<std::pair<int, std::string>, ir::Value*> cache_;
+  std::vector<program::CollectiveRecord> records_;
+
+};
+
+
+}  // namespace spmd::passes::detail

@@ -1,0 +1,41 @@
+// Passes over a compiled program. A pass is one class in one file with a
+// name, a one-line description and run():
+//
+//   DedupCollectives p;   // "dedup-collectives"
+//   SPMD_RETURN_IF_ERROR(p.run(program));
+//
+// `spmdc compile --list-passes` lists them; `--print-after NAME` prints the
+// program after a pass.
+#pragma once
+
+#include <memory>
+#include <string_view>
+#include <vector>
+
+#include "program/Program.h"
+
+namespace spmd::passes {
+
+/// One transformation of a program.
+class Pass {
+ public:
+  virtual ~Pass() = default;
+  /// Stable name ("dead-code-elimination").
+  virtual std::string_view name() const = 0;
+  /// One line saying what it does.
+  virtual std::string_view description() const = 0;
+  /// Transforms `program` in place; the graph stays valid (verify()).
+  virtual Status run(program::Program& program) = 0;
+};
+
+/// The passes `spmdc compile` runs after expansion, in order.
+std::vector<std::unique_ptr<Pass>> defaultPasses(bool async = true);
+
+/// Copies the graph outputs back into the signature's output specs (passes
+/// edit the graph; the signature mirrors it).
+void syncSignatureOutputs(program::Program& program);
+
+/// Removes collective records whose node no longer exists.
+void pruneCollectiveRecords(program::Program& program);
+
+}  // namespace spmd::passes

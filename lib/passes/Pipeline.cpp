@@ -1,0 +1,91 @@
+// compile(): the phases in order, each timed.
+#include "passes/Pipeline.h"
+
+#include <chrono>
+
+#include "passes/Expand.h"
+#include "passes/Passes.h"
+#include "schema/Resolve.h"
+#include "sharding/Propagation.h"
+
+namespace spmd::passes {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+class PhaseTimer {
+ public:
+  explicit PhaseTimer(std::vector<std::pair<std::string, double>>& out) : out_(out) {}
+  void done(const std::string& phase) {
+    auto now = Clock::now();
+    out_.emplace_back(phase, std::chrono::duration<double, std::milli>(now - start_).count());
+    start_ = now;
+  }
+
+ private:
+  std::vector<std::pair<std::string, double>>& out_;
+  Clock::time_point start_ = Clock::now();
+};
+
+void fillWeights(const pt2::Archive& archive, program::Program& p) {
+  for (size_t i = 0; i < p.graph.signature.inputs.size(); ++i) {
+    const ir::InputSpec& in = p.graph.signature.inputs[i];
+    bool stored = in.kind == ir::InputKind::Parameter || in.kind == ir::InputKind::Buffer ||
+                  in.kind == ir::InputKind::TensorConstant;
+    if (!stored || !in.value) continue;
+    const pt2::TensorPayload* t = archive.payload(in.target);
+    program::WeightEntry w;
+    w.fqn = in.target;
+    w.dtype = t ? t->dtype : in.value->type().dtype;
+    for (const auto& d : p.inputs[i].globalType.sizes) w.globalShape.push_back(d.value());
+    for (const auto& d : in.value->type().sizes) w.localShape.push_back(d.value());
+    w.spec = p.inputs[i].spec;
+    p.weights.push_back(std::move(w));
+  }
+}
+
+}  // namespace
+
+Expected<CompileResult> compile(const pt2::Archive& archive, const schema::PlacementSchema& schema,
+                                const CompileOptions& options) {
+  CompileResult r;
+  PhaseTimer timer(r.timingsMs);
+  const ir::ExportedProgram& source = archive.program;
+  SPMD_ASSIGN_OR_RETURN(schema::ResolvedPlacements placements,
+                        schema::resolvePlacements(schema, source, options.mesh));
+  r.notes = placements.notes;
+  timer.done("placement");
+
+  sharding::PropagationOptions popts;
+  popts.cost = options.cost;
+  popts.replicateUnknown = options.replicateUnknown;
+  auto prop = sharding::propagate(source, placements.inputs, placements.mesh, sharding::defaultRuleRegistry(), popts);
+  if (!prop) return prop.status().withContext(archive.path);
+  r.warnings = prop->warnings;
+  timer.done("propagation");
+
+  ExpandInput in;
+  in.source = &source;
+  in.propagation = &*prop;
+  in.mesh = placements.mesh;
+  in.inputSpecs = placements.inputs;
+  in.outputSpecs = placements.outputs;
+  in.cost = options.cost;
+  auto expanded = expand(in);
+  if (!expanded) return expanded.status().withContext(archive.path);
+  r.program = std::move(*expanded);
+  timer.done("expansion");
+
+  for (auto& pass : defaultPasses(options.async)) {
+    Status st = pass->run(r.program);
+    if (!st.isOk()) return st.withContext(archive.path + ": pass " + std::string(pass->name()));
+    timer.done(std::string(pass->name()));
+    for (const auto& name : options.printAfter)
+      if (name == pass->name() && options.onPrintAfter) options.onPrintAfter(name, r.program);
+  }
+  fillWeights(archive, r.program);
+  r.program.provenance = {{"source", source.name}, {"schema", schema.source}, {"compiler", "spmdc 0.1.0"}};
+  return r;
+}
+
+}  // namespace spmd::passes

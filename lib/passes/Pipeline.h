@@ -1,0 +1,49 @@
+// The whole compilation: placement schema -> propagation -> expansion ->
+// passes, with phase timings.
+//
+//   auto schema = *schema::loadSchemaOrPreset("schemas/examples/mlp_tp.json");
+//   auto result = *compile(archive, schema, {.mesh = {{8}}});
+//   result.program.collectives.size();   // 1: the all-reduce of fc2's output
+#pragma once
+
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "pt2/Archive.h"
+#include "program/Program.h"
+#include "schema/PlacementSchema.h"
+#include "sharding/CostModel.h"
+
+namespace spmd::passes {
+
+/// Options of compile().
+struct CompileOptions {
+  /// --mesh: overrides or supplies the schema's mesh shape.
+  std::optional<std::vector<int64_t>> mesh;
+  /// Run ops without a sharding rule replicated instead of refusing.
+  bool replicateUnknown = false;
+  /// Run the async-collectives pass.
+  bool async = true;
+  /// Pass names after which `printAfter` is called with the program text.
+  std::vector<std::string> printAfter;
+  std::function<void(const std::string& pass, const program::Program&)> onPrintAfter;
+  sharding::CostModel cost = sharding::CostModel();
+};
+
+/// What compile() produced besides the program.
+struct CompileResult {
+  program::Program program;
+  std::vector<std::string> notes;
+  std::vector<std::string> warnings;
+  /// Milliseconds per phase, in phase order.
+  std::vector<std::pair<std::string, double>> timingsMs;
+};
+
+/// Compiles `archive` under `schema`. Weight entries (FQN, placement,
+/// shapes) are filled; their bytes are written by program::writeProgram.
+Expected<CompileResult> compile(const pt2::Archive& archive, const schema::PlacementSchema& schema,
+                                const CompileOptions& options);
+
+}  // namespace spmd::passes

@@ -1,0 +1,126 @@
+// Reports and summaries of a compile (see Report.h).
+#include "passes/Report.h"
+
+#include <nlohmann/json.hpp>
+#include <unordered_map>
+
+#include "ir/Collectives.h"
+#include "program/Dump.h"
+
+namespace spmd::passes {
+namespace {
+
+int64_t bytesOf(const ir::Value& v) {
+  if (!v.isTensor()) return 0;
+  int64_t n = ir::elementSize(v.type().dtype);
+  for (const auto& d : v.type().sizes) n *= d.value();
+  return n;
+}
+
+std::string withCommas(int64_t v) {
+  std::string s = std::to_string(v);
+  for (int i = static_cast<int>(s.size()) - 3; i > 0; i -= 3) s.insert(static_cast<size_t>(i), ",");
+  return s;
+}
+
+}  // namespace
+
+MemoryEstimate estimateMemory(const program::Program& program) {
+  MemoryEstimate m;
+  const ir::Graph& g = program.graph.graph;
+  for (const auto& w : program.weights) {
+    int64_t n = ir::elementSize(w.dtype);
+    for (int64_t d : w.localShape) n *= d;
+    m.paramBytes += n;
+  }
+  std::unordered_map<const ir::Value*, int> lastUse;
+  for (const auto& n : g.nodes())
+    for (ir::Value* v : n->inputValues()) lastUse[v] = n->index();
+  for (const auto& o : g.outputs())
+    for (ir::Value* v : o.values)
+      if (v) lastUse[v] = static_cast<int>(g.nodes().size());
+  int64_t live = 0;
+  for (ir::Value* v : g.inputs())
+    if (v->producer() == nullptr) live += 0;  // inputs are weights (counted) or user data (below)
+  for (const auto& in : program.graph.signature.inputs)
+    if (in.kind == ir::InputKind::UserInput && in.value) live += bytesOf(*in.value);
+  int64_t peak = live;
+  for (const auto& n : g.nodes()) {
+    for (ir::Value* v : n->outputValues()) live += bytesOf(*v);
+    peak = std::max(peak, live);
+    for (ir::Value* v : n->inputValues())
+      if (lastUse[v] == n->index() && v->producer()) live -= bytesOf(*v);
+    for (ir::Value* v : n->outputValues())
+      if (!lastUse.count(v)) live -= bytesOf(*v);
+  }
+  m.peakBytes = m.paramBytes + peak;
+  return m;
+}
+
+std::string reportJson(const CompileResult& r) {
+  const program::Program& p = r.program;
+  nlohmann::ordered_json j;
+  nlohmann::ordered_json counts = nlohmann::ordered_json::object();
+  for (const char* kind : {"all_reduce", "all_gather", "reduce_scatter", "all_to_all"}) counts[kind] = 0;
+  for (const auto& n : p.graph.graph.nodes())
+    if (ir::isCommunicating(n->target())) counts[n->target().substr(5)] = counts[n->target().substr(5)].get<int>() + 1;
+  j["collective_counts"] = counts;
+  nlohmann::ordered_json list = nlohmann::ordered_json::array();
+  for (const auto& c : p.collectives) {
+    nlohmann::ordered_json e;
+    e["kind"] = c.kind;
+    e["mesh_axis"] = c.axis;
+    e["bytes_per_rank"] = c.bytesPerRank;
+    e["node"] = c.node;
+    e["value"] = c.value;
+    e["from"] = c.from;
+    e["to"] = c.to;
+    e["reason"] = "needed by " + c.consumer;
+    e["source_line"] = c.sourceLine;
+    list.push_back(e);
+  }
+  j["collectives"] = list;
+  MemoryEstimate m = estimateMemory(p);
+  j["per_rank"] = {{"param_bytes", m.paramBytes}, {"peak_bytes_estimate", m.peakBytes}};
+  nlohmann::ordered_json t = nlohmann::ordered_json::object();
+  double total = 0;
+  for (const auto& [phase, ms] : r.timingsMs) {
+    t[phase] = ms;
+    total += ms;
+  }
+  t["total"] = total;
+  j["timings_ms"] = t;
+  j["notes"] = r.notes;
+  j["warnings"] = r.warnings;
+  return j.dump(1) + "\n";
+}
+
+std::string summaryText(const CompileResult& r, const std::string& input, const std::string& output) {
+  const program::Program& p = r.program;
+  auto summary = program::summarizeCollectives(p);
+  int64_t total = 0;
+  std::string kinds;
+  for (const auto& [kind, s] : summary) {
+    total += s.count;
+    kinds += (kinds.empty() ? "" : ", ") + kind + " " + std::to_string(s.count) + ": " + withCommas(s.bytesPerRank) +
+             " B/rank";
+  }
+  std::string out = input + " -> " + output + ": mesh " + p.mesh.str() + ", " +
+                    std::to_string(p.graph.graph.nodes().size()) + " ops, " + std::to_string(total) + " collective" +
+                    (total == 1 ? "" : "s") + (kinds.empty() ? "" : " (" + kinds + ")") + "\n";
+  const size_t kShown = 8;
+  for (size_t i = 0; i < p.collectives.size() && i < kShown; ++i) {
+    const auto& c = p.collectives[i];
+    out += "  " + c.kind + " " + c.value + " on " + c.axis + ": " + c.from + " -> " + c.to + " for " + c.consumer +
+           (c.sourceLine.empty() ? "" : " (" + c.sourceLine + ")") + "\n";
+  }
+  if (p.collectives.size() > kShown)
+    out += "  ... " + std::to_string(p.collectives.size() - kShown) + " more (see --report)\n";
+  MemoryEstimate m = estimateMemory(p);
+  out += "  per rank: " + withCommas(m.paramBytes) + " B of weights, peak estimate " + withCommas(m.peakBytes) + " B\n";
+  for (const auto& n : r.notes) out += "note: " + n + "\n";
+  for (const auto& w : r.warnings) out += "warning: " + w + "\n";
+  return out;
+}
+
+}  // namespace spmd::passes

@@ -1,0 +1,31 @@
+// What `spmdc compile` tells its user: a JSON report (--report) and a short
+// human summary printed after every compile.
+//
+//   mlp.pt2 -> mlp.spmd: mesh 8 (x), 5 ops, 1 collective (all_reduce 1: 8,192 B/rank)
+//     all_reduce addmm_1 on x: [P(sum)] -> [R] for output user_output addmm_1 (export_models.py:37)
+#pragma once
+
+#include <string>
+
+#include "passes/Pipeline.h"
+
+namespace spmd::passes {
+
+/// Per-rank memory figures of a compiled program.
+struct MemoryEstimate {
+  int64_t paramBytes = 0;  ///< local parameter, buffer and constant bytes
+  int64_t peakBytes = 0;   ///< weights + largest sum of live activations
+};
+
+/// Estimates per-rank memory by walking the graph and freeing each value
+/// after its last use (symbolic sizes at their trace-time hint).
+MemoryEstimate estimateMemory(const program::Program& program);
+
+/// The --report JSON: collective_counts, collectives, per_rank, timings_ms,
+/// notes, warnings.
+std::string reportJson(const CompileResult& result);
+
+/// The short summary printed after a compile.
+std::string summaryText(const CompileResult& result, const std::string& input, const std::string& output);
+
+}  // namespace spmd::passes

@@ -1,0 +1,334 @@
+// Parsing and validation of placement schema files.
+//
+//   {"version": 1, "params": [{"mathc": "fc1.*", "placements": {"x": "S(0)"}}]}
+//   -> "s.json: /params/0: unknown key 'mathc' (did you mean 'match'?; allowed:
+//       match, placements, optional, comment)"
+//
+// Order of checks: JSON syntax (line:column), then the embedded JSON Schema
+// (valijson; the most specific error wins), then placement strings and the
+// mesh. nlohmann and valijson exceptions stop at this file's boundary.
+#include "schema/PlacementSchema.h"
+
+#define VALIJSON_USE_EXCEPTIONS 1
+#include <valijson/adapters/nlohmann_json_adapter.hpp>
+#include <valijson/schema.hpp>
+#include <valijson/schema_parser.hpp>
+#include <valijson/validator.hpp>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+#include <exception>
+#include <fstream>
+#include <memory>
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <sstream>
+
+#include "schema/Glob.h"
+
+namespace spmd::schema {
+namespace {
+
+using nlohmann::json;
+
+constexpr std::string_view kPlacementForms = "expected R, S(d), P, P(sum|avg|max|min)";
+
+/// The embedded JSON Schema, compiled once.
+Expected<const valijson::Schema*> compiledSchema() {
+  static const std::pair<std::unique_ptr<valijson::Schema>, std::string> kCompiled = [] {
+    try {
+      json doc = json::parse(placementJsonSchema());
+      auto schema = std::make_unique<valijson::Schema>();
+      valijson::SchemaParser parser(valijson::SchemaParser::kDraft7);
+      valijson::adapters::NlohmannJsonAdapter adapter(doc);
+      parser.populateSchema(adapter, *schema);
+      return std::make_pair(std::move(schema), std::string());
+    } catch (const std::exception& e) {
+      return std::make_pair(std::unique_ptr<valijson::Schema>(), std::string(e.what()));
+    }
+  }();
+  if (!kCompiled.first)
+    return Status::error("internal error: the built-in placement.schema.json does not load: " +
+                         kCompiled.second);
+  return kCompiled.first.get();
+}
+
+/// Parses JSON text; errors read "s.json:3:5: invalid JSON: <reason>".
+Expected<json> parseJsonText(std::string_view text, std::string_view source) {
+  try {
+    return json::parse(text);
+  } catch (const json::parse_error& e) {
+    std::string what = e.what();
+    std::string where = std::string(source) + ":1:" + std::to_string(e.byte);
+    size_t at = what.find(" at line ");
+    size_t colon = what.find(": ", at == std::string::npos ? 0 : at);
+    if (at != std::string::npos && colon != std::string::npos) {
+      int line = 0, column = 0;
+      if (std::sscanf(what.c_str() + at, " at line %d, column %d", &line, &column) == 2)
+        where = std::string(source) + ":" + std::to_string(line) + ":" + std::to_string(column);
+    }
+    std::string reason = colon == std::string::npos ? what : what.substr(colon + 2);
+    if (size_t last = reason.find("; last read: '"); last != std::string::npos) {
+      size_t end = reason.find("'; ", last + 14);  // line:column already say where
+      reason.erase(last, end == std::string::npos ? std::string::npos : end + 1 - last);
+    }
+    return Status::error(where + ": invalid JSON: " + reason);
+  } catch (const std::exception& e) {
+    return Status::error(std::string(source) + ": invalid JSON: " + e.what());
+  }
+}
+
+/// "/params/0" from valijson's context ["<root>", "[params]", "[0]"].
+std::vector<std::string> contextTokens(const std::vector<std::string>& context) {
+  std::vector<std::string> tokens;
+  for (const std::string& c : context) {
+    if (c.size() >= 2 && c.front() == '[' && c.back() == ']') tokens.push_back(c.substr(1, c.size() - 2));
+  }
+  return tokens;
+}
+
+std::string pointerOf(const std::vector<std::string>& tokens) {
+  std::string out;
+  for (const std::string& t : tokens) {
+    out += '/';
+    for (char c : t) out += c == '~' ? "~0" : c == '/' ? "~1" : std::string(1, c);
+  }
+  return out;
+}
+
+/// "s.json: /params/0: " (or "s.json: top level: ").
+std::string at(std::string_view source, const std::string& pointer) {
+  return std::string(source) + ": " + (pointer.empty() ? std::string("top level") : pointer) + ": ";
+}
+
+/// The keys an object at `tokens` may have, or empty when unknown.
+std::vector<std::string> allowedKeys(const std::vector<std::string>& tokens) {
+  if (tokens.empty()) return {"$schema", "comment", "version", "mesh", "params", "inputs", "outputs"};
+  if (tokens.size() == 1 && tokens[0] == "mesh") return {"shape", "axes"};
+  if (tokens.size() == 2 && (tokens[0] == "params" || tokens[0] == "inputs" || tokens[0] == "outputs"))
+    return {"match", "placements", "optional", "comment"};
+  return {};
+}
+
+std::string joined(const std::vector<std::string>& items) {
+  std::string out;
+  for (const std::string& s : items) out += (out.empty() ? "" : ", ") + s;
+  return out;
+}
+
+/// The value at `tokens` in `doc`, or null when the path does not exist.
+const json* nodeAt(const json& doc, const std::vector<std::string>& tokens) {
+  const json* node = &doc;
+  for (const std::string& t : tokens) {
+    if (node->is_object() && node->contains(t)) {
+      node = &(*node)[t];
+    } else if (node->is_array() && !t.empty() && t.size() < 10 &&
+               std::all_of(t.begin(), t.end(), [](char c) { return c >= '0' && c <= '9'; }) &&
+               std::stoul(t) < node->size()) {
+      node = &(*node)[std::stoul(t)];
+    } else {
+      return nullptr;
+    }
+  }
+  return node;
+}
+
+/// What the value at `tokens` must be, in words; empty when unknown.
+std::string expectedAt(const std::vector<std::string>& t) {
+  size_t n = t.size();
+  bool rules = n >= 1 && (t[0] == "params" || t[0] == "inputs" || t[0] == "outputs");
+  if (n == 0) return "an object {\"version\": 1, ...}";
+  if (n == 1 && t[0] == "mesh") return "an object {\"shape\": [...], \"axes\": [...]}";
+  if (n == 2 && t[0] == "mesh") return t[1] == "shape" ? "a list of mesh sizes" : "a list of axis names";
+  if (n == 3 && t[0] == "mesh") return t[1] == "shape" ? "an integer >= 1" : "a string";
+  if (n == 1 && t[0] == "outputs") return "\"replicate\", \"any\" or a list of rules";
+  if (n == 1 && rules) return "a list of rules";
+  if (n == 2 && rules) return "a rule {\"match\": ..., \"placements\": ...}";
+  if (n == 3 && rules && t[2] == "match") return "a string (a glob)";
+  if (n == 3 && rules && t[2] == "optional") return "true or false";
+  if (n == 3 && rules && t[2] == "placements") return "an object {axis: placement} or a list of placements";
+  if (n == 4 && rules && t[2] == "placements") return "a placement string (R, S(d), P, P(sum|avg|max|min))";
+  if (!t.empty() && (t.back() == "comment" || t.back() == "$schema")) return "a string";
+  return "";
+}
+
+/// A friendlier text for the common mistakes; empty to keep valijson's.
+std::string friendlyReason(const json& doc, const std::vector<std::string>& tokens,
+                           const std::string& description) {
+  const json* node = nodeAt(doc, tokens);
+  if (node == nullptr) return "";
+  if (tokens.size() >= 3 && tokens[tokens.size() - 2] == "placements" && node->is_string())
+    return node->dump() + " is not a placement (" + std::string(kPlacementForms) + ")";
+  if (tokens == std::vector<std::string>{"outputs"} && node->is_string())
+    return node->dump() + " is not an output policy (expected \"replicate\", \"any\" or a list of rules)";
+  if (tokens.size() == 3 && tokens[0] == "mesh" && tokens[1] == "shape")
+    return "expected an integer >= 1, got " + node->dump();
+  if (tokens == std::vector<std::string>{"version"})
+    return "version " + node->dump() + " is not supported (this spmdc reads version 1)";
+  constexpr std::string_view kUnknownKey = "'additionalProperties' constraints: '";
+  if (size_t key = description.find(kUnknownKey); key != std::string::npos) {
+    size_t begin = key + kUnknownKey.size();
+    std::string name = description.substr(begin, description.rfind('\'') - begin);
+    std::vector<std::string> allowed = allowedKeys(tokens);
+    if (allowed.empty()) return "unknown key '" + name + "'";
+    std::optional<std::string> near = closestWord(name, allowed);
+    return "unknown key '" + name + "' (" + (near ? "did you mean '" + *near + "'?; " : "") +
+           "allowed: " + joined(allowed) + ")";
+  }
+  if (description.find("'type' constraint") != std::string::npos) {
+    std::string expected = expectedAt(tokens);
+    if (!expected.empty()) return "expected " + expected + ", got " + node->type_name();
+  }
+  return "";
+}
+
+/// Of valijson's errors, the deepest; at equal depth an unknown key first.
+const valijson::ValidationResults::Error* mostSpecific(const valijson::ValidationResults& results) {
+  const valijson::ValidationResults::Error* best = nullptr;
+  auto unknownKey = [](const valijson::ValidationResults::Error& e) {
+    return e.description.find("'additionalProperties'") != std::string::npos;
+  };
+  for (const auto& err : results) {
+    if (best == nullptr || err.context.size() > best->context.size() ||
+        (err.context.size() == best->context.size() && unknownKey(err) && !unknownKey(*best)))
+      best = &err;
+  }
+  return best;
+}
+
+/// Validates `doc` against the embedded schema; reports the most specific error.
+Status validateDocument(const json& doc, std::string_view source) {
+  SPMD_ASSIGN_OR_RETURN(const valijson::Schema* schema, compiledSchema());
+  valijson::ValidationResults results;
+  try {
+    valijson::Validator validator;
+    valijson::adapters::NlohmannJsonAdapter adapter(doc);
+    if (validator.validate(*schema, adapter, &results)) return Status::ok();
+  } catch (const std::exception& e) {
+    return Status::error(std::string(source) + ": schema validation failed: " + e.what());
+  }
+  const valijson::ValidationResults::Error* best = mostSpecific(results);
+  SPMD_CHECK(best != nullptr);
+  std::vector<std::string> tokens = contextTokens(best->context);
+  std::string reason = friendlyReason(doc, tokens, best->description);
+  if (reason.empty()) {
+    reason = best->description;
+    if (!reason.empty() && reason.back() == '.') reason.pop_back();
+  }
+  return Status::error(at(source, pointerOf(tokens)) + reason);
+}
+
+Expected<sharding::Placement> placementAt(const json& text, std::string_view source,
+                                          const std::string& pointer) {
+  std::string s = text.get<std::string>();
+  Expected<sharding::Placement> p = sharding::parsePlacement(s);
+  if (!p) return Status::error(at(source, pointer) + p.status().message());
+  return p;
+}
+
+Expected<PlacementRule> ruleFrom(const json& j, std::string_view source, const std::string& pointer) {
+  PlacementRule rule;
+  rule.pointer = pointer;
+  rule.match = j.at("match").get<std::string>();
+  rule.optional = j.value("optional", false);
+  const json& placements = j.at("placements");
+  rule.positional = placements.is_array();
+  if (rule.positional) {
+    for (size_t i = 0; i < placements.size(); ++i) {
+      SPMD_ASSIGN_OR_RETURN(sharding::Placement p,
+                            placementAt(placements[i], source, pointer + "/placements/" + std::to_string(i)));
+      rule.byPosition.push_back(p);
+    }
+  } else {
+    for (const auto& [axis, text] : placements.items()) {
+      SPMD_ASSIGN_OR_RETURN(
+          sharding::Placement p,
+          placementAt(text, source, pointer + "/placements/" + pointerOf({axis}).substr(1)));
+      rule.byAxis.emplace_back(axis, p);
+    }
+  }
+  return rule;
+}
+
+Expected<std::vector<PlacementRule>> rulesFrom(const json& doc, const char* key, std::string_view source) {
+  std::vector<PlacementRule> rules;
+  if (!doc.contains(key) || !doc[key].is_array()) return rules;
+  const json& list = doc[key];
+  for (size_t i = 0; i < list.size(); ++i) {
+    SPMD_ASSIGN_OR_RETURN(PlacementRule r,
+                          ruleFrom(list[i], source, "/" + std::string(key) + "/" + std::to_string(i)));
+    rules.push_back(std::move(r));
+  }
+  return rules;
+}
+
+/// Builds the schema from a document that passed validation.
+Expected<PlacementSchema> schemaFrom(const json& doc, std::string_view source) {
+  PlacementSchema s;
+  s.source = std::string(source);
+  if (doc.contains("mesh")) {
+    const json& mesh = doc["mesh"];
+    if (mesh.contains("shape")) s.meshShape = mesh["shape"].get<std::vector<int64_t>>();
+    if (mesh.contains("axes")) s.meshAxes = mesh["axes"].get<std::vector<std::string>>();
+    if (!s.meshShape.empty() && !s.meshAxes.empty() && s.meshShape.size() != s.meshAxes.size())
+      return Status::error(at(source, "/mesh") + "shape has " + std::to_string(s.meshShape.size()) +
+                           " axes but axes names " + std::to_string(s.meshAxes.size()) +
+                           "; give one name per mesh axis");
+  }
+  SPMD_ASSIGN_OR_RETURN(s.params, rulesFrom(doc, "params", source));
+  SPMD_ASSIGN_OR_RETURN(s.inputs, rulesFrom(doc, "inputs", source));
+  if (doc.contains("outputs") && doc["outputs"].is_string()) {
+    s.outputPolicy = doc["outputs"] == "any" ? OutputPolicy::Any : OutputPolicy::Replicate;
+  } else if (doc.contains("outputs")) {
+    s.outputPolicy = OutputPolicy::Rules;
+    SPMD_ASSIGN_OR_RETURN(s.outputs, rulesFrom(doc, "outputs", source));
+  }
+  return s;
+}
+
+}  // namespace
+
+Expected<PlacementSchema> parsePlacementSchema(std::string_view text, std::string_view source) {
+  SPMD_ASSIGN_OR_RETURN(json doc, parseJsonText(text, source));
+  SPMD_RETURN_IF_ERROR(validateDocument(doc, source));
+  try {
+    return schemaFrom(doc, source);
+  } catch (const std::exception& e) {
+    return Status::error(std::string(source) + ": " + e.what());
+  }
+}
+
+Expected<PlacementSchema> loadPlacementSchema(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return Status::error(path + ": cannot read the placement schema: " + std::strerror(errno));
+  std::ostringstream text;
+  text << in.rdbuf();
+  return parsePlacementSchema(text.str(), path);
+}
+
+std::vector<std::string_view> presetNames() { return {"dp", "fsdp"}; }
+
+Expected<PlacementSchema> loadSchemaOrPreset(const std::string& arg) {
+  std::vector<std::string_view> presets = presetNames();
+  bool preset = std::find(presets.begin(), presets.end(), arg) != presets.end();
+  if (preset && !std::ifstream(arg).good()) return presetSchema(arg);
+  return loadPlacementSchema(arg);
+}
+
+Expected<PlacementSchema> presetSchema(std::string_view name) {
+  PlacementSchema s;
+  s.source = "preset '" + std::string(name) + "'";
+  if (name == "dp") {
+    s.preset = Preset::DataParallel;
+  } else if (name == "fsdp") {
+    s.preset = Preset::Fsdp;
+  } else {
+    return Status::error("unknown placement preset '" + std::string(name) +
+                         "' (presets: dp, fsdp; or give a schema file)");
+  }
+  return s;
+}
+
+}  // namespace spmd::schema

@@ -1,0 +1,109 @@
+// The placement schema: how a program's parameters, buffers and user inputs
+// are laid out over a device mesh (DESIGN.md, "Placement schema").
+//
+//   {"version": 1,
+//    "mesh": {"shape": [2, 4], "axes": ["dp", "tp"]},
+//    "params": [{"match": "layers.*.wq.weight", "placements": {"tp": "S(0)"}}],
+//    "inputs": [{"match": "tokens", "placements": ["S(0)", "R"]}],
+//    "outputs": "replicate"}
+//
+//   Expected<PlacementSchema> s = loadPlacementSchema("tp.json");
+//   s->params[0].match == "layers.*.wq.weight"
+//   s->params[0].byAxis[0] == {"tp", Placement::shard(0)}
+//   s->inputs[0].byPosition == {Placement::shard(0), Placement::replicate()}
+//
+// Parsing checks the text against schemas/placement.schema.json (embedded in
+// the library) and parses every placement; whether names and dims fit the
+// program is checked later, by resolvePlacements (Resolve.h).
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+#include "sharding/Placement.h"
+#include "support/Status.h"
+
+namespace spmd::schema {
+
+/// One rule: tensors whose name matches the glob `match` get `placements`.
+struct PlacementRule {
+  /// Glob over FQNs (params), input names (inputs) or output names (outputs).
+  std::string match;
+  /// True when placements were given as a list, one per mesh axis.
+  bool positional = false;
+  /// Object form: (axis name, placement) in file order; axes left out are R.
+  std::vector<std::pair<std::string, sharding::Placement>> byAxis;
+  /// List form: one placement per mesh axis.
+  std::vector<sharding::Placement> byPosition;
+  /// When true, matching nothing is not an error.
+  bool optional = false;
+  /// JSON pointer of the rule in its file ("/params/2"), for messages.
+  std::string pointer;
+};
+
+/// What the outputs' placements are.
+enum class OutputPolicy : uint8_t {
+  /// Every output whole on every rank (gradients and buffer mutations follow
+  /// their parameter or buffer).
+  Replicate,
+  /// Whatever propagation produced (gradients and buffer mutations follow).
+  Any,
+  /// `PlacementSchema::outputs` rules; unmatched outputs as Replicate.
+  Rules,
+};
+
+/// A built-in layout that needs no file (`spmdc compile --schema fsdp`).
+enum class Preset : uint8_t {
+  /// Rules from a file.
+  None,
+  /// Parameters and buffers replicated; every user input S(0) on every axis.
+  DataParallel,
+  /// Parameters S(0) on every axis where dim 0 divides by the number of
+  /// ranks (else replicated, with a note); user inputs S(0) on every axis.
+  Fsdp,
+};
+
+/// A parsed placement schema.
+struct PlacementSchema {
+  /// Where it came from, as messages name it: the file path, or "preset 'dp'".
+  std::string source;
+  Preset preset = Preset::None;
+  /// Mesh shape; empty when the schema leaves it to --mesh.
+  std::vector<int64_t> meshShape;
+  /// Mesh axis names; empty when the schema does not name them.
+  std::vector<std::string> meshAxes;
+  /// Rules over parameter, buffer and tensor-constant FQNs.
+  std::vector<PlacementRule> params;
+  /// Rules over user input names ("x", or "input.<i>").
+  std::vector<PlacementRule> inputs;
+  OutputPolicy outputPolicy = OutputPolicy::Replicate;
+  /// Rules over output names, when outputPolicy is Rules.
+  std::vector<PlacementRule> outputs;
+};
+
+/// Parses and validates schema text; `source` names it in messages
+/// ("s.json: /params/1/placements/tp: ..."). Errors: text that is not JSON
+/// (with line and column), a violation of the JSON Schema (JSON pointer and
+/// reason), a bad placement string, mesh shape and axes of different lengths.
+Expected<PlacementSchema> parsePlacementSchema(std::string_view text, std::string_view source);
+
+/// Reads the file at `path` and parses it (messages name `path`).
+Expected<PlacementSchema> loadPlacementSchema(const std::string& path);
+
+/// The preset named `name` ("dp" or "fsdp"); error lists the presets.
+Expected<PlacementSchema> presetSchema(std::string_view name);
+
+/// What `spmdc --schema <arg>` means: the preset `arg` names ("dp",
+/// "fsdp") unless a file of that name exists, else the file at `arg`.
+Expected<PlacementSchema> loadSchemaOrPreset(const std::string& arg);
+
+/// Names of the presets, in the order `spmdc --help` lists them.
+std::vector<std::string_view> presetNames();
+
+/// The text of schemas/placement.schema.json, as built into the library.
+std::string_view placementJsonSchema();
+
+}  // namespace spmd::schema

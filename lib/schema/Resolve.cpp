@@ -1,0 +1,378 @@
+// Resolution of a placement schema against a program.
+//
+//   s.json: mesh [2, 4] (dp, tp), params [{"match": "fc1.*", "placements": {"tp": "S(0)"}}]
+//   fc1.weight f32[256, 64] -> [R, S(0)];  fc2.weight -> [R, R] (unmatched)
+//   "outputs": "replicate" -> addmm_1 [R, R]; grad.fc1.weight -> [R, S(0)]
+//
+// Steps: mesh, then every rule's placements on that mesh (axis names, list
+// lengths), then matching (first rule wins, every rule must match something
+// unless optional), then each winner is fitted to its tensor (dims
+// normalized, ranges and divisibility checked).
+#include "schema/Resolve.h"
+
+#include <map>
+
+#include "schema/Glob.h"
+
+namespace spmd::schema {
+namespace {
+
+using sharding::Mesh;
+using sharding::Placement;
+using sharding::ShardingSpec;
+
+/// A tensor a rule may match.
+struct Target {
+  /// Index into signature.inputs or signature.outputs.
+  size_t index = 0;
+  /// The names a glob is tried against; the first is the display name.
+  std::vector<std::string> names;
+  /// "parameter 'fc1.weight'", "input 'x'", "output 'grad.fc1.weight'".
+  std::string what;
+  /// The tensor; null for constants.
+  const ir::Value* value = nullptr;
+};
+
+std::string joined(const std::vector<std::string>& items) {
+  std::string out;
+  for (const std::string& s : items) out += (out.empty() ? "" : ", ") + s;
+  return out;
+}
+
+std::string shapeText(const std::vector<int64_t>& shape) {
+  std::string out;
+  for (int64_t d : shape) out += (out.empty() ? "" : "x") + std::to_string(d);
+  return out;
+}
+
+std::string typeText(const Target& t) {
+  if (t.value == nullptr) return "(a constant)";
+  if (!t.value->isTensor()) return "(not a tensor)";
+  return t.value->type().str();
+}
+
+/// "s.json: /params/0/placements/tpp: unknown mesh axis 'tpp' (...)".
+Status unknownAxis(const std::string& where, const std::string& axis, const Mesh& mesh) {
+  std::optional<std::string> near = closestWord(axis, mesh.axisNames());
+  std::string hint = near ? "did you mean '" + *near + "'?; " : "";
+  return Status::error(where + "/" + axis + ": unknown mesh axis '" + axis + "' (" + hint +
+                       "mesh axes: " + joined(mesh.axisNames()) + ")");
+}
+
+/// The placements of rule `r` as a spec on `mesh` (dims as written).
+Expected<ShardingSpec> ruleSpec(const PlacementSchema& s, const PlacementRule& r, const Mesh& mesh) {
+  ShardingSpec spec = ShardingSpec::replicated(mesh.numAxes());
+  std::string where = s.source + ": " + r.pointer + "/placements";
+  if (r.positional) {
+    if (static_cast<int64_t>(r.byPosition.size()) != mesh.numAxes())
+      return Status::error(where + ": " + std::to_string(r.byPosition.size()) + " placement" +
+                           (r.byPosition.size() == 1 ? "" : "s") + " given for the " +
+                           std::to_string(mesh.numAxes()) + "-axis mesh " + mesh.str() +
+                           "; give one per mesh axis, or an object keyed by axis name");
+    spec.placements = r.byPosition;
+    return spec;
+  }
+  for (const auto& [axis, placement] : r.byAxis) {
+    int64_t index = mesh.axisIndex(axis);
+    if (index < 0) return unknownAxis(where, axis, mesh);
+    spec.placements[static_cast<size_t>(index)] = placement;
+  }
+  return spec;
+}
+
+/// Adds a note for each symbolic dim `spec` shards (checked at its hint).
+void noteSymbolicShards(const std::string& origin, const Target& t, const ShardingSpec& spec,
+                        const Mesh& mesh, std::vector<std::string>& notes) {
+  const auto& sizes = t.value->type().sizes;
+  std::map<int64_t, int64_t> parts;
+  for (size_t a = 0; a < spec.placements.size(); ++a)
+    if (spec.placements[a].isShard()) {
+      auto [it, fresh] = parts.emplace(spec.placements[a].dim, 1);
+      it->second *= mesh.size(static_cast<int64_t>(a));
+    }
+  for (const auto& [dim, n] : parts) {
+    const ir::Dim& d = sizes[static_cast<size_t>(dim)];
+    if (d.isStatic()) continue;
+    notes.push_back(origin + ": " + t.what + ": dim " + std::to_string(dim) + " is symbolic (" + d.str() +
+                    "); its sharding was checked at the trace-time size " + std::to_string(d.value()) +
+                    ": at run time it must divide by " + std::to_string(n) + " too");
+  }
+}
+
+/// Normalizes `spec`'s shard dims for tensor `t` and checks that they exist
+/// and divide evenly. `origin` says who asked ("s.json: /params/0: rule 'x'").
+Expected<ShardingSpec> fitSpec(const std::string& origin, ShardingSpec spec, const Target& t,
+                               const Mesh& mesh, std::vector<std::string>& notes) {
+  bool tensor = t.value != nullptr && t.value->isTensor();
+  int64_t rank = tensor ? t.value->type().rank() : 0;
+  bool shards = false;
+  for (size_t a = 0; a < spec.placements.size(); ++a) {
+    Placement& p = spec.placements[a];
+    if (!p.isShard()) continue;
+    shards = true;
+    int64_t d = p.dim < 0 ? p.dim + rank : p.dim;
+    if (d >= 0 && d < rank) {
+      p.dim = d;
+      continue;
+    }
+    std::string head = origin + " shards dim " + std::to_string(p.dim) + " of " + t.what + " " + typeText(t) +
+                       " on mesh axis '" + mesh.axisNames()[a] + "'";
+    if (rank == 0)
+      return Status::error(head + ", which has no dims to shard; replicate it (R) or narrow the match");
+    return Status::error(head + ", which has rank " + std::to_string(rank) + "; use a dim in [" +
+                         std::to_string(-rank) + ", " + std::to_string(rank - 1) + "] or narrow the match");
+  }
+  if (!shards) return spec;
+  std::vector<int64_t> global;
+  bool symbolic = false;
+  for (const ir::Dim& d : t.value->type().sizes) {
+    global.push_back(d.value());
+    symbolic = symbolic || !d.isStatic();
+  }
+  Status even = sharding::checkEvenlyDivisible(global, spec, mesh);
+  if (!even.isOk())
+    return Status::error(origin + " on " + t.what + " " + typeText(t) +
+                         (symbolic ? " (symbolic sizes checked at their trace-time hint)" : "") + ": " +
+                         even.message());
+  noteSymbolicShards(origin, t, spec, mesh, notes);
+  return spec;
+}
+
+/// For each target, the index of the first rule matching it (-1: none).
+/// Error for a rule that matches nothing and is not optional.
+Expected<std::vector<int>> matchRules(const PlacementSchema& s, const std::vector<PlacementRule>& rules,
+                                      const std::vector<Target>& targets, const std::string& noun) {
+  std::vector<int> winner(targets.size(), -1);
+  std::vector<bool> used(rules.size(), false);
+  for (size_t t = 0; t < targets.size(); ++t) {
+    for (size_t r = 0; r < rules.size(); ++r) {
+      bool hit = false;
+      for (const std::string& name : targets[t].names) hit = hit || globMatch(rules[r].match, name);
+      if (!hit) continue;
+      used[r] = true;
+      if (winner[t] < 0) winner[t] = static_cast<int>(r);
+    }
+  }
+  std::vector<std::string> names;
+  names.reserve(targets.size());
+  for (const Target& t : targets) names.push_back(t.names.front());
+  for (size_t r = 0; r < rules.size(); ++r) {
+    if (used[r] || rules[r].optional) continue;
+    std::optional<std::string> near = suggestGlob(rules[r].match, names);
+    return Status::error(s.source + ": " + rules[r].pointer + ": rule '" + rules[r].match + "' matches no " +
+                         noun + " (" + (near ? "did you mean '" + *near + "'?; " : "") +
+                         "add \"optional\": true to allow)");
+  }
+  return winner;
+}
+
+/// Specs for `targets` from `rules` (nullopt where no rule matched).
+Expected<std::vector<std::optional<ShardingSpec>>> applyRules(const PlacementSchema& s,
+                                                              const std::vector<PlacementRule>& rules,
+                                                              const std::vector<Target>& targets,
+                                                              const std::string& noun, const Mesh& mesh,
+                                                              std::vector<std::string>& notes) {
+  std::vector<ShardingSpec> specs;
+  for (const PlacementRule& r : rules) {
+    SPMD_ASSIGN_OR_RETURN(ShardingSpec spec, ruleSpec(s, r, mesh));
+    specs.push_back(std::move(spec));
+  }
+  SPMD_ASSIGN_OR_RETURN(std::vector<int> winner, matchRules(s, rules, targets, noun));
+  std::vector<std::optional<ShardingSpec>> out(targets.size());
+  for (size_t t = 0; t < targets.size(); ++t) {
+    if (winner[t] < 0) continue;
+    const PlacementRule& r = rules[static_cast<size_t>(winner[t])];
+    std::string origin = s.source + ": " + r.pointer + ": rule '" + r.match + "'";
+    SPMD_ASSIGN_OR_RETURN(out[t],
+                          fitSpec(origin, specs[static_cast<size_t>(winner[t])], targets[t], mesh, notes));
+  }
+  return out;
+}
+
+/// Parameters, buffers and tensor constants (names: FQN).
+std::vector<Target> paramTargets(const ir::ExportedProgram& p) {
+  std::vector<Target> out;
+  for (size_t i = 0; i < p.signature.inputs.size(); ++i) {
+    const ir::InputSpec& in = p.signature.inputs[i];
+    const char* noun = in.kind == ir::InputKind::Parameter        ? "parameter"
+                       : in.kind == ir::InputKind::Buffer         ? "buffer"
+                       : in.kind == ir::InputKind::TensorConstant ? "constant"
+                                                                  : nullptr;
+    if (noun == nullptr || in.value == nullptr) continue;
+    out.push_back({i, {in.target}, std::string(noun) + " '" + in.target + "'", in.value});
+  }
+  return out;
+}
+
+/// User inputs (names: the value's name, then "input.<k>").
+std::vector<Target> userInputTargets(const ir::ExportedProgram& p) {
+  std::vector<Target> out;
+  size_t k = 0;
+  for (size_t i = 0; i < p.signature.inputs.size(); ++i) {
+    const ir::InputSpec& in = p.signature.inputs[i];
+    if (in.kind != ir::InputKind::UserInput) continue;
+    std::string name = in.value != nullptr ? in.value->name() : in.name;
+    out.push_back({i, {name, "input." + std::to_string(k++)}, "input '" + name + "'", in.value});
+  }
+  return out;
+}
+
+/// Graph outputs (names: outputNames).
+std::vector<Target> outputTargets(const ir::ExportedProgram& p) {
+  std::vector<std::string> names = outputNames(p);
+  std::vector<Target> out;
+  for (size_t i = 0; i < names.size(); ++i) {
+    const ir::Argument& arg = p.signature.outputs[i].arg;
+    out.push_back(
+        {i, {names[i]}, "output '" + names[i] + "'", arg.values.size() == 1 ? arg.values[0] : nullptr});
+  }
+  return out;
+}
+
+/// S(0) on every mesh axis.
+ShardingSpec shardAll(const Mesh& mesh) {
+  return {std::vector<Placement>(static_cast<size_t>(mesh.numAxes()), Placement::shard(0))};
+}
+
+/// Input specs from a preset (dp, fsdp).
+Status applyPreset(const PlacementSchema& s, const ir::ExportedProgram& p, ResolvedPlacements& r) {
+  for (const Target& t : userInputTargets(p)) {
+    if (t.value == nullptr || !t.value->isTensor()) continue;
+    if (t.value->type().rank() == 0) {
+      r.notes.push_back(s.source + ": " + t.what + " " + typeText(t) + " is a scalar: replicated");
+      continue;
+    }
+    SPMD_ASSIGN_OR_RETURN(r.inputs[t.index], fitSpec(s.source, shardAll(r.mesh), t, r.mesh, r.notes));
+  }
+  if (s.preset != Preset::Fsdp) return Status::ok();
+  for (const Target& t : paramTargets(p)) {
+    if (p.signature.inputs[t.index].kind != ir::InputKind::Parameter || !t.value->isTensor()) continue;
+    const ir::TensorType& type = t.value->type();
+    int64_t ranks = r.mesh.numRanks();
+    if (type.rank() > 0 && type.sizes[0].isStatic() && type.sizes[0].value() % ranks == 0) {
+      r.inputs[t.index] = shardAll(r.mesh);
+      continue;
+    }
+    std::string why = type.rank() == 0 ? "it is a scalar"
+                                       : "dim 0 (" + type.sizes[0].str() + ") does not divide by the " +
+                                             std::to_string(ranks) + " ranks";
+    r.notes.push_back(s.source + ": " + t.what + " " + type.str() + " stays replicated: " + why);
+  }
+  return Status::ok();
+}
+
+/// The spec output `o` inherits from its parameter, buffer or user input.
+std::optional<ShardingSpec> followedSpec(const ir::OutputSpec& o, const ir::ExportedProgram& p,
+                                         const ResolvedPlacements& r) {
+  bool param = o.kind == ir::OutputKind::GradientToParameter || o.kind == ir::OutputKind::ParameterMutation ||
+               o.kind == ir::OutputKind::BufferMutation;
+  bool input = o.kind == ir::OutputKind::GradientToUserInput || o.kind == ir::OutputKind::UserInputMutation;
+  if (!param && !input) return std::nullopt;
+  for (size_t i = 0; i < p.signature.inputs.size(); ++i) {
+    const ir::InputSpec& in = p.signature.inputs[i];
+    bool hit = param ? in.kind != ir::InputKind::UserInput && in.target == o.target
+                     : in.kind == ir::InputKind::UserInput &&
+                           (in.value != nullptr ? in.value->name() : in.name) == o.target;
+    if (hit) return r.inputs[i];
+  }
+  return std::nullopt;
+}
+
+Status resolveOutputs(const PlacementSchema& s, const ir::ExportedProgram& p, ResolvedPlacements& r) {
+  std::vector<Target> targets = outputTargets(p);
+  std::vector<std::optional<ShardingSpec>> ruled(targets.size());
+  if (s.outputPolicy == OutputPolicy::Rules) {
+    SPMD_ASSIGN_OR_RETURN(ruled, applyRules(s, s.outputs, targets, "output", r.mesh, r.notes));
+  }
+  for (size_t i = 0; i < targets.size(); ++i) {
+    std::optional<ShardingSpec> spec = ruled[i];
+    if (!spec) spec = followedSpec(p.signature.outputs[i], p, r);
+    if (!spec && s.outputPolicy != OutputPolicy::Any) spec = ShardingSpec::replicated(r.mesh.numAxes());
+    r.outputs.push_back(std::move(spec));
+  }
+  return Status::ok();
+}
+
+}  // namespace
+
+Expected<Mesh> resolveMesh(const PlacementSchema& s,
+                           const std::optional<std::vector<int64_t>>& meshOverride) {
+  std::vector<int64_t> shape = s.meshShape;
+  if (meshOverride) {
+    size_t named = s.meshAxes.size();
+    if (named != 0 && meshOverride->size() != named) {
+      std::vector<int64_t> twos(named, 2);
+      return Status::error(s.source + ": /mesh/axes: --mesh " + shapeText(*meshOverride) + " has " +
+                           std::to_string(meshOverride->size()) + " axes but the schema names " +
+                           std::to_string(named) + " (" + joined(s.meshAxes) + "); give a " +
+                           std::to_string(named) + "-axis --mesh such as " + shapeText(twos) +
+                           ", or drop the axis names");
+    }
+    shape = *meshOverride;
+  }
+  if (shape.empty())
+    return Status::error(s.source +
+                         ": no mesh: give \"mesh\": {\"shape\": [...]} in the schema, or --mesh "
+                         "(e.g. --mesh 8 or --mesh 2x4)");
+  Expected<Mesh> mesh = Mesh::create(shape, s.meshAxes);
+  if (!mesh) return mesh.status().withContext(s.source);
+  return mesh;
+}
+
+std::vector<std::string> outputNames(const ir::ExportedProgram& p) {
+  std::vector<std::string> names;
+  size_t user = 0, loss = 0, token = 0;
+  for (const ir::OutputSpec& o : p.signature.outputs) {
+    switch (o.kind) {
+      case ir::OutputKind::UserOutput:
+        names.push_back("output." + std::to_string(user++));
+        break;
+      case ir::OutputKind::LossOutput:
+        names.push_back(loss == 0 ? "loss" : "loss." + std::to_string(loss));
+        ++loss;
+        break;
+      case ir::OutputKind::BufferMutation:
+        names.push_back("buffer." + o.target);
+        break;
+      case ir::OutputKind::GradientToParameter:
+        names.push_back("grad." + o.target);
+        break;
+      case ir::OutputKind::GradientToUserInput:
+        names.push_back("grad_input." + o.target);
+        break;
+      case ir::OutputKind::UserInputMutation:
+        names.push_back("input_mutation." + o.target);
+        break;
+      case ir::OutputKind::ParameterMutation:
+        names.push_back("param_mutation." + o.target);
+        break;
+      case ir::OutputKind::Token:
+        names.push_back("token." + std::to_string(token++));
+        break;
+    }
+  }
+  return names;
+}
+
+Expected<ResolvedPlacements> resolvePlacements(const PlacementSchema& s, const ir::ExportedProgram& p,
+                                               const std::optional<std::vector<int64_t>>& meshOverride) {
+  ResolvedPlacements r;
+  SPMD_ASSIGN_OR_RETURN(r.mesh, resolveMesh(s, meshOverride));
+  r.inputs.assign(p.signature.inputs.size(), ShardingSpec::replicated(r.mesh.numAxes()));
+  if (s.preset != Preset::None) {
+    SPMD_RETURN_IF_ERROR(applyPreset(s, p, r));
+  } else {
+    std::vector<Target> params = paramTargets(p), inputs = userInputTargets(p);
+    SPMD_ASSIGN_OR_RETURN(auto paramSpecs,
+                          applyRules(s, s.params, params, "parameter or buffer", r.mesh, r.notes));
+    SPMD_ASSIGN_OR_RETURN(auto inputSpecs, applyRules(s, s.inputs, inputs, "user input", r.mesh, r.notes));
+    for (size_t t = 0; t < params.size(); ++t)
+      if (paramSpecs[t]) r.inputs[params[t].index] = *paramSpecs[t];
+    for (size_t t = 0; t < inputs.size(); ++t)
+      if (inputSpecs[t]) r.inputs[inputs[t].index] = *inputSpecs[t];
+  }
+  SPMD_RETURN_IF_ERROR(resolveOutputs(s, p, r));
+  return r;
+}
+
+}  // namespace spmd::schema

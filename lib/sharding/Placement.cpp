@@ -1,0 +1,277 @@
+// Placements, meshes and local shard geometry.
+//
+//   parsePlacement(" S( -1 ) ")        -> S(-1)
+//   Mesh::parseShape("2x4")            -> {2, 4}
+//   Mesh m = *Mesh::create({2, 4}, {"dp", "tp"});
+//   m.coords(6) == {1, 2}, m.rankAt({1, 2}) == 6
+//   chunkOf(5, 4, i).size for i = 0..3 -> 2, 2, 1, 0
+//   localChunks({16, 8}, [S(0), S(0)], m, {1, 2})
+//     -> dim 0: 'dp' keeps rows [8, 16), 'tp' keeps [8+2*2, 8+3*2) = [12, 14)
+//
+// Invariants:
+//   - chunkOf(n, p, i) for i in [0, p) tiles [0, n) in order; every chunk is
+//     ceil(n/p) long except a short last non-empty one and empty ones after.
+//   - Axes that shard the same dim split it in mesh-axis order: axis a splits
+//     the chunk that axes < a left (DTensor's nested sharding).
+//   - coords() and rankAt() are inverse, row-major (last axis fastest).
+#include "sharding/Placement.h"
+
+#include <algorithm>
+#include <cctype>
+#include <charconv>
+#include <set>
+
+namespace spmd::sharding {
+namespace {
+
+std::string_view trim(std::string_view s) {
+  while (!s.empty() && std::isspace(static_cast<unsigned char>(s.front()))) s.remove_prefix(1);
+  while (!s.empty() && std::isspace(static_cast<unsigned char>(s.back()))) s.remove_suffix(1);
+  return s;
+}
+
+/// Parses a whole (trimmed) decimal integer with optional sign.
+bool parseInt(std::string_view s, int64_t& out) {
+  s = trim(s);
+  if (s.empty()) return false;
+  if (s.front() == '+') s.remove_prefix(1);
+  auto [ptr, ec] = std::from_chars(s.data(), s.data() + s.size(), out);
+  return ec == std::errc() && ptr == s.data() + s.size();
+}
+
+Status badPlacement(std::string_view text) {
+  return Status::error("invalid placement '" + std::string(text) +
+                       "': expected R, S(<dim>), P, or P(sum|avg|max|min)");
+}
+
+int64_t normalizedDim(int64_t dim, size_t rank) {
+  int64_t d = dim < 0 ? dim + static_cast<int64_t>(rank) : dim;
+  SPMD_CHECK(d >= 0 && d < static_cast<int64_t>(rank));
+  return d;
+}
+
+}  // namespace
+
+std::string_view reduceOpName(ReduceOp op) {
+  switch (op) {
+    case ReduceOp::Sum: return "sum";
+    case ReduceOp::Avg: return "avg";
+    case ReduceOp::Max: return "max";
+    case ReduceOp::Min: return "min";
+  }
+  return "?";
+}
+
+std::string Placement::str() const {
+  switch (kind) {
+    case Kind::Replicate: return "R";
+    case Kind::Shard:
+      return "S(" + std::to_string(dim) + (splitFactor != 1 ? ",sf=" + std::to_string(splitFactor) : "") + ")";
+    case Kind::Partial: return "P(" + std::string(reduceOpName(reduce)) + ")";
+  }
+  return "?";
+}
+
+Expected<Placement> parsePlacement(std::string_view text) {
+  std::string_view s = trim(text);
+  if (s.empty()) return badPlacement(text);
+  char head = s.front();
+  std::string_view rest = trim(s.substr(1));
+  if (head == 'R') return rest.empty() ? Expected<Placement>(Placement::replicate()) : badPlacement(text);
+  if (head != 'S' && head != 'P') return badPlacement(text);
+  if (head == 'P' && rest.empty()) return Placement::partial(ReduceOp::Sum);
+  if (rest.size() < 2 || rest.front() != '(' || rest.back() != ')') return badPlacement(text);
+  std::string_view arg = trim(rest.substr(1, rest.size() - 2));
+  if (head == 'S') {
+    int64_t dim = 0;
+    if (!parseInt(arg, dim)) return badPlacement(text);
+    return Placement::shard(dim);
+  }
+  for (ReduceOp op : {ReduceOp::Sum, ReduceOp::Avg, ReduceOp::Max, ReduceOp::Min})
+    if (arg == reduceOpName(op)) return Placement::partial(op);
+  return badPlacement(text);
+}
+
+Expected<Mesh> Mesh::create(std::vector<int64_t> shape, std::vector<std::string> axisNames) {
+  if (shape.empty()) return Status::error("mesh has no axes: give at least one axis size, e.g. 8 or 2x4");
+  for (size_t a = 0; a < shape.size(); ++a)
+    if (shape[a] < 1)
+      return Status::error("mesh axis " + std::to_string(a) + " has size " + std::to_string(shape[a]) +
+                           ": every mesh axis needs size >= 1");
+  if (axisNames.empty()) {
+    if (shape.size() == 1) axisNames.emplace_back("x");
+    for (size_t a = 0; shape.size() > 1 && a < shape.size(); ++a) axisNames.push_back("d" + std::to_string(a));
+  }
+  if (axisNames.size() != shape.size())
+    return Status::error("mesh has " + std::to_string(shape.size()) + " axes but " +
+                         std::to_string(axisNames.size()) + " axis names: give one name per axis");
+  std::set<std::string> seen;
+  for (const std::string& name : axisNames) {
+    if (name.empty()) return Status::error("mesh axis name is empty: give every axis a name");
+    if (!seen.insert(name).second)
+      return Status::error("mesh axis name '" + name + "' is used twice: give every axis a distinct name");
+  }
+  Mesh mesh;
+  mesh.shape_ = std::move(shape);
+  mesh.names_ = std::move(axisNames);
+  return mesh;
+}
+
+Expected<std::vector<int64_t>> Mesh::parseShape(std::string_view text) {
+  std::vector<int64_t> shape;
+  std::string_view rest = text;
+  while (true) {
+    size_t x = rest.find('x');
+    std::string_view part = rest.substr(0, x);
+    int64_t size = 0;
+    if (!parseInt(part, size) || size < 1)
+      return Status::error("invalid mesh shape '" + std::string(text) +
+                           "': expected positive sizes joined by 'x', e.g. 8 or 2x4");
+    shape.push_back(size);
+    if (x == std::string_view::npos) break;
+    rest = rest.substr(x + 1);
+  }
+  return shape;
+}
+
+int64_t Mesh::numRanks() const {
+  int64_t n = 1;
+  for (int64_t s : shape_) n *= s;
+  return n;
+}
+
+int64_t Mesh::axisIndex(std::string_view name) const {
+  for (size_t a = 0; a < names_.size(); ++a)
+    if (names_[a] == name) return static_cast<int64_t>(a);
+  return -1;
+}
+
+std::vector<int64_t> Mesh::coords(int64_t rank) const {
+  SPMD_CHECK(rank >= 0 && rank < numRanks());
+  std::vector<int64_t> c(shape_.size());
+  for (size_t a = shape_.size(); a-- > 0;) {
+    c[a] = rank % shape_[a];
+    rank /= shape_[a];
+  }
+  return c;
+}
+
+int64_t Mesh::rankAt(const std::vector<int64_t>& coords) const {
+  SPMD_CHECK(coords.size() == shape_.size());
+  int64_t rank = 0;
+  for (size_t a = 0; a < shape_.size(); ++a) {
+    SPMD_CHECK(coords[a] >= 0 && coords[a] < shape_[a]);
+    rank = rank * shape_[a] + coords[a];
+  }
+  return rank;
+}
+
+std::string Mesh::str() const {
+  std::string out;
+  for (size_t a = 0; a < shape_.size(); ++a) out += (a ? "x" : "") + std::to_string(shape_[a]);
+  out += " (";
+  for (size_t a = 0; a < names_.size(); ++a) out += (a ? ", " : "") + names_[a];
+  return out + ")";
+}
+
+bool ShardingSpec::isReplicated() const {
+  for (const Placement& p : placements)
+    if (!p.isReplicate()) return false;
+  return true;
+}
+
+bool ShardingSpec::hasPartial() const {
+  for (const Placement& p : placements)
+    if (p.isPartial()) return true;
+  return false;
+}
+
+bool ShardingSpec::shardsDim(int64_t d) const {
+  for (const Placement& p : placements)
+    if (p.isShard(d)) return true;
+  return false;
+}
+
+std::string ShardingSpec::str() const {
+  std::string out = "[";
+  for (size_t a = 0; a < placements.size(); ++a) out += (a ? ", " : "") + placements[a].str();
+  return out + "]";
+}
+
+Chunk chunkOf(int64_t size, int64_t parts, int64_t index) {
+  SPMD_CHECK(size >= 0 && parts >= 1 && index >= 0 && index < parts);
+  int64_t chunk = (size + parts - 1) / parts;
+  int64_t offset = std::min(index * chunk, size);
+  return {offset, std::min(chunk, size - offset)};
+}
+
+Expected<ShardingSpec> normalizeSpec(const ShardingSpec& spec, int64_t rank, const Mesh& mesh) {
+  if (static_cast<int64_t>(spec.placements.size()) != mesh.numAxes())
+    return Status::error("sharding " + spec.str() + " has " + std::to_string(spec.placements.size()) +
+                         " placements but mesh " + mesh.str() + " has " + std::to_string(mesh.numAxes()) +
+                         " axes: give one placement per mesh axis");
+  ShardingSpec out = spec;
+  for (size_t a = 0; a < out.placements.size(); ++a) {
+    Placement& p = out.placements[a];
+    if (!p.isShard()) {  // canonical form: only the fields that mean something
+      p = p.isPartial() ? Placement::partial(p.reduce) : Placement::replicate();
+      continue;
+    }
+    int64_t d = p.dim < 0 ? p.dim + rank : p.dim;
+    if (d < 0 || d >= rank)
+      return Status::error("placement " + p.str() + " on mesh axis '" + mesh.axisNames()[a] +
+                           "' names no dim of a rank-" + std::to_string(rank) +
+                           " tensor: use a dim in [-" + std::to_string(rank) + ", " + std::to_string(rank) + ")");
+    p.dim = d;
+  }
+  return out;
+}
+
+std::vector<Chunk> localChunks(const std::vector<int64_t>& global, const ShardingSpec& spec,
+                               const Mesh& mesh, const std::vector<int64_t>& coords) {
+  SPMD_CHECK(static_cast<int64_t>(spec.placements.size()) == mesh.numAxes());
+  SPMD_CHECK(coords.size() == spec.placements.size());
+  std::vector<Chunk> chunks(global.size());
+  for (size_t d = 0; d < global.size(); ++d) chunks[d] = {0, global[d]};
+  for (size_t a = 0; a < spec.placements.size(); ++a) {
+    const Placement& p = spec.placements[a];
+    if (!p.isShard()) continue;
+    Chunk& cur = chunks[static_cast<size_t>(normalizedDim(p.dim, global.size()))];
+    Chunk sub = chunkOf(cur.size, mesh.size(static_cast<int64_t>(a)), coords[a]);
+    cur = {cur.offset + sub.offset, sub.size};
+  }
+  return chunks;
+}
+
+std::vector<int64_t> localShape(const std::vector<int64_t>& global, const ShardingSpec& spec,
+                                const Mesh& mesh, const std::vector<int64_t>& coords) {
+  std::vector<int64_t> shape;
+  for (const Chunk& c : localChunks(global, spec, mesh, coords)) shape.push_back(c.size);
+  return shape;
+}
+
+Status checkEvenlyDivisible(const std::vector<int64_t>& global, const ShardingSpec& spec,
+                            const Mesh& mesh) {
+  SPMD_CHECK(static_cast<int64_t>(spec.placements.size()) == mesh.numAxes());
+  std::vector<int64_t> local = global;
+  std::vector<std::string> splitBy(global.size());  // earlier axes that split each dim
+  for (size_t a = 0; a < spec.placements.size(); ++a) {
+    const Placement& p = spec.placements[a];
+    if (!p.isShard()) continue;
+    size_t d = static_cast<size_t>(normalizedDim(p.dim, global.size()));
+    int64_t n = mesh.size(static_cast<int64_t>(a));
+    const std::string& name = mesh.axisNames()[a];
+    if (local[d] % n != 0) {
+      std::string where = "dim " + std::to_string(d) + " of size " + std::to_string(global[d]);
+      if (!splitBy[d].empty())
+        where += " (" + std::to_string(local[d]) + " per shard after mesh axes " + splitBy[d] + ")";
+      where += " does not divide evenly over mesh axis '" + name + "' of size " + std::to_string(n);
+      return Status::error(where + ": shard it over axes whose sizes divide it, or pad it");
+    }
+    local[d] /= n;
+    splitBy[d] += (splitBy[d].empty() ? "'" : ", '") + name + "'";
+  }
+  return Status::ok();
+}
+
+}  // namespace spmd::sharding

@@ -1,0 +1,66 @@
+// Sharding propagation: choose, node by node in graph order, a layout for
+// every tensor operand and result, following the op's rule and the cost
+// model (DTensor-style "follow the inputs", one mesh axis at a time).
+//
+//   inputs: %x [R], %w1 [S(0)], %w2 [S(1)]   (Megatron MLP on mesh 8)
+//   %permute  = permute(%w1)          -> [S(1)]
+//   %addmm    = addmm(%b1, %x, %permute)      operands [S(0)], [R], [S(1)] -> [S(1)]
+//   %addmm_1  = addmm(%b2, %gelu, %permute_1) operands [P(sum)], [S(1)], [S(0)] -> [P(sum)]
+//
+// Invariants: a node's operand layouts come from its rule (one candidate per
+// mesh axis); a value's layout is the layout its producer chose; operands
+// whose current layout differs are redistributed by the expansion. For each
+// axis the cheapest candidate wins: redistribution cost of the operands, plus
+// (for a candidate that introduces a sharding no operand had) the cost of
+// gathering its result later, so sharding spreads only where it is free.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "ir/Graph.h"
+#include "sharding/CostModel.h"
+#include "sharding/Placement.h"
+#include "sharding/RuleRegistry.h"
+
+namespace spmd::sharding {
+
+/// Options of propagate().
+struct PropagationOptions {
+  CostModel cost = CostModel();
+  /// Run ops without a rule replicated (with a warning each) instead of
+  /// refusing the program.
+  bool replicateUnknown = false;
+};
+
+/// The layouts one node works with.
+struct NodeSharding {
+  /// Required layout of each tensor operand (tensorOperands order).
+  std::vector<ShardingSpec> operands;
+  /// Layout of each tensor result (tensorResults order).
+  std::vector<ShardingSpec> results;
+  /// The rule text (empty for ops without a rule).
+  std::string rule;
+};
+
+/// Result of propagate().
+struct Propagation {
+  /// Layout each tensor value is produced in, by value id (empty spec for
+  /// non-tensors).
+  std::vector<ShardingSpec> values;
+  /// By node index.
+  std::vector<NodeSharding> nodes;
+  std::vector<std::string> warnings;
+};
+
+/// Propagates `inputSpecs` (one per graph input) through `program`.
+/// Errors: ops without a rule (all listed in one message, each with the
+/// user's source line), a rule that fails on its node.
+Expected<Propagation> propagate(const ir::ExportedProgram& program, const std::vector<ShardingSpec>& inputSpecs,
+                                const Mesh& mesh, const RuleRegistry& registry,
+                                const PropagationOptions& options = PropagationOptions());
+
+/// Targets evaluated without a rule (symbolic integer arithmetic, sym_size).
+bool isSymbolicOp(std::string_view target);
+
+}  // namespace spmd::sharding

@@ -1,0 +1,47 @@
+// The rule registry and the list of families.
+#include "sharding/RuleRegistry.h"
+
+namespace spmd::sharding {
+
+void RuleRegistry::add(std::string target, RuleFn fn) {
+  SPMD_CHECK(!rules_.count(target));
+  rules_.emplace(std::move(target), std::move(fn));
+}
+
+void RuleRegistry::add(std::initializer_list<std::string_view> targets, const RuleFn& fn) {
+  for (std::string_view t : targets) add(std::string(t), fn);
+}
+
+const RuleFn* RuleRegistry::find(std::string_view target) const {
+  auto it = rules_.find(target);
+  return it == rules_.end() ? nullptr : &it->second;
+}
+
+std::vector<std::string> RuleRegistry::targets() const {
+  std::vector<std::string> out;
+  out.reserve(rules_.size());
+  for (const auto& [t, fn] : rules_) out.push_back(t);
+  return out;
+}
+
+void registerAllRules(RuleRegistry& r) {
+  registerConvRules(r);
+  registerFactoryRules(r);
+  registerIndexingRules(r);
+  registerMatmulRules(r);
+  registerNormRules(r);
+  registerPointwiseRules(r);
+  registerReductionRules(r);
+  registerViewRules(r);
+}
+
+const RuleRegistry& defaultRuleRegistry() {
+  static const RuleRegistry kRegistry = [] {
+    RuleRegistry r;
+    registerAllRules(r);
+    return r;
+  }();
+  return kRegistry;
+}
+
+}  // namespace spmd::sharding

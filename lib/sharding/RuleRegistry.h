@@ -1,0 +1,52 @@
+// The one registry of op sharding rules, keyed by "aten.op.overload".
+//
+//   RuleRegistry r;
+//   registerAllRules(r);                     // every family, explicitly
+//   const RuleFn* fn = r.find("aten.mm.default");
+//   OpShardingRule rule = *(*fn)(node);      // ([i, j], [j, k]) -> ([i, k]) ...
+//
+// Families live in rules/<family>.cpp, each exposing register<Family>Rules;
+// registerAllRules calls them all (no static self-registration: the linker
+// would drop it). Within a family, entries are alphabetical.
+#pragma once
+
+#include <map>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "sharding/Rule.h"
+
+namespace spmd::sharding {
+
+/// Maps op targets to rule functions.
+class RuleRegistry {
+ public:
+  /// Registers `fn` for `target`; registering a target twice aborts.
+  void add(std::string target, RuleFn fn);
+  /// Registers the same rule for several targets.
+  void add(std::initializer_list<std::string_view> targets, const RuleFn& fn);
+  /// The rule of `target`, or null.
+  const RuleFn* find(std::string_view target) const;
+  /// Every registered target, sorted.
+  std::vector<std::string> targets() const;
+
+ private:
+  std::map<std::string, RuleFn, std::less<>> rules_;
+};
+
+void registerConvRules(RuleRegistry& r);
+void registerFactoryRules(RuleRegistry& r);
+void registerIndexingRules(RuleRegistry& r);
+void registerMatmulRules(RuleRegistry& r);
+void registerNormRules(RuleRegistry& r);
+void registerPointwiseRules(RuleRegistry& r);
+void registerReductionRules(RuleRegistry& r);
+void registerViewRules(RuleRegistry& r);
+
+/// Registers every family.
+void registerAllRules(RuleRegistry& r);
+/// A registry with every family registered (built once).
+const RuleRegistry& defaultRuleRegistry();
+
+}  // namespace spmd::sharding

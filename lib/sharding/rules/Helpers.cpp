@@ -1,0 +1,89 @@
+// Shared rule shapes (see Helpers.h).
+#include "sharding/rules/Helpers.h"
+
+#include <algorithm>
+
+namespace spmd::sharding::rules {
+
+void addBroadcastFactors(RuleBuilder& b, int result) {
+  const auto& out = b.resultShape(result);
+  int64_t rank = static_cast<int64_t>(out.size());
+  for (int64_t d = 0; d < rank; ++d) {
+    int f = b.factor(out[static_cast<size_t>(d)]);
+    for (int i = 0; i < b.numResults(); ++i)
+      if (b.resultShape(i).size() == out.size()) b.result(i, d, f);
+    for (int i = 0; i < b.numOperands(); ++i) {
+      const auto& in = b.operandShape(i);
+      int64_t od = d - (rank - static_cast<int64_t>(in.size()));
+      if (od >= 0 && in[static_cast<size_t>(od)] == out[static_cast<size_t>(d)] && out[static_cast<size_t>(d)] != 1)
+        b.operand(i, od, f);
+    }
+  }
+}
+
+RuleFn pointwise(Linearity lin, std::vector<int> linearOperands) {
+  return [lin, linearOperands](const ir::Node& node) -> Expected<OpShardingRule> {
+    RuleBuilder b(node);
+    if (b.numResults() == 0) return Status::error("pointwise rule: op has no tensor result");
+    addBroadcastFactors(b);
+    // add(x, 2.0) has one tensor operand and is not linear in it.
+    bool jointWithScalar = lin == Linearity::Joint && b.numOperands() < 2;
+    if (lin != Linearity::None && !jointWithScalar) {
+      std::vector<int> ops;
+      for (int i : linearOperands)
+        if (i < b.numOperands()) ops.push_back(i);
+      if (!linearOperands.empty() && ops.empty()) return b.replicateRest().build();
+      b.linear(lin, ops);
+    }
+    return b.replicateRest().build();
+  };
+}
+
+RuleFn pointwiseExceptDims(const char* dimArg, Linearity lin, std::vector<int> linearOperands) {
+  return [dimArg, lin, linearOperands](const ir::Node& node) -> Expected<OpShardingRule> {
+    RuleBuilder b(node);
+    if (b.numResults() == 0) return Status::error("rule: op has no tensor result");
+    const auto& out = b.resultShape(0);
+    int64_t rank = static_cast<int64_t>(out.size());
+    std::vector<int64_t> fixed = dimsArg(node, dimArg, rank);
+    for (int64_t d = 0; d < rank; ++d) {
+      bool replicated = std::find(fixed.begin(), fixed.end(), d) != fixed.end();
+      int f = b.factor(out[static_cast<size_t>(d)], replicated ? FactorKind::NeedReplication : FactorKind::PassThrough);
+      for (int i = 0; i < b.numResults(); ++i)
+        if (b.resultShape(i).size() == out.size()) b.result(i, d, f);
+      for (int i = 0; i < b.numOperands(); ++i) {
+        const auto& in = b.operandShape(i);
+        int64_t od = d - (rank - static_cast<int64_t>(in.size()));
+        if (od >= 0 && in[static_cast<size_t>(od)] == out[static_cast<size_t>(d)] && out[static_cast<size_t>(d)] != 1)
+          b.operand(i, od, f);
+      }
+    }
+    if (lin != Linearity::None) b.linear(lin, linearOperands);
+    return b.replicateRest().build();
+  };
+}
+
+std::vector<int64_t> dimsArg(const ir::Node& node, const char* name, int64_t rank, std::vector<int64_t> fallback) {
+  const ir::Argument* a = node.input(name);
+  std::vector<int64_t> dims;
+  if (!a || a->kind == ir::Argument::Kind::None)
+    dims = std::move(fallback);
+  else
+    dims = a->ints;
+  for (auto& d : dims) d = normalizeDim(d, rank);
+  return dims;
+}
+
+int64_t intArg(const ir::Node& node, const char* name, int64_t fallback) {
+  const ir::Argument* a = node.input(name);
+  if (!a || a->ints.empty() || a->kind == ir::Argument::Kind::None) return fallback;
+  return a->ints[0];
+}
+
+bool boolArg(const ir::Node& node, const char* name, bool fallback) {
+  const ir::Argument* a = node.input(name);
+  if (!a || a->kind != ir::Argument::Kind::Bool) return fallback;
+  return a->ints[0] != 0;
+}
+
+}  // namespace spmd::sharding::rules

@@ -1,0 +1,170 @@
+// Convolutions and pooling: the batch passes through; output channels pass
+// through (weight, bias, result); input channels are contracted, a
+// reduction (sharding them leaves the result pending, and the bias pending
+// too); spatial dims need replication (a sharded image would need halos),
+// except under a 1x1 kernel with unit stride and no padding.
+//
+//   aten.convolution.default(x[8, 3, 32, 32], w[16, 3, 3, 3], b[16], [1, 1], [1, 1], [1, 1], false, [0, 0], 1)
+//     -> ([i, k, l, m], [j, k, n, o], [j]) -> ([i, j, p, q]) {i=8, j=16, k=3 reduction(sum), l=32 replicated,
+//        ...} linear-joint(0, 2), b additive
+//   aten.convolution_backward.default(g[8, 32, 16, 16], x[8, 16, 16, 16], w[32, 16, 3, 3], [32], ...)
+//     -> ([i, j, ...], [i, k, ...], [j, k, ...]) -> ([i, k, ...], [j, k, ...], [j])
+//        {i=8 reduction(sum), j=32 reduction(sum), k=16, ...} linear-each(0)
+//   aten.max_pool2d_with_indices.default(x[8, 16, 32, 32], [2, 2])
+//     -> ([i, j, k, l]) -> ([i, j, m, n], [i, j, m, n]) {i=8, j=16, k=32 replicated, ...}
+//
+// Grouped convolutions keep channels replicated: a channel shard would not
+// line up with the groups.
+#include "sharding/rules/Helpers.h"
+
+namespace spmd::sharding {
+namespace {
+
+// Operand index (tensorOperands order) of the first tensor of argument
+// `name`; -1 when the argument is absent or None.
+int operandIndex(const ir::Node& node, std::string_view name) {
+  int i = 0;
+  for (const auto& a : node.inputs()) {
+    bool match = a.name == name;
+    for (ir::Value* v : a.arg.values) {
+      if (!v || !v->isTensor()) continue;
+      if (match) return i;
+      ++i;
+    }
+    if (match) return -1;
+  }
+  return -1;
+}
+
+// Result index (tensorResults order) of output `k`; -1 when it is None.
+int resultIndex(const ir::Node& node, size_t k) {
+  int i = 0;
+  const auto& outs = node.outputs();
+  for (size_t o = 0; o < outs.size(); ++o) {
+    for (ir::Value* v : outs[o].values) {
+      if (!v || !v->isTensor()) continue;
+      if (o == k) return i;
+      ++i;
+    }
+    if (o == k) return -1;
+  }
+  return -1;
+}
+
+size_t sz(int64_t v) { return static_cast<size_t>(v); }
+
+// Places factor `f` at dim `d` of each (operand, dim) / (result, dim) whose
+// index is >= 0.
+void place(RuleBuilder& b, int f, std::initializer_list<std::pair<int, int64_t>> operands,
+           std::initializer_list<std::pair<int, int64_t>> results = {}) {
+  for (auto [i, d] : operands)
+    if (i >= 0) b.operand(i, d, f);
+  for (auto [i, d] : results)
+    if (i >= 0) b.result(i, d, f);
+}
+
+// True when the convolution maps each position to itself: a 1x1 kernel,
+// unit stride, no padding, not transposed.
+bool isPointwiseConv(const ir::Node& node, const std::vector<int64_t>& weight) {
+  if (rules::boolArg(node, "transposed", false)) return false;
+  for (size_t d = 2; d < weight.size(); ++d)
+    if (weight[d] != 1) return false;
+  for (const char* name : {"stride", "padding"}) {
+    const ir::Argument* a = node.input(name);
+    if (!a) return false;
+    for (int64_t v : a->ints)
+      if (v != (name[0] == 's' ? 1 : 0)) return false;
+  }
+  return true;
+}
+
+// convolution(input, weight, bias?, stride, padding, dilation, transposed,
+// output_padding, groups) -> out.
+Expected<OpShardingRule> convolutionRule(const ir::Node& node) {
+  RuleBuilder b(node);
+  if (b.numOperands() < 2 || b.numResults() != 1) return Status::error("convolution rule: expected input and weight");
+  const auto& in = b.operandShape(0);
+  const auto& w = b.operandShape(1);
+  if (in.size() < 3 || in.size() != w.size()) return Status::error("convolution rule: expected a batched input");
+  bool transposed = rules::boolArg(node, "transposed", false);
+  int64_t wOut = transposed ? 1 : 0, wIn = transposed ? 0 : 1;
+  int bias = operandIndex(node, "bias");
+  const auto& out = b.resultShape(0);
+  if (in[0] != 1) place(b, b.factor(in[0]), {{0, 0}}, {{0, 0}});
+  if (rules::intArg(node, "groups", 1) == 1) {
+    if (out[1] != 1) place(b, b.factor(out[1]), {{1, wOut}, {bias, 0}}, {{0, 1}});
+    if (in[1] != 1) place(b, b.factor(in[1], FactorKind::Reduction), {{0, 1}, {1, wIn}});
+  }
+  if (isPointwiseConv(node, w))
+    for (int64_t d = 2; d < static_cast<int64_t>(in.size()); ++d)
+      if (in[sz(d)] != 1) place(b, b.factor(in[sz(d)]), {{0, d}}, {{0, d}});
+  if (bias >= 0)
+    b.additive(bias).linear(Linearity::Joint, {0, bias});
+  else
+    b.linear(Linearity::Each, {0, 1});
+  return b.replicateRest().build();
+}
+
+// convolution_backward(grad_output, input, weight, bias_sizes, stride,
+// padding, dilation, transposed, output_padding, groups, output_mask)
+//   -> (grad_input?, grad_weight?, grad_bias?).
+// grad_weight and grad_bias sum over the batch; grad_input sums over output
+// channels; grad_bias does not depend on input channels.
+Expected<OpShardingRule> convolutionBackwardRule(const ir::Node& node) {
+  RuleBuilder b(node);
+  if (b.numOperands() != 3) return Status::error("convolution backward rule: expected grad_output, input and weight");
+  const auto& g = b.operandShape(0);
+  const auto& in = b.operandShape(1);
+  const auto& w = b.operandShape(2);
+  if (in.size() < 3 || in.size() != w.size() || g.size() != in.size())
+    return Status::error("convolution backward rule: expected a batched input");
+  bool transposed = rules::boolArg(node, "transposed", false);
+  int64_t wOut = transposed ? 1 : 0, wIn = transposed ? 0 : 1;
+  int gi = resultIndex(node, 0), gw = resultIndex(node, 1), gb = resultIndex(node, 2);
+  if (in[0] != 1) place(b, b.factor(in[0], FactorKind::Reduction), {{0, 0}, {1, 0}}, {{gi, 0}});
+  if (rules::intArg(node, "groups", 1) == 1) {
+    if (g[1] != 1) place(b, b.factor(g[1], FactorKind::Reduction), {{0, 1}, {2, wOut}}, {{gw, wOut}, {gb, 0}});
+    if (in[1] != 1) place(b, b.factor(in[1]), {{1, 1}, {2, wIn}}, {{gi, 1}, {gw, wIn}});
+  }
+  if (isPointwiseConv(node, w))
+    for (int64_t d = 2; d < static_cast<int64_t>(in.size()); ++d)
+      if (in[sz(d)] != 1) place(b, b.factor(in[sz(d)], FactorKind::Reduction), {{0, d}, {1, d}}, {{gi, d}});
+  return b.linear(Linearity::Each, {0}).replicateRest().build();
+}
+
+// Pooling over the last `spatial` dims: the leading dims (batch, channels)
+// pass through every operand and result of the same rank.
+RuleFn pool(int64_t spatial, Linearity lin) {
+  return [=](const ir::Node& node) -> Expected<OpShardingRule> {
+    RuleBuilder b(node);
+    if (b.numOperands() < 1 || b.numResults() < 1) return Status::error("pooling rule: expected a tensor");
+    const auto& out = b.resultShape(0);
+    auto rank = static_cast<int64_t>(out.size());
+    for (int64_t d = 0; d + spatial < rank; ++d) {
+      if (out[sz(d)] == 1) continue;
+      int f = b.factor(out[sz(d)]);
+      for (int i = 0; i < b.numOperands(); ++i)
+        if (static_cast<int64_t>(b.operandShape(i).size()) == rank && b.operandShape(i)[sz(d)] == out[sz(d)])
+          b.operand(i, d, f);
+      for (int i = 0; i < b.numResults(); ++i)
+        if (static_cast<int64_t>(b.resultShape(i).size()) == rank) b.result(i, d, f);
+    }
+    if (lin != Linearity::None) b.linear(lin, {0});
+    return b.replicateRest().build();
+  };
+}
+
+}  // namespace
+
+void registerConvRules(RuleRegistry& r) {
+  r.add("aten._adaptive_avg_pool2d.default", pool(2, Linearity::Each));
+  r.add("aten._adaptive_avg_pool2d_backward.default", pool(2, Linearity::Each));
+  r.add("aten.avg_pool2d.default", pool(2, Linearity::Each));
+  r.add("aten.avg_pool2d_backward.default", pool(2, Linearity::Each));
+  r.add("aten.convolution.default", convolutionRule);
+  r.add("aten.convolution_backward.default", convolutionBackwardRule);
+  r.add("aten.max_pool2d_with_indices.default", pool(2, Linearity::None));
+  r.add("aten.max_pool2d_with_indices_backward.default", pool(2, Linearity::Each));
+}
+
+}  // namespace spmd::sharding

@@ -1,0 +1,170 @@
+// Normalizations: the dims a statistic is computed over must stay whole;
+// the other dims pass through. Gradients of the affine parameters sum over
+// the passed-through dims: those are reduction factors of the backward ops,
+// so sharding them leaves grad_weight and grad_bias pending.
+//
+//   aten.native_layer_norm.default(x[4, 16, 64], [64], w[64], b[64]) -> (out, mean[4, 16, 1], rstd)
+//     -> ([i, j, k], [k], [k]) -> ([i, j, k], [i, j, 1], [i, j, 1]) {i=4, j=16, k=64 replicated}
+//   aten._native_batch_norm_legit_no_training.default(x[8, 16, 32, 32], w, b, rm, rv, 0.1, 1e-5)
+//     -> ([i, j, k, l], [j], [j], [j], [j]) -> ([i, j, k, l], [m], [n]) {i=8, j=16, k=32, l=32,
+//        m=0 replicated, n=0 replicated}
+//   aten._native_batch_norm_legit_functional.default(x[8, 16, 32, 32], ..., true, 0.1, 1e-5)
+//     -> ([i, j, k, l], [j], [j], [j], [j]) -> ([i, j, k, l], [j], [j], [j], [j])
+//        {i=8 replicated, j=16, k=32 replicated, l=32 replicated}
+//
+// Training-mode batch norm computes batch statistics: batch and spatial dims
+// need replication (no cross-rank Welford here); only channels pass through.
+#include "sharding/rules/Helpers.h"
+
+namespace spmd::sharding {
+namespace {
+
+// Operand index (tensorOperands order) of the first tensor of argument
+// `name`; -1 when the argument is absent or None.
+int operandIndex(const ir::Node& node, std::string_view name) {
+  int i = 0;
+  for (const auto& a : node.inputs()) {
+    bool match = a.name == name;
+    for (ir::Value* v : a.arg.values) {
+      if (!v || !v->isTensor()) continue;
+      if (match) return i;
+      ++i;
+    }
+    if (match) return -1;
+  }
+  return -1;
+}
+
+// Result index (tensorResults order) of output `k`; -1 when it is None.
+int resultIndex(const ir::Node& node, size_t k) {
+  int i = 0;
+  const auto& outs = node.outputs();
+  for (size_t o = 0; o < outs.size(); ++o) {
+    for (ir::Value* v : outs[o].values) {
+      if (!v || !v->isTensor()) continue;
+      if (o == k) return i;
+      ++i;
+    }
+    if (o == k) return -1;
+  }
+  return -1;
+}
+
+size_t sz(int64_t v) { return static_cast<size_t>(v); }
+
+// Places factor `f` at `dim` of each operand / result index >= 0.
+void place(RuleBuilder& b, int f, std::initializer_list<int> operands, std::initializer_list<int> results,
+           int64_t dim) {
+  for (int i : operands)
+    if (i >= 0) b.operand(i, dim, f);
+  for (int i : results)
+    if (i >= 0) b.result(i, dim, f);
+}
+
+// native_layer_norm(input, normalized_shape, weight?, bias?, eps) -> (out, mean, rstd).
+Expected<OpShardingRule> layerNormRule(const ir::Node& node) {
+  RuleBuilder b(node);
+  if (b.numOperands() < 1 || b.numResults() < 1) return Status::error("layer_norm rule: expected an input");
+  const auto& in = b.operandShape(0);
+  auto rank = static_cast<int64_t>(in.size());
+  const ir::Argument* shape = node.input("normalized_shape");
+  int64_t lead = rank - (shape ? static_cast<int64_t>(shape->ints.size()) : 1);
+  int w = operandIndex(node, "weight"), bias = operandIndex(node, "bias");
+  int mean = resultIndex(node, 1), rstd = resultIndex(node, 2);
+  for (int64_t d = 0; d < rank; ++d) {
+    if (in[sz(d)] == 1) continue;
+    if (d < lead) {
+      place(b, b.factor(in[sz(d)]), {0}, {0, mean, rstd}, d);
+      continue;
+    }
+    int f = b.factor(in[sz(d)], FactorKind::NeedReplication);
+    place(b, f, {0}, {0}, d);
+    place(b, f, {w, bias}, {}, d - lead);
+  }
+  return b.replicateRest().build();
+}
+
+// native_layer_norm_backward(grad_out, input, normalized_shape, mean, rstd,
+// weight?, bias?, output_mask) -> (grad_input?, grad_weight?, grad_bias?).
+Expected<OpShardingRule> layerNormBackwardRule(const ir::Node& node) {
+  RuleBuilder b(node);
+  if (b.numOperands() < 2) return Status::error("layer_norm backward rule: expected grad_out and input");
+  const auto& in = b.operandShape(1);
+  auto rank = static_cast<int64_t>(in.size());
+  const ir::Argument* shape = node.input("normalized_shape");
+  int64_t lead = rank - (shape ? static_cast<int64_t>(shape->ints.size()) : 1);
+  int mean = operandIndex(node, "mean"), rstd = operandIndex(node, "rstd");
+  int w = operandIndex(node, "weight"), bias = operandIndex(node, "bias");
+  int gi = resultIndex(node, 0), gw = resultIndex(node, 1), gb = resultIndex(node, 2);
+  for (int64_t d = 0; d < rank; ++d) {
+    if (in[sz(d)] == 1) continue;
+    if (d < lead) {  // grad_weight and grad_bias sum over the leading dims
+      place(b, b.factor(in[sz(d)], FactorKind::Reduction), {0, 1, mean, rstd}, {gi}, d);
+      continue;
+    }
+    int f = b.factor(in[sz(d)], FactorKind::NeedReplication);
+    place(b, f, {0, 1}, {gi}, d);
+    place(b, f, {w, bias}, {gw, gb}, d - lead);
+  }
+  return b.linear(Linearity::Each, {0}).replicateRest().build();
+}
+
+// Batch norm: the `dataOps` / `dataResults` are shaped like the input
+// [N, C, ...]; every rank-1 operand or result of C elements (weight, bias,
+// running and saved statistics) is per channel. Dims other than C are of
+// kind `other`.
+Expected<OpShardingRule> batchNorm(RuleBuilder& b, std::initializer_list<int> dataOps,
+                                   std::initializer_list<int> dataResults, FactorKind other) {
+  const auto& in = b.operandShape(*dataOps.begin());
+  if (in.size() < 2) return Status::error("batch_norm rule: expected an input of rank >= 2");
+  int channel = -1;
+  for (int64_t d = 0; d < static_cast<int64_t>(in.size()); ++d) {
+    if (in[sz(d)] == 1) continue;
+    int f = b.factor(in[sz(d)], d == 1 ? FactorKind::PassThrough : other);
+    place(b, f, dataOps, dataResults, d);
+    if (d == 1) channel = f;
+  }
+  std::vector<int64_t> perChannel{in[1]};
+  for (int i = 0; i < b.numOperands() && channel >= 0; ++i)
+    if (b.operandShape(i) == perChannel) b.operand(i, 0, channel);
+  for (int i = 0; i < b.numResults() && channel >= 0; ++i)
+    if (b.resultShape(i) == perChannel) b.result(i, 0, channel);
+  return b.replicateRest().build();
+}
+
+// Forward batch norm (training mode read from `training` when the op has it).
+Expected<OpShardingRule> batchNormRule(const ir::Node& node, bool hasTrainingArg) {
+  RuleBuilder b(node);
+  if (b.numOperands() < 1 || b.numResults() < 1) return Status::error("batch_norm rule: expected an input");
+  bool training = hasTrainingArg && rules::boolArg(node, "training", false);
+  // Batch statistics need every sample and position.
+  return batchNorm(b, {0}, {0}, training ? FactorKind::NeedReplication : FactorKind::PassThrough);
+}
+
+// native_batch_norm_backward(grad_out, input, weight?, running_mean?,
+// running_var?, save_mean?, save_invstd?, train, eps, output_mask).
+Expected<OpShardingRule> batchNormBackwardRule(const ir::Node& node) {
+  RuleBuilder b(node);
+  if (b.numOperands() < 2) return Status::error("batch_norm backward rule: expected grad_out and input");
+  // In eval mode grad_input is pointwise and grad_weight/grad_bias sum
+  // over batch and space; in training mode grad_input needs batch means.
+  FactorKind other = rules::boolArg(node, "train", true) ? FactorKind::NeedReplication : FactorKind::Reduction;
+  b.linear(Linearity::Each, {0});
+  return batchNorm(b, {0, 1}, {resultIndex(node, 0)}, other);
+}
+
+}  // namespace
+
+void registerNormRules(RuleRegistry& r) {
+  const RuleFn trainable = [](const ir::Node& n) { return batchNormRule(n, true); };
+  r.add("aten._native_batch_norm_legit.default", trainable);
+  r.add("aten._native_batch_norm_legit.no_stats", trainable);
+  r.add("aten._native_batch_norm_legit_functional.default", trainable);
+  r.add("aten._native_batch_norm_legit_no_training.default", [](const ir::Node& n) { return batchNormRule(n, false); });
+  r.add("aten.native_batch_norm.default", trainable);
+  r.add("aten.native_batch_norm_backward.default", batchNormBackwardRule);
+  r.add("aten.native_layer_norm.default", layerNormRule);
+  r.add("aten.native_layer_norm_backward.default", layerNormBackwardRule);
+}
+
+}  // namespace spmd::sharding

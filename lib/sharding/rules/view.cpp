@@ -1,0 +1,173 @@
+// Views and data movement. A reshape maps dims through common factors,
+// major first; permutes move factors; slicing, selecting, splitting and
+// concatenating need their dim whole.
+//
+//   aten.view.default(x[2, 16, 64], [32, 64])   -> ([i, j, k]) -> ([i j, k]) {i=2, j=16, k=64} linear-each(0)
+//   aten.view.default(x[2, 16, 64], [2, 16, -1, 8]) -> ([i, j, k l]) -> ([i, j, k, l])
+//   aten.permute.default(w[256, 64], [1, 0])    -> ([i, j]) -> ([j, i])
+//   aten.cat.default([a[2, 4], b[2, 4]], -1)     -> ([i, j], [i, k]) -> ([i, l]) {j, k, l replicated}
+#include <numeric>
+
+#include "sharding/rules/Helpers.h"
+
+namespace spmd::sharding {
+namespace {
+
+// Factors of a row-major reshape from `in` to `out` (operand 0 -> result 0).
+void addReshapeFactors(RuleBuilder& b, const std::vector<int64_t>& in, const std::vector<int64_t>& out) {
+  size_t i = 0, j = 0;
+  while (i < in.size() || j < out.size()) {
+    if (i < in.size() && in[i] == 1) { ++i; continue; }
+    if (j < out.size() && out[j] == 1) { ++j; continue; }
+    if (i >= in.size() || j >= out.size()) break;
+    // One group: dims [i, i2) and [j, j2) with equal products.
+    size_t i2 = i + 1, j2 = j + 1;
+    int64_t pa = in[i], pb = out[j];
+    while (pa != pb) {
+      if (pa < pb && i2 < in.size()) pa *= in[i2++];
+      else if (pb < pa && j2 < out.size()) pb *= out[j2++];
+      else break;
+    }
+    // Common refinement, major first; give up (replicate) when sizes interleave.
+    std::vector<std::pair<int, std::pair<size_t, size_t>>> factors;  // factor, (in dim, out dim)
+    size_t a = i, c = j;
+    int64_t ra = in[a], rc = out[c];
+    bool ok = pa == pb;
+    while (ok && a < i2 && c < j2) {
+      int64_t f = std::min(ra, rc);
+      if ((ra % f) || (rc % f)) { ok = false; break; }
+      factors.push_back({b.factor(f), {a, c}});
+      ra /= f;
+      rc /= f;
+      if (ra == 1 && ++a < i2) ra = in[a];
+      if (rc == 1 && ++c < j2) rc = out[c];
+      while (a < i2 && ra == 1 && ++a < i2) ra = in[a];
+      while (c < j2 && rc == 1 && ++c < j2) rc = out[c];
+    }
+    if (ok) {
+      for (auto& [f, dims] : factors) {
+        b.operand(0, static_cast<int64_t>(dims.first), f);
+        b.result(0, static_cast<int64_t>(dims.second), f);
+      }
+    }
+    // (when not ok, replicateRest covers the group's dims)
+    i = i2;
+    j = j2;
+  }
+}
+
+Expected<OpShardingRule> reshapeRule(const ir::Node& node) {
+  RuleBuilder b(node);
+  if (b.numOperands() < 1 || b.numResults() != 1) return Status::error("view rule: expected one tensor");
+  addReshapeFactors(b, b.operandShape(0), b.resultShape(0));
+  return b.linear(Linearity::Each, {0}).replicateRest().build();
+}
+
+Expected<OpShardingRule> permuteRule(const ir::Node& node, std::vector<int64_t> perm) {
+  RuleBuilder b(node);
+  const auto& in = b.operandShape(0);
+  int64_t rank = static_cast<int64_t>(in.size());
+  for (int64_t d = 0; d < rank; ++d) {
+    int64_t src = normalizeDim(perm[static_cast<size_t>(d)], rank);
+    if (in[static_cast<size_t>(src)] == 1) continue;
+    b.addFactor({src}, {d}, in[static_cast<size_t>(src)]);
+  }
+  return b.linear(Linearity::Each, {0}).replicateRest().build();
+}
+
+std::vector<int64_t> identity(int64_t rank) {
+  std::vector<int64_t> p(static_cast<size_t>(rank));
+  std::iota(p.begin(), p.end(), 0);
+  return p;
+}
+
+// Every dim except `dim` shared by all operands and results (which have the
+// same rank); `dim` stays whole. Used by cat, split, slice, select-free ops.
+Expected<OpShardingRule> allButDim(const ir::Node& node, int64_t dim, Linearity lin) {
+  RuleBuilder b(node);
+  int64_t rank = static_cast<int64_t>(b.resultShape(0).size());
+  dim = normalizeDim(dim, rank);
+  for (int64_t d = 0; d < rank; ++d) {
+    if (d == dim || b.resultShape(0)[static_cast<size_t>(d)] == 1) continue;
+    int f = b.factor(b.resultShape(0)[static_cast<size_t>(d)]);
+    for (int i = 0; i < b.numOperands(); ++i)
+      if (static_cast<int64_t>(b.operandShape(i).size()) == rank) b.operand(i, d, f);
+    for (int i = 0; i < b.numResults(); ++i) b.result(i, d, f);
+  }
+  if (lin != Linearity::None) b.linear(lin);
+  return b.replicateRest().build();
+}
+
+bool isFullSlice(const ir::Node& node, int64_t size) {
+  const ir::Argument* start = node.input("start");
+  const ir::Argument* end = node.input("end");
+  int64_t s = start && start->kind == ir::Argument::Kind::Int ? start->ints[0] : 0;
+  bool endFull = !end || end->kind == ir::Argument::Kind::None ||
+                 (end->kind == ir::Argument::Kind::Int && end->ints[0] >= size);
+  return s == 0 && endFull && rules::intArg(node, "step", 1) == 1;
+}
+
+Expected<OpShardingRule> sliceRule(const ir::Node& node) {
+  RuleBuilder probe(node);
+  int64_t rank = static_cast<int64_t>(probe.operandShape(0).size());
+  int64_t dim = normalizeDim(rules::intArg(node, "dim", 0), rank);
+  if (isFullSlice(node, probe.operandShape(0)[static_cast<size_t>(dim)]))
+    return permuteRule(node, identity(rank));
+  return allButDim(node, dim, Linearity::Each);
+}
+
+Expected<OpShardingRule> selectRule(const ir::Node& node) {
+  RuleBuilder b(node);
+  const auto& in = b.operandShape(0);
+  int64_t rank = static_cast<int64_t>(in.size());
+  int64_t dim = normalizeDim(rules::intArg(node, "dim", 0), rank);
+  int64_t out = 0;
+  for (int64_t d = 0; d < rank; ++d) {
+    if (d == dim) continue;
+    if (in[static_cast<size_t>(d)] != 1) b.addFactor({d}, {out}, in[static_cast<size_t>(d)]);
+    ++out;
+  }
+  return b.linear(Linearity::Each, {0}).replicateRest().build();
+}
+
+Expected<OpShardingRule> expandRule(const ir::Node& node) {
+  RuleBuilder b(node);
+  rules::addBroadcastFactors(b);
+  return b.linear(Linearity::Each, {0}).replicateRest().build();
+}
+
+}  // namespace
+
+void registerViewRules(RuleRegistry& r) {
+  r.add("aten._unsafe_view.default", reshapeRule);
+  r.add("aten.cat.default", [](const ir::Node& n) { return allButDim(n, rules::intArg(n, "dim", 0), Linearity::Joint); });
+  r.add("aten.expand.default", expandRule);
+  r.add("aten.permute.default", [](const ir::Node& n) { return permuteRule(n, n.input("dims")->ints); });
+  r.add("aten.reshape.default", reshapeRule);
+  r.add("aten.select.int", selectRule);
+  r.add("aten.slice.Tensor", sliceRule);
+  r.add("aten.slice_scatter.default",
+        [](const ir::Node& n) {
+          int64_t rank = static_cast<int64_t>(tensorResults(n)[0]->type().rank());
+          return allButDim(n, normalizeDim(rules::intArg(n, "dim", 0), rank), Linearity::Joint);
+        });
+  r.add("aten.split.Tensor", [](const ir::Node& n) { return allButDim(n, rules::intArg(n, "dim", 0), Linearity::Each); });
+  r.add("aten.split_with_sizes.default",
+        [](const ir::Node& n) { return allButDim(n, rules::intArg(n, "dim", 0), Linearity::Each); });
+  r.add({"aten.squeeze.default", "aten.squeeze.dim", "aten.squeeze.dims", "aten.unsqueeze.default",
+         "aten.view.default"},
+        reshapeRule);
+  r.add("aten.t.default", [](const ir::Node& n) {
+    int64_t rank = tensorOperands(n)[0]->type().rank();
+    return permuteRule(n, rank == 2 ? std::vector<int64_t>{1, 0} : identity(rank));
+  });
+  r.add("aten.transpose.int", [](const ir::Node& n) {
+    int64_t rank = tensorOperands(n)[0]->type().rank();
+    std::vector<int64_t> p = identity(rank);
+    std::swap(p[static_cast<size_t>(normalizeDim(rules::intArg(n, "dim0", 0), rank))],
+              p[static_cast<size_t>(normalizeDim(rules::intArg(n, "dim1", 0), rank))]);
+    return permuteRule(n, p);
+  });
+}
+
+}  // namespace spmd::sharding
