@@ -274,6 +274,22 @@ void Graph::replaceUses(Value* from, Value* to, int fromIndex) {
   rebuildUses();
 }
 
+void Graph::replaceUses(const std::unordered_map<Value*, Value*>& m, const std::function<bool(const Node&)>& skip) {
+  auto swap = [&](Value*& v) {
+    if (!v) return;
+    auto it = m.find(v);
+    if (it != m.end()) v = it->second;
+  };
+  for (auto& n : nodes_) {
+    if (skip(*n)) continue;
+    for (auto& in : n->inputs_)
+      for (Value*& v : in.arg.values) swap(v);
+  }
+  for (auto& o : outputs_)
+    for (Value*& v : o.values) swap(v);
+  rebuildUses();
+}
+
 Status Graph::verify() const {
   std::unordered_set<const Value*> defined(inputs_.begin(), inputs_.end());
   for (const auto& n : nodes_) {

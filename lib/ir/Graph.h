@@ -247,6 +247,9 @@ class Graph {
   /// Makes every node at index >= `fromIndex`, and every graph output, read
   /// `to` instead of `from`; users are updated.
   void replaceUses(Value* from, Value* to, int fromIndex = 0);
+  /// Makes every node for which `skip` is false, and every graph output,
+  /// read `m[v]` instead of each `v` in `m`; one pass over the graph.
+  void replaceUses(const std::unordered_map<Value*, Value*>& m, const std::function<bool(const Node&)>& skip);
   /// Checks SSA: every value read is defined before use, names unique.
   Status verify() const;
 

@@ -8,6 +8,7 @@
 //   %o = aten.add.Tensor(%r, %g)                   %r_wait = spmd.wait(%r)
 //                                                  %o = aten.add.Tensor(%r_wait, %g)
 #include <unordered_map>
+#include <unordered_set>
 
 #include "ir/Collectives.h"
 #include "passes/Passes.h"
@@ -36,6 +37,10 @@ Status AsyncCollectives::run(program::Program& program) {
     if (!ir::isCommunicating(n->target())) place(n.get());
   g.setNodeOrder(order);
   // 2. A wait before each collective's first reader; readers use the wait.
+  std::unordered_map<const ir::Node*, std::vector<ir::Node*>> waitsBefore;
+  std::vector<ir::Node*> waitsAtEnd;
+  std::unordered_map<ir::Value*, ir::Value*> replacement;
+  std::unordered_set<const ir::Node*> waits;
   for (ir::Node* c : collectives) {
     ir::Value* y = c->outputValues()[0];
     std::string base = y->name() + "_wait";
@@ -43,22 +48,27 @@ Status AsyncCollectives::run(program::Program& program) {
     for (int i = 1; g.findValue(name); ++i) name = base + "_" + std::to_string(i);
     SPMD_ASSIGN_OR_RETURN(ir::Value * w, g.addValue(name, y->kind()));
     w->mutableType() = y->type();
-    int first = static_cast<int>(g.nodes().size());
-    for (ir::Node* u : y->users()) first = std::min(first, u->index());
+    const ir::Node* first = nullptr;
+    for (ir::Node* u : y->users())
+      if (!first || u->index() < first->index()) first = u;
     SPMD_ASSIGN_OR_RETURN(ir::Node * wait, g.addNode(name, std::string(ir::kWait),
                                                      {{"self", ir::Argument::tensor(y), false}},
                                                      {ir::Argument::tensor(w)}));
     wait->mutableMetadata() = c->metadata();
-    std::vector<ir::Node*> reordered;
-    for (const auto& n : g.nodes()) {
-      if (n.get() == wait) continue;
-      if (n->index() == first) reordered.push_back(wait);
-      reordered.push_back(n.get());
-    }
-    if (reordered.size() < g.nodes().size()) reordered.push_back(wait);  // read by graph outputs only
-    g.setNodeOrder(reordered);
-    g.replaceUses(y, w, wait->index() + 1);
+    (first ? waitsBefore[first] : waitsAtEnd).push_back(wait);
+    replacement.emplace(y, w);
+    waits.insert(wait);
   }
+  order.clear();
+  for (const auto& n : g.nodes()) {
+    if (waits.count(n.get())) continue;
+    if (auto it = waitsBefore.find(n.get()); it != waitsBefore.end())
+      order.insert(order.end(), it->second.begin(), it->second.end());
+    order.push_back(n.get());
+  }
+  order.insert(order.end(), waitsAtEnd.begin(), waitsAtEnd.end());
+  g.setNodeOrder(order);
+  g.replaceUses(replacement, [&](const ir::Node& n) { return waits.count(&n) > 0; });
   syncSignatureOutputs(program);
   return g.verify();
 }

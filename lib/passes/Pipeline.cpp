@@ -84,7 +84,9 @@ Expected<CompileResult> compile(const pt2::Archive& archive, const schema::Place
       if (name == pass->name() && options.onPrintAfter) options.onPrintAfter(name, r.program);
   }
   fillWeights(archive, r.program);
-  r.program.provenance = {{"source", source.name}, {"schema", schema.source}, {"compiler", "spmdc 0.1.0"}};
+  // File names only: provenance must not depend on where the files live.
+  auto base = [](const std::string& path) { return path.substr(path.rfind('/') + 1); };
+  r.program.provenance = {{"source", base(archive.path)}, {"schema", base(schema.source)}, {"compiler", "spmdc 0.1.0"}};
   return r;
 }
 

@@ -110,13 +110,30 @@ class NodePlanner {
  private:
   const Placement& cur(size_t i, int64_t a) const { return current_[i].placements[static_cast<size_t>(a)]; }
 
-  // False when `p` would shard a dim that an earlier axis shards by another factor.
-  bool compatible(const ShardingSpec& decided, const Placement& p, int f, int64_t a) const {
+  // Fits `p` (factor f's placement in a tensor with factor lists `dims`)
+  // to the axes decided before `a`: an earlier axis may shard the same dim
+  // only by f itself or by a factor major to f. Such a major split is
+  // already applied to the local dim, so p's split factor shrinks by that
+  // axis' size. False when p does not fit.
+  bool fitEarlierAxes(const ShardingSpec& decided, const DimFactors& dims, Placement& p, int f, int64_t a) const {
     if (!p.isShard()) return true;
+    const auto& list = dims[static_cast<size_t>(p.dim)];
+    auto pos = [&](int g) {
+      auto it = std::find(list.begin(), list.end(), g);
+      return it == list.end() ? -1 : static_cast<int>(it - list.begin());
+    };
+    int pf = pos(f);
+    int64_t k = 1;
     for (int64_t e = 0; e < a; ++e) {
       const Placement& q = decided.placements[static_cast<size_t>(e)];
-      if (q.isShard() && q.dim == p.dim && axisFactor_[static_cast<size_t>(e)] != f) return false;
+      int g = axisFactor_[static_cast<size_t>(e)];
+      if (!q.isShard() || q.dim != p.dim || g == f) continue;
+      int pg = pos(g);
+      if (pg < 0 || pg > pf) return false;
+      k *= mesh_.size(e);
     }
+    if (p.splitFactor % k != 0) return false;
+    p.splitFactor /= k;
     return true;
   }
 
@@ -186,13 +203,13 @@ class NodePlanner {
         Placement q = p ? *p
                       : (reduction && rule_.additiveOperands[i]) ? Placement::partial(fac.reduce)
                                                                   : Placement::replicate();
-        ok = compatible(out_.operands[i], q, c.factor, a);
+        ok = fitEarlierAxes(out_.operands[i], rule_.operands[i], q, c.factor, a);
         c.operands.push_back(q);
       }
       for (size_t i = 0; i < results_.size() && ok; ++i) {
         auto p = placementOf(rule_.results[i], c.factor, rule_, subsplit);
         Placement q = p ? *p : reduction ? Placement::partial(fac.reduce) : Placement::replicate();
-        ok = compatible(out_.results[i], q, c.factor, a);
+        ok = fitEarlierAxes(out_.results[i], rule_.results[i], q, c.factor, a);
         c.results.push_back(q);
       }
       if (ok) out.push_back(std::move(c));

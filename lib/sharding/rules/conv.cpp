@@ -4,7 +4,8 @@
 // too); spatial dims need replication (a sharded image would need halos),
 // except under a 1x1 kernel with unit stride and no padding.
 //
-//   aten.convolution.default(x[8, 3, 32, 32], w[16, 3, 3, 3], b[16], [1, 1], [1, 1], [1, 1], false, [0, 0], 1)
+//   aten.convolution.default(x[8, 3, 32, 32], w[16, 3, 3, 3], b[16], [1, 1], [1, 1], [1, 1], false, [0, 0],
+//   1)
 //     -> ([i, k, l, m], [j, k, n, o], [j]) -> ([i, j, p, q]) {i=8, j=16, k=3 reduction(sum), l=32 replicated,
 //        ...} linear-joint(0, 2), b additive
 //   aten.convolution_backward.default(g[8, 32, 16, 16], x[8, 16, 16, 16], w[32, 16, 3, 3], [32], ...)
@@ -15,6 +16,8 @@
 //
 // Grouped convolutions keep channels replicated: a channel shard would not
 // line up with the groups.
+#include <map>
+
 #include "sharding/rules/Helpers.h"
 
 namespace spmd::sharding {
@@ -82,13 +85,16 @@ bool isPointwiseConv(const ir::Node& node, const std::vector<int64_t>& weight) {
 // output_padding, groups) -> out.
 Expected<OpShardingRule> convolutionRule(const ir::Node& node) {
   RuleBuilder b(node);
-  if (b.numOperands() < 2 || b.numResults() != 1) return Status::error("convolution rule: expected input and weight");
+  if (b.numOperands() < 2 || b.numResults() != 1)
+    return Status::error("convolution rule: expected input and weight");
   const auto& in = b.operandShape(0);
   const auto& w = b.operandShape(1);
-  if (in.size() < 3 || in.size() != w.size()) return Status::error("convolution rule: expected a batched input");
+  int bias = operandIndex(node, "bias");
+  if (in.size() < 3 || in.size() != w.size() || b.resultShape(0).size() != in.size() ||
+      (bias >= 0 && b.operandShape(bias).size() != 1))
+    return Status::error("convolution rule: expected a batched input and a weight of its rank");
   bool transposed = rules::boolArg(node, "transposed", false);
   int64_t wOut = transposed ? 1 : 0, wIn = transposed ? 0 : 1;
-  int bias = operandIndex(node, "bias");
   const auto& out = b.resultShape(0);
   if (in[0] != 1) place(b, b.factor(in[0]), {{0, 0}}, {{0, 0}});
   if (rules::intArg(node, "groups", 1) == 1) {
@@ -112,23 +118,35 @@ Expected<OpShardingRule> convolutionRule(const ir::Node& node) {
 // channels; grad_bias does not depend on input channels.
 Expected<OpShardingRule> convolutionBackwardRule(const ir::Node& node) {
   RuleBuilder b(node);
-  if (b.numOperands() != 3) return Status::error("convolution backward rule: expected grad_output, input and weight");
+  if (b.numOperands() != 3)
+    return Status::error("convolution backward rule: expected grad_output, input and weight");
   const auto& g = b.operandShape(0);
   const auto& in = b.operandShape(1);
   const auto& w = b.operandShape(2);
-  if (in.size() < 3 || in.size() != w.size() || g.size() != in.size())
-    return Status::error("convolution backward rule: expected a batched input");
+  int gi = resultIndex(node, 0), gw = resultIndex(node, 1), gb = resultIndex(node, 2);
+  auto rankOf = [&](int r, size_t fallback) { return r < 0 ? fallback : b.resultShape(r).size(); };
+  if (in.size() < 3 || in.size() != w.size() || g.size() != in.size() || rankOf(gi, in.size()) != in.size() ||
+      rankOf(gw, w.size()) != w.size() || rankOf(gb, 1) != 1)
+    return Status::error("convolution backward rule: expected a batched input and gradients of their ranks");
   bool transposed = rules::boolArg(node, "transposed", false);
   int64_t wOut = transposed ? 1 : 0, wIn = transposed ? 0 : 1;
-  int gi = resultIndex(node, 0), gw = resultIndex(node, 1), gb = resultIndex(node, 2);
   if (in[0] != 1) place(b, b.factor(in[0], FactorKind::Reduction), {{0, 0}, {1, 0}}, {{gi, 0}});
   if (rules::intArg(node, "groups", 1) == 1) {
-    if (g[1] != 1) place(b, b.factor(g[1], FactorKind::Reduction), {{0, 1}, {2, wOut}}, {{gw, wOut}, {gb, 0}});
+    if (g[1] != 1)
+      place(b, b.factor(g[1], FactorKind::Reduction), {{0, 1}, {2, wOut}}, {{gw, wOut}, {gb, 0}});
     if (in[1] != 1) place(b, b.factor(in[1]), {{1, 1}, {2, wIn}}, {{gi, 1}, {gw, wIn}});
   }
-  if (isPointwiseConv(node, w))
-    for (int64_t d = 2; d < static_cast<int64_t>(in.size()); ++d)
+  bool pointwise = isPointwiseConv(node, w);
+  for (int64_t d = 2; d < static_cast<int64_t>(in.size()); ++d) {
+    if (pointwise) {  // grad_weight and grad_bias sum over positions
       if (in[sz(d)] != 1) place(b, b.factor(in[sz(d)], FactorKind::Reduction), {{0, d}, {1, d}}, {{gi, d}});
+      continue;
+    }
+    // Gradients have the shapes of what they differentiate.
+    if (g[sz(d)] != 1) place(b, b.factor(g[sz(d)], FactorKind::NeedReplication), {{0, d}});
+    if (in[sz(d)] != 1) place(b, b.factor(in[sz(d)], FactorKind::NeedReplication), {{1, d}}, {{gi, d}});
+    if (w[sz(d)] != 1) place(b, b.factor(w[sz(d)], FactorKind::NeedReplication), {{2, d}}, {{gw, d}});
+  }
   return b.linear(Linearity::Each, {0}).replicateRest().build();
 }
 
@@ -149,6 +167,22 @@ RuleFn pool(int64_t spatial, Linearity lin) {
       for (int i = 0; i < b.numResults(); ++i)
         if (static_cast<int64_t>(b.resultShape(i).size()) == rank) b.result(i, d, f);
     }
+    // Spatial dims: one replicated factor per (dim, size), shared by the
+    // tensors of that size (an input and its gradient, outputs and indices).
+    std::map<std::pair<int64_t, int64_t>, int> windows;
+    auto replicate = [&](const std::vector<int64_t>& shape, auto&& add) {
+      if (static_cast<int64_t>(shape.size()) != rank) return;
+      for (int64_t d = rank - spatial; d < rank; ++d) {
+        if (shape[sz(d)] == 1) continue;
+        auto [it, fresh] = windows.try_emplace({d, shape[sz(d)]}, -1);
+        if (fresh) it->second = b.factor(shape[sz(d)], FactorKind::NeedReplication);
+        add(d, it->second);
+      }
+    };
+    for (int i = 0; i < b.numOperands(); ++i)
+      replicate(b.operandShape(i), [&](int64_t d, int f) { b.operand(i, d, f); });
+    for (int i = 0; i < b.numResults(); ++i)
+      replicate(b.resultShape(i), [&](int64_t d, int f) { b.result(i, d, f); });
     if (lin != Linearity::None) b.linear(lin, {0});
     return b.replicateRest().build();
   };

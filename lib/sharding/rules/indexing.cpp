@@ -19,6 +19,7 @@
 // vocabulary dim needs replication. Non-accumulating scatters are not
 // marked linear: with duplicate indices, ranks may keep different writes.
 #include <algorithm>
+#include <optional>
 
 #include "sharding/rules/Helpers.h"
 
@@ -41,7 +42,8 @@ int operandIndex(const ir::Node& node, std::string_view name) {
   return -1;
 }
 
-// Operand dim `d` of operand `op`, or -1 when op is -1 (addFactor skips it).
+// Per-operand dims for RuleBuilder::addFactor: dim `d` of each listed
+// operand `op` (entries with op -1 are skipped), -1 (absent) elsewhere.
 std::vector<int64_t> at(int numOperands, std::initializer_list<std::pair<int, int64_t>> dims) {
   std::vector<int64_t> out(static_cast<size_t>(numOperands), -1);
   for (auto [op, d] : dims)
@@ -54,8 +56,9 @@ size_t sz(int64_t v) { return static_cast<size_t>(v); }
 // embedding(weight[V, D], indices[...]) -> [..., D].
 Expected<OpShardingRule> embeddingRule(const ir::Node& node) {
   RuleBuilder b(node);
-  if (b.numOperands() != 2 || b.numResults() != 1 || b.operandShape(0).size() != 2)
-    return Status::error("embedding rule: expected weight [V, D] and indices");
+  if (b.numOperands() != 2 || b.numResults() != 1 || b.operandShape(0).size() != 2 ||
+      b.resultShape(0).size() != b.operandShape(1).size() + 1)
+    return Status::error("embedding rule: expected weight [V, D], indices [...] and a result [..., D]");
   const auto& w = b.operandShape(0);
   const auto& idx = b.operandShape(1);
   auto rank = static_cast<int64_t>(idx.size());
@@ -69,13 +72,13 @@ Expected<OpShardingRule> embeddingRule(const ir::Node& node) {
 // grad are summed into the rows the indices name.
 Expected<OpShardingRule> embeddingBackwardRule(const ir::Node& node) {
   RuleBuilder b(node);
-  if (b.numOperands() != 2 || b.numResults() != 1)
-    return Status::error("embedding backward rule: expected grad_output and indices");
+  if (b.numOperands() != 2 || b.numResults() != 1 || b.resultShape(0).size() != 2)
+    return Status::error("embedding backward rule: expected grad_output, indices and a result [V, D]");
   const auto& idx = b.operandShape(1);
   auto rank = static_cast<int64_t>(idx.size());
   // Scaling by frequency counts occurrences over the whole batch.
-  FactorKind batch = rules::boolArg(node, "scale_grad_by_freq", false) ? FactorKind::NeedReplication
-                                                                       : FactorKind::Reduction;
+  FactorKind batch =
+      rules::boolArg(node, "scale_grad_by_freq", false) ? FactorKind::NeedReplication : FactorKind::Reduction;
   for (int64_t d = 0; d < rank; ++d)
     if (idx[sz(d)] != 1) b.addFactor({d, d}, {-1}, idx[sz(d)], batch);
   const auto& grad = b.operandShape(0);
@@ -87,7 +90,8 @@ Expected<OpShardingRule> embeddingBackwardRule(const ir::Node& node) {
 // gather(self, dim, index) -> [index's shape].
 Expected<OpShardingRule> gatherRule(const ir::Node& node) {
   RuleBuilder b(node);
-  if (b.numOperands() != 2 || b.numResults() != 1) return Status::error("gather rule: expected self and index");
+  if (b.numOperands() != 2 || b.numResults() != 1 || b.resultShape(0).size() != b.operandShape(1).size())
+    return Status::error("gather rule: expected self, index and a result shaped like index");
   const auto& self = b.operandShape(0);
   const auto& index = b.operandShape(1);
   if (self.size() == index.size()) {
@@ -111,8 +115,9 @@ enum class ScatterKind : uint8_t { Src, Value, Add };
 Expected<OpShardingRule> scatterRule(const ir::Node& node, ScatterKind kind) {
   RuleBuilder b(node);
   bool hasSrc = kind != ScatterKind::Value;
-  if (b.numOperands() != (hasSrc ? 3 : 2) || b.numResults() != 1)
-    return Status::error("scatter rule: expected self, index" + std::string(hasSrc ? " and src" : ""));
+  if (b.numOperands() != (hasSrc ? 3 : 2) || b.numResults() != 1 || b.resultShape(0) != b.operandShape(0))
+    return Status::error("scatter rule: expected self, index" + std::string(hasSrc ? ", src" : "") +
+                         " and a result shaped like self");
   const auto& self = b.operandShape(0);
   const auto& index = b.operandShape(1);
   const auto& src = hasSrc ? b.operandShape(2) : index;
@@ -144,10 +149,11 @@ Expected<OpShardingRule> scatterRule(const ir::Node& node, ScatterKind kind) {
 // the last indexed dim (broadcast dims first when indexed dims are not
 // adjacent).
 struct IndexLayout {
-  std::vector<int> indexOperands;       ///< operand of each index tensor
-  std::vector<int64_t> selfToOut;       ///< per self dim: its dim in self[indices], -1 when indexed
-  std::vector<int64_t> broadcast;       ///< broadcast shape of the index tensors
-  int64_t broadcastStart = 0;           ///< first broadcast dim in self[indices]
+  std::vector<int> indexOperands;  ///< operand of each index tensor
+  std::vector<int64_t> selfToOut;  ///< per self dim: its dim in self[indices], -1 when indexed
+  std::vector<int64_t> broadcast;  ///< broadcast shape of the index tensors
+  int64_t broadcastStart = 0;      ///< first broadcast dim in self[indices]
+  /// Rank of self[indices].
   int64_t rank() const {
     int64_t kept = std::count_if(selfToOut.begin(), selfToOut.end(), [](int64_t d) { return d >= 0; });
     return kept + static_cast<int64_t>(broadcast.size());
@@ -165,11 +171,13 @@ std::optional<IndexLayout> indexLayout(const ir::Node& node, const RuleBuilder& 
   for (size_t k = 0; k < indices->values.size(); ++k) {
     const ir::Value* v = indices->values[k];
     if (!v) continue;
-    if (v->type().dtype == ir::ScalarType::Bool || v->type().dtype == ir::ScalarType::Byte) return std::nullopt;
+    if (v->type().dtype == ir::ScalarType::Bool || v->type().dtype == ir::ScalarType::Byte)
+      return std::nullopt;
     indexed.push_back(static_cast<int64_t>(k));
     l.indexOperands.push_back(op);
     const auto& shape = b.operandShape(op++);
-    if (shape.size() > l.broadcast.size()) l.broadcast.insert(l.broadcast.begin(), shape.size() - l.broadcast.size(), 1);
+    if (shape.size() > l.broadcast.size())
+      l.broadcast.insert(l.broadcast.begin(), shape.size() - l.broadcast.size(), 1);
     size_t off = l.broadcast.size() - shape.size();
     for (size_t d = 0; d < shape.size(); ++d)
       if (shape[d] != 1) l.broadcast[off + d] = shape[d];
@@ -213,13 +221,15 @@ std::vector<int> addBroadcastIndexFactors(RuleBuilder& b, const IndexLayout& l, 
 // index.Tensor(self, indices) -> self[indices].
 Expected<OpShardingRule> indexRule(const ir::Node& node) {
   RuleBuilder b(node);
-  if (b.numOperands() < 1 || b.numResults() != 1) return Status::error("index rule: expected self and indices");
+  if (b.numOperands() < 1 || b.numResults() != 1)
+    return Status::error("index rule: expected self and indices");
   auto l = indexLayout(node, b);
   const auto& out = b.resultShape(0);
   if (!l || l->rank() != static_cast<int64_t>(out.size())) return b.replicateRest().build();
   const auto& self = b.operandShape(0);
   for (size_t d = 0; d < self.size(); ++d)
-    if (l->selfToOut[d] >= 0 && self[d] != 1) b.addFactor({static_cast<int64_t>(d)}, {l->selfToOut[d]}, self[d]);
+    if (l->selfToOut[d] >= 0 && self[d] != 1)
+      b.addFactor({static_cast<int64_t>(d)}, {l->selfToOut[d]}, self[d]);
   std::vector<int> fs = addBroadcastIndexFactors(b, *l, FactorKind::PassThrough);
   for (size_t k = 0; k < fs.size(); ++k)
     if (fs[k] >= 0) b.result(0, l->broadcastStart + static_cast<int64_t>(k), fs[k]);
@@ -231,7 +241,8 @@ Expected<OpShardingRule> indexRule(const ir::Node& node) {
 Expected<OpShardingRule> indexPutRule(const ir::Node& node) {
   RuleBuilder b(node);
   int values = operandIndex(node, "values");
-  if (values < 1 || b.numResults() != 1) return Status::error("index_put rule: expected self, indices and values");
+  if (values < 1 || b.numResults() != 1 || b.resultShape(0) != b.operandShape(0))
+    return Status::error("index_put rule: expected self, indices, values and a result shaped like self");
   auto l = indexLayout(node, b);
   if (!l) return b.replicateRest().build();
   bool accumulate = rules::boolArg(node, "accumulate", false);
@@ -268,7 +279,8 @@ Expected<OpShardingRule> indexPutRule(const ir::Node& node) {
 // index_select(self, dim, index[n]) -> self with dim `dim` of size n.
 Expected<OpShardingRule> indexSelectRule(const ir::Node& node) {
   RuleBuilder b(node);
-  if (b.numOperands() != 2 || b.numResults() != 1) return Status::error("index_select rule: expected self and index");
+  if (b.numOperands() != 2 || b.numResults() != 1 || b.resultShape(0).size() != b.operandShape(0).size())
+    return Status::error("index_select rule: expected self, index and a result of self's rank");
   const auto& self = b.operandShape(0);
   auto rank = static_cast<int64_t>(self.size());
   int64_t dim = normalizeDim(rules::intArg(node, "dim", 0), rank);
@@ -283,7 +295,9 @@ Expected<OpShardingRule> indexSelectRule(const ir::Node& node) {
 // topk / sort(self, dim) -> (values, indices): the dim stays whole.
 Expected<OpShardingRule> alongDimRule(const ir::Node& node) {
   RuleBuilder b(node);
-  if (b.numOperands() != 1 || b.numResults() != 2) return Status::error("topk/sort rule: expected one tensor");
+  if (b.numOperands() != 1 || b.numResults() != 2 || b.resultShape(0).size() != b.operandShape(0).size() ||
+      b.resultShape(1).size() != b.operandShape(0).size())
+    return Status::error("topk/sort rule: expected one tensor and two results of its rank");
   const auto& self = b.operandShape(0);
   const auto& out = b.resultShape(0);
   auto rank = static_cast<int64_t>(self.size());

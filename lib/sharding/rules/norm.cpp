@@ -61,6 +61,22 @@ void place(RuleBuilder& b, int f, std::initializer_list<int> operands, std::init
     if (i >= 0) b.result(i, dim, f);
 }
 
+// Checks layer-norm shapes: `lead` >= 0 leading dims, weight and bias
+// (operand indices) of the normalized rank, statistics (mean, rstd: operand
+// or result indices, `statsAreResults`) of the input's rank; -1 is absent.
+Status checkLayerNorm(const RuleBuilder& b, int64_t rank, int64_t lead, std::initializer_list<int> affine,
+                      std::initializer_list<int> stats, bool statsAreResults) {
+  auto rankOf = [&](int i, bool result) {
+    return static_cast<int64_t>((result ? b.resultShape(i) : b.operandShape(i)).size());
+  };
+  bool ok = lead >= 0;
+  for (int i : affine) ok = ok && (i < 0 || rankOf(i, false) == rank - lead);
+  for (int i : stats) ok = ok && (i < 0 || rankOf(i, statsAreResults) == rank);
+  if (ok) return Status::ok();
+  return Status::error("layer_norm rule: expected weight and bias of rank " + std::to_string(rank - lead) +
+                       " (normalized_shape) and mean, rstd of the input's rank " + std::to_string(rank));
+}
+
 // native_layer_norm(input, normalized_shape, weight?, bias?, eps) -> (out, mean, rstd).
 Expected<OpShardingRule> layerNormRule(const ir::Node& node) {
   RuleBuilder b(node);
@@ -71,6 +87,7 @@ Expected<OpShardingRule> layerNormRule(const ir::Node& node) {
   int64_t lead = rank - (shape ? static_cast<int64_t>(shape->ints.size()) : 1);
   int w = operandIndex(node, "weight"), bias = operandIndex(node, "bias");
   int mean = resultIndex(node, 1), rstd = resultIndex(node, 2);
+  SPMD_RETURN_IF_ERROR(checkLayerNorm(b, rank, lead, {w, bias}, {mean, rstd}, true));
   for (int64_t d = 0; d < rank; ++d) {
     if (in[sz(d)] == 1) continue;
     if (d < lead) {
@@ -96,6 +113,7 @@ Expected<OpShardingRule> layerNormBackwardRule(const ir::Node& node) {
   int mean = operandIndex(node, "mean"), rstd = operandIndex(node, "rstd");
   int w = operandIndex(node, "weight"), bias = operandIndex(node, "bias");
   int gi = resultIndex(node, 0), gw = resultIndex(node, 1), gb = resultIndex(node, 2);
+  SPMD_RETURN_IF_ERROR(checkLayerNorm(b, rank, lead, {w, bias}, {mean, rstd}, false));
   for (int64_t d = 0; d < rank; ++d) {
     if (in[sz(d)] == 1) continue;
     if (d < lead) {  // grad_weight and grad_bias sum over the leading dims
@@ -116,7 +134,10 @@ Expected<OpShardingRule> layerNormBackwardRule(const ir::Node& node) {
 Expected<OpShardingRule> batchNorm(RuleBuilder& b, std::initializer_list<int> dataOps,
                                    std::initializer_list<int> dataResults, FactorKind other) {
   const auto& in = b.operandShape(*dataOps.begin());
-  if (in.size() < 2) return Status::error("batch_norm rule: expected an input of rank >= 2");
+  bool ok = in.size() >= 2;
+  for (int i : dataOps) ok = ok && b.operandShape(i).size() == in.size();
+  for (int i : dataResults) ok = ok && (i < 0 || b.resultShape(i).size() == in.size());
+  if (!ok) return Status::error("batch_norm rule: expected inputs and outputs [N, C, ...] of one rank >= 2");
   int channel = -1;
   for (int64_t d = 0; d < static_cast<int64_t>(in.size()); ++d) {
     if (in[sz(d)] == 1) continue;
@@ -148,7 +169,8 @@ Expected<OpShardingRule> batchNormBackwardRule(const ir::Node& node) {
   if (b.numOperands() < 2) return Status::error("batch_norm backward rule: expected grad_out and input");
   // In eval mode grad_input is pointwise and grad_weight/grad_bias sum
   // over batch and space; in training mode grad_input needs batch means.
-  FactorKind other = rules::boolArg(node, "train", true) ? FactorKind::NeedReplication : FactorKind::Reduction;
+  FactorKind other =
+      rules::boolArg(node, "train", true) ? FactorKind::NeedReplication : FactorKind::Reduction;
   b.linear(Linearity::Each, {0});
   return batchNorm(b, {0, 1}, {resultIndex(node, 0)}, other);
 }
@@ -160,7 +182,8 @@ void registerNormRules(RuleRegistry& r) {
   r.add("aten._native_batch_norm_legit.default", trainable);
   r.add("aten._native_batch_norm_legit.no_stats", trainable);
   r.add("aten._native_batch_norm_legit_functional.default", trainable);
-  r.add("aten._native_batch_norm_legit_no_training.default", [](const ir::Node& n) { return batchNormRule(n, false); });
+  r.add("aten._native_batch_norm_legit_no_training.default",
+        [](const ir::Node& n) { return batchNormRule(n, false); });
   r.add("aten.native_batch_norm.default", trainable);
   r.add("aten.native_batch_norm_backward.default", batchNormBackwardRule);
   r.add("aten.native_layer_norm.default", layerNormRule);

@@ -1,0 +1,195 @@
+// spmdc compile end to end on real models (no execution): collective
+// counts against PyTorch DTensor, determinism, local shapes, reports and
+// the refusal of bad input.
+#include <catch2/catch.hpp>
+#include <nlohmann/json.hpp>
+
+#include "../pt2/ArchiveFixtures.h"
+#include "ir/Collectives.h"
+#include "passes/Pipeline.h"
+#include "passes/Report.h"
+#include "program/Dump.h"
+#include "schema/PlacementSchema.h"
+
+using namespace spmd;
+using spmd::testing::readFile;
+using spmd::testing::runCommand;
+using spmd::testing::TempDir;
+
+namespace {
+
+std::string model(const std::string& m) { return std::string(SPMD_TESTDATA_DIR) + "/pt2/" + m + "/model.pt2"; }
+std::string example(const std::string& e) { return std::string(SPMD_SOURCE_DIR) + "/schemas/examples/" + e; }
+const std::string kSpmdc = SPMDC_PATH;
+
+passes::CompileResult compileOrFail(const std::string& m, const std::string& schema,
+                                    std::optional<std::vector<int64_t>> mesh = std::nullopt) {
+  auto archive = pt2::readArchive(model(m));
+  REQUIRE(archive.hasValue());
+  auto s = schema::loadSchemaOrPreset(schema);
+  REQUIRE(s.hasValue());
+  passes::CompileOptions opts;
+  opts.mesh = mesh;
+  auto r = passes::compile(*archive, *s, opts);
+  if (!r) FAIL(r.status().message());
+  return std::move(*r);
+}
+
+std::map<std::string, int> countCollectives(const program::Program& p) {
+  std::map<std::string, int> out;
+  for (const auto& n : p.graph.graph.nodes())
+    if (ir::isCommunicating(n->target())) ++out[n->target()];
+  return out;
+}
+
+}  // namespace
+
+TEST_CASE("Megatron TP issues no more collectives than PyTorch DTensor") {
+  auto ref = nlohmann::json::parse(readFile(std::string(SPMD_TESTDATA_DIR) + "/dtensor_reference.json"));
+  for (const std::string m : {"mlp", "gpt_block", "llama"}) {
+    INFO(m);
+    auto r = compileOrFail(m, example(m + "_tp.json"));
+    auto counts = countCollectives(r.program);
+    int dtensor = ref[m + "_megatron"]["forward"]["c10d_functional.all_reduce"].get<int>();
+    CHECK(counts["spmd.all_reduce"] == dtensor);
+    CHECK(counts.size() == 1);  // all-reduces only
+  }
+}
+
+TEST_CASE("data parallel keeps the batch sharded: llama needs only the output all-gather") {
+  auto r = compileOrFail("llama", "dp", std::vector<int64_t>{2});
+  auto counts = countCollectives(r.program);
+  CHECK(counts["spmd.all_gather"] == 1);
+  CHECK(counts.size() == 1);
+  const ir::Value* tokens = r.program.graph.graph.findValue("tokens");
+  REQUIRE(tokens);
+  CHECK(tokens->type().str() == "i64[1, 16]");
+}
+
+TEST_CASE("data parallel training all-reduces every gradient and the loss") {
+  auto r = compileOrFail("mlp_train", "dp", std::vector<int64_t>{2});
+  auto counts = countCollectives(r.program);
+  // 4 parameter gradients and the loss are pending sums over the batch.
+  CHECK(counts["spmd.all_reduce"] == 5);
+  CHECK(counts.size() == 1);
+}
+
+TEST_CASE("Megatron MLP: local shapes and the pending bias") {
+  auto r = compileOrFail("mlp", example("mlp_tp.json"));
+  std::string dump = program::dumpProgram(r.program);
+  CHECK_THAT(dump, Catch::Contains("input %p_fc1_weight: f32[32, 64] parameter fc1.weight  [S(0)] global f32[256, 64]"));
+  CHECK_THAT(dump, Catch::Contains("%addmm: f32[32, 32] = aten.addmm.default(%p_fc1_bias, %x, %permute)"));
+  CHECK_THAT(dump, Catch::Contains("spmd.zero_partial(%p_fc2_bias, \"tp\")"));
+  CHECK_THAT(dump, Catch::Contains("spmd.all_reduce(%addmm_1, \"tp\", \"sum\")"));
+  REQUIRE(r.program.collectives.size() == 1);
+  const auto& c = r.program.collectives[0];
+  CHECK(c.kind == "all_reduce");
+  CHECK(c.from == "[P(sum)]");
+  CHECK(c.to == "[R]");
+  CHECK(c.bytesPerRank == 2 * 7 * 32 * 64 * 4 / 8);
+}
+
+TEST_CASE("async collectives: the wait sits right before the first reader") {
+  auto r = compileOrFail("mlp", example("mlp_tp.json"));
+  const auto& nodes = r.program.graph.graph.nodes();
+  int start = -1, wait = -1;
+  for (const auto& n : nodes) {
+    if (n->target() == ir::kAllReduce) start = n->index();
+    if (n->target() == ir::kWait) wait = n->index();
+  }
+  REQUIRE(start >= 0);
+  REQUIRE(wait > start);
+  CHECK(r.program.graph.signature.outputs[0].arg.value()->producer()->target() == ir::kWait);
+}
+
+TEST_CASE("the report names every collective and its reason") {
+  auto r = compileOrFail("llama", example("llama_tp.json"));
+  auto j = nlohmann::json::parse(passes::reportJson(r));
+  CHECK(j["collective_counts"]["all_reduce"] == 4);
+  CHECK(j["collectives"].size() == 4);
+  for (const auto& c : j["collectives"]) {
+    CHECK(c["kind"] == "all_reduce");
+    CHECK(c["mesh_axis"] == "tp");
+    CHECK(c["bytes_per_rank"].get<int64_t>() > 0);
+    CHECK_THAT(c["reason"].get<std::string>(), Catch::StartsWith("needed by "));
+  }
+  CHECK(j["per_rank"]["param_bytes"].get<int64_t>() > 0);
+  CHECK(j["per_rank"]["peak_bytes_estimate"].get<int64_t>() > j["per_rank"]["param_bytes"].get<int64_t>());
+  CHECK(j["timings_ms"].contains("propagation"));
+}
+
+TEST_CASE("compiling twice gives byte-identical programs") {
+  TempDir dir;
+  for (int i = 0; i < 2; ++i) {
+    auto res = runCommand(kSpmdc + " compile " + model("llama_train") + " --schema fsdp --mesh 2 -q -o " +
+                          dir.file("p" + std::to_string(i) + ".spmd"));
+    REQUIRE(res.exitCode == 0);
+  }
+  CHECK(readFile(dir.file("p0.spmd")) == readFile(dir.file("p1.spmd")));
+}
+
+TEST_CASE("ops without a rule are refused in one error listing all of them") {
+  TempDir dir;
+  std::string bad = dir.file("bad.pt2");
+  spmd::testing::rewriteArchive(model("mlp"), bad, [](const std::string& name, std::string bytes) {
+    if (name == "model/models/model.json") {
+      for (int i = 0; i < 2; ++i)
+        bytes = spmd::testing::replaceFirst(bytes, "torch.ops.aten.gelu.default\"", "torch.ops.aten.frobnicate.default\"");
+      bytes = spmd::testing::replaceFirst(bytes, "torch.ops.aten.permute.default\"", "torch.ops.aten.twiddle.default\"");
+    }
+    return std::optional<std::string>(bytes);
+  });
+  auto res = runCommand(kSpmdc + " compile " + bad + " --schema dp --mesh 2 -o " + dir.file("out.spmd"));
+  CHECK(res.exitCode == 2);
+  CHECK_THAT(res.stderrText, Catch::Contains("no sharding rule for 2 ops: aten.twiddle.default (node %permute"));
+  CHECK_THAT(res.stderrText, Catch::Contains("aten.frobnicate.default (node %gelu, export_models.py:37"));
+  CHECK_THAT(res.stderrText, Catch::Contains("--replicate-unknown"));
+  CHECK_FALSE(std::filesystem::exists(dir.file("out.spmd")));
+  // With --replicate-unknown they run replicated, with a warning each.
+  res = runCommand(kSpmdc + " compile " + bad + " --schema dp --mesh 2 --replicate-unknown -o " + dir.file("out.spmd"));
+  CHECK(res.exitCode == 0);
+  CHECK_THAT(res.stdoutText, Catch::Contains("warning: no sharding rule for aten.frobnicate.default"));
+  CHECK(std::filesystem::exists(dir.file("out.spmd")));
+}
+
+TEST_CASE("bad schemas are refused with exit 2 and no output") {
+  TempDir dir;
+  struct Case {
+    std::string json, expect;
+  };
+  std::vector<Case> cases = {
+      {R"J({"version": 1, "mesh": {"shape": [8], "axes": ["tp"]}, "params": [{"match": "fc1.weigth", "placements": {"tp": "S(0)"}}]})J",
+       "matches no parameter or buffer"},
+      {R"J({"version": 1, "mesh": {"shape": [8], "axes": ["tp"]}, "params": [{"match": "fc1.weight", "placements": {"dp": "S(0)"}}]})J",
+       "dp"},
+      {R"J({"version": 1, "mesh": {"shape": [8], "axes": ["tp"]}, "params": [{"match": "fc1.weight", "placements": {"tp": "S(2)"}}]})J",
+       "fc1.weight"},
+      {R"J({"version": 1, "mesh": {"shape": [3], "axes": ["tp"]}, "params": [{"match": "fc1.weight", "placements": {"tp": "S(0)"}}]})J",
+       "does not divide evenly"},
+      {R"J({"version": 1, "mesh": {"shape": [8], "axes": ["tp"]}, "params": [{"match": "fc1.weight", "placements": ["S(0)", "R"]}]})J",
+       "2 placements given for the 1-axis mesh"},
+      {R"J({"version": 1, "mesh": {"shape": [8], "axes": ["tp"]}, "parms": []})J", "parms"},
+      {R"J({"version": 1, "mesh": {"shape": [8], "axes": ["tp"]}, )J", "s.json:1:"},
+  };
+  for (const auto& c : cases) {
+    INFO(c.json);
+    std::ofstream(dir.file("s.json")) << c.json;
+    auto res = runCommand("cd " + dir.file("") + " && " + kSpmdc + " compile " + model("mlp") +
+                          " --schema s.json -o out.spmd");
+    CHECK(res.exitCode == 2);
+    CHECK_THAT(res.stderrText, Catch::StartsWith("error: "));
+    CHECK_THAT(res.stderrText, Catch::Contains(c.expect));
+    CHECK(std::count(res.stderrText.begin(), res.stderrText.end(), '\n') == 1);
+    CHECK_FALSE(std::filesystem::exists(dir.file("out.spmd")));
+  }
+}
+
+TEST_CASE("a bad --mesh and a missing model are clear errors") {
+  TempDir dir;
+  auto res = runCommand(kSpmdc + " compile " + model("mlp") + " --schema dp --mesh 2x -o " + dir.file("o.spmd"));
+  CHECK(res.exitCode == 2);
+  CHECK_THAT(res.stderrText, Catch::Contains("--mesh 2x"));
+  res = runCommand(kSpmdc + " compile /nonexistent.pt2 --schema dp --mesh 2 -o " + dir.file("o.spmd"));
+  CHECK(res.exitCode == 2);
+  CHECK_THAT(res.stderrText, Catch::Contains("/nonexistent.pt2: cannot open"));
+}
