@@ -67,7 +67,9 @@ Expected<OpShardingRule> linearRule(const ir::Node& node) {
   if (b.numOperands() > 2) n[2] = 0;
   b.addFactor(k, {-1}, in[static_cast<size_t>(r - 1)], FactorKind::Reduction);
   b.addFactor(n, {r - 1}, b.operandShape(1)[0]);
-  if (b.numOperands() > 2) b.additive(2);
+  // With a bias, pending sums flow through input and bias together (as in
+  // addmm); without one, through either operand.
+  if (b.numOperands() > 2) return b.additive(2).linear(Linearity::Joint, {0, 2}).replicateRest().build();
   return b.linear(Linearity::Each, {0, 1}).replicateRest().build();
 }
 
