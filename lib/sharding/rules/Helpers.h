@@ -24,6 +24,11 @@ std::vector<int64_t> dimsArg(const ir::Node& node, const char* name, int64_t ran
                              std::vector<int64_t> fallback = {});
 /// An int argument, or `fallback` when absent.
 int64_t intArg(const ir::Node& node, const char* name, int64_t fallback);
+/// Operand index (tensorOperands order) of the first tensor of argument
+/// `name`; -1 when the argument is absent or None.
+int operandIndex(const ir::Node& node, std::string_view name);
+/// Result index (tensorResults order) of output `k`; -1 when it is None.
+int resultIndex(const ir::Node& node, size_t k);
 /// A bool argument, or `fallback` when absent.
 bool boolArg(const ir::Node& node, const char* name, bool fallback);
 

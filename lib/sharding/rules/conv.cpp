@@ -23,36 +23,8 @@
 namespace spmd::sharding {
 namespace {
 
-// Operand index (tensorOperands order) of the first tensor of argument
-// `name`; -1 when the argument is absent or None.
-int operandIndex(const ir::Node& node, std::string_view name) {
-  int i = 0;
-  for (const auto& a : node.inputs()) {
-    bool match = a.name == name;
-    for (ir::Value* v : a.arg.values) {
-      if (!v || !v->isTensor()) continue;
-      if (match) return i;
-      ++i;
-    }
-    if (match) return -1;
-  }
-  return -1;
-}
-
-// Result index (tensorResults order) of output `k`; -1 when it is None.
-int resultIndex(const ir::Node& node, size_t k) {
-  int i = 0;
-  const auto& outs = node.outputs();
-  for (size_t o = 0; o < outs.size(); ++o) {
-    for (ir::Value* v : outs[o].values) {
-      if (!v || !v->isTensor()) continue;
-      if (o == k) return i;
-      ++i;
-    }
-    if (o == k) return -1;
-  }
-  return -1;
-}
+using rules::operandIndex;
+using rules::resultIndex;
 
 size_t sz(int64_t v) { return static_cast<size_t>(v); }
 

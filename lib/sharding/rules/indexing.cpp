@@ -26,21 +26,8 @@
 namespace spmd::sharding {
 namespace {
 
-// Operand index (tensorOperands order) of the first tensor of argument
-// `name`; -1 when the argument is absent or None.
-int operandIndex(const ir::Node& node, std::string_view name) {
-  int i = 0;
-  for (const auto& a : node.inputs()) {
-    bool match = a.name == name;
-    for (ir::Value* v : a.arg.values) {
-      if (!v || !v->isTensor()) continue;
-      if (match) return i;
-      ++i;
-    }
-    if (match) return -1;
-  }
-  return -1;
-}
+using rules::operandIndex;
+using rules::resultIndex;
 
 // Per-operand dims for RuleBuilder::addFactor: dim `d` of each listed
 // operand `op` (entries with op -1 are skipped), -1 (absent) elsewhere.
