@@ -6,11 +6,11 @@
 //   %s: f32[8, 64]  = spmd.reduce_scatter(%y, "tp", 0, "sum")
 //   %a: f32[32, 16] = spmd.all_to_all(%y, "tp", 1, 0)       # split dim 1, concat dim 0
 //   %l: f32[8, 64]  = spmd.local_slice(%x, "tp", 0)         # this rank's chunk of dim 0
-//   %p: f32[32, 64] = spmd.zero_partial(%x, "tp", "sum")    # R -> P: zeros except axis rank 0
+//   %p: f32[32, 64] = spmd.zero_partial(%x, "tp")           # R -> P(sum): zeros except axis rank 0
 //   %w: f32[32, 64] = spmd.wait(%r)                         # completes an async collective
 //
-// A collective issued asynchronously is followed by an spmd.wait on its
-// result; consumers read the wait's result.
+// A collective issued asynchronously carries async=true and is followed by
+// an spmd.wait on its result; consumers read the wait's result.
 #pragma once
 
 #include <string_view>

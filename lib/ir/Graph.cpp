@@ -184,11 +184,6 @@ std::vector<Value*> Node::inputValues() const {
   return out;
 }
 
-void Node::setInputs(std::vector<NamedArgument> inputs) {
-  inputs_ = std::move(inputs);
-  if (graph_) graph_->rebuildUses();
-}
-
 Expected<Value*> Graph::addValue(std::string name, ValueKind kind) {
   if (byName_.count(name)) return Status::error("value '" + name + "' is defined twice");
   auto v = std::make_unique<Value>();
@@ -214,7 +209,6 @@ Expected<Node*> Graph::addNode(std::string name, std::string target, std::vector
   n->index_ = static_cast<int>(nodes_.size());
   n->inputs_ = std::move(inputs);
   n->outputs_ = std::move(outputs);
-  n->graph_ = this;
   for (const auto& a : n->outputs_) {
     for (Value* v : a.values) {
       if (!v) continue;

@@ -147,8 +147,9 @@ class Node {
   std::vector<Value*> inputValues() const;
   const NodeMetadata& metadata() const { return meta_; }
   NodeMetadata& mutableMetadata() { return meta_; }
-  /// Replaces the inputs (uses are re-linked).
-  void setInputs(std::vector<NamedArgument> inputs);
+  /// Replaces the inputs. Value users are not updated: call
+  /// Graph::rebuildUses() when the values read change.
+  void setInputs(std::vector<NamedArgument> inputs) { inputs_ = std::move(inputs); }
 
  private:
   friend class Graph;
@@ -158,7 +159,6 @@ class Node {
   std::vector<NamedArgument> inputs_;
   std::vector<Argument> outputs_;
   NodeMetadata meta_;
-  class Graph* graph_ = nullptr;
 };
 
 /// What a graph input is, as the export signature's InputSpec.

@@ -42,6 +42,9 @@ Status AsyncCollectives::run(program::Program& program) {
   std::unordered_map<ir::Value*, ir::Value*> replacement;
   std::unordered_set<const ir::Node*> waits;
   for (ir::Node* c : collectives) {
+    std::vector<ir::NamedArgument> args = c->inputs();
+    args.push_back({"async", ir::Argument::boolean(true), true});
+    c->setInputs(std::move(args));
     ir::Value* y = c->outputValues()[0];
     std::string base = y->name() + "_wait";
     std::string name = base;
