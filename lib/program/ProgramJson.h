@@ -1,0 +1,39 @@
+// The JSON part of a .spmd file: a Program without its weight bytes.
+//
+//   {"format_version": {"major": 1, "minor": 0}, "name": "mlp",
+//    "mesh": {"shape": [8], "axes": ["x"]},
+//    "inputs": [{"name": "x", "spec": ["S(0)"], "global_type": {"dtype": 7, "sizes": [...], ...}}],
+//    "outputs": [...],
+//    "weights": [{"fqn": "fc1.weight", "dtype": 7, "global_shape": [256, 64], "local_shape": [32, 64],
+//                 "spec": ["S(0)"], "shards": [{"index": [0], "offset": 0, "bytes": 8192}, ...]}],
+//    "collectives": [{"node": "all_reduce", "kind": "all_reduce", "axis": "x", ...}],
+//    "provenance": {"source": "mlp.pt2", "compiler": "spmdc 0.1.0"},
+//    "exported_program": { <the graph in torch.export's schema, see IrToJson.h> }}
+//
+// schemas/program.schema.json documents every field. Writing is
+// deterministic (fixed key order); reading checks every field's type.
+#pragma once
+
+#include <string>
+#include <string_view>
+
+#include "program/IrToJson.h"
+#include "program/Program.h"
+#include "support/Status.h"
+
+namespace spmd::program {
+
+/// The JSON of `program` (format_version is always this build's). Error
+/// when the graph cannot be serialized, a spec does not fit the mesh, the
+/// boundary lists do not match the signature, or a provenance key repeats.
+Expected<Json> programToJson(const Program& program);
+
+/// programToJson as compact text.
+Expected<std::string> programToJsonText(const Program& program);
+
+/// Parses the JSON part of a .spmd file. Errors name the offending field
+/// ("weights[2]: field 'fqn' is missing or not a string"); the format
+/// version in the JSON is read but not judged (the header is authoritative).
+Expected<Program> programFromJson(std::string_view json);
+
+}  // namespace spmd::program

@@ -1,0 +1,283 @@
+// Kernels of the spmd.* ops (see ir/Collectives.h):
+//
+//   spmd.all_reduce(%x, "tp", "sum")             -> allreduce on this rank's tp group
+//   spmd.all_gather(%x, "dp", 0)                 -> [n, *local] buffer, moved into dim 0
+//   spmd.all_gather(%x, "tp", 0, split_factor=2) -> dim 0 viewed as [2, c]; gathered inside
+//   spmd.reduce_scatter(%x, "tp", 0, "sum")      -> NCCL reduce_scatter; Gloo: allreduce + narrow
+//   spmd.all_to_all(%x, "tp", 1, 0)              -> alltoall_base over stacked chunks
+//   spmd.local_slice / spmd.zero_partial          -> local, from the rank's axis coordinate
+//   spmd.wait(%r)                                 -> completes an async collective
+//
+// With async=true a kernel returns the buffer at once and registers the
+// work with the MeshComm; spmd.wait finishes it. Avg reductions sum, then
+// divide by the group size (Gloo has no average).
+#include "runtime/CollectiveOps.h"
+
+#include <ATen/ATen.h>
+#include <c10/core/InferenceMode.h>
+#include <torch/csrc/jit/frontend/function_schema_parser.h>
+
+#include <deque>
+#include <stdexcept>
+#include <unordered_map>
+
+#include "runtime/Comm.h"
+
+namespace spmd::runtime {
+namespace {
+
+using Stack = torch::jit::Stack;
+
+MeshComm& comm() {
+  MeshComm* c = CollectiveScope::current();
+  if (!c)
+    throw std::runtime_error(
+        "collective op outside a distributed run: this program needs spmd-run -n <ranks>");
+  return *c;
+}
+
+int64_t axisOf(MeshComm& c, const std::string& name) {
+  int64_t a = c.axisIndex(name);
+  if (a < 0) throw std::runtime_error("mesh has no axis '" + name + "'");
+  return a;
+}
+
+struct Reduce {
+  c10d::ReduceOp op;
+  bool avg = false;
+};
+
+Reduce reduceOf(const std::string& s) {
+  if (s == "sum") return {c10d::ReduceOp::SUM, false};
+  if (s == "avg") return {c10d::ReduceOp::SUM, true};
+  if (s == "max") return {c10d::ReduceOp::MAX, false};
+  if (s == "min") return {c10d::ReduceOp::MIN, false};
+  throw std::runtime_error("unknown reduction '" + s + "'");
+}
+
+at::Tensor averaged(at::Tensor t, bool avg, int64_t n) {
+  if (!avg) return t;
+  return t.is_floating_point() ? t.div_(static_cast<double>(n)) : t.div(n, "floor");
+}
+
+int64_t bytesOf(const at::Tensor& t) { return t.numel() * static_cast<int64_t>(t.element_size()); }
+
+// Returns `result` now, or registers `work` and returns the handle.
+void finish(Stack& s, size_t nargs, MeshComm& c, bool async, const at::Tensor& handle,
+            c10::intrusive_ptr<c10d::Work> work, std::function<at::Tensor()> done) {
+  torch::jit::drop(s, nargs);
+  if (async) {
+    c.addPending(handle, {std::move(work), std::move(done)});
+    s.emplace_back(handle);
+    return;
+  }
+  if (work) work->wait();
+  s.emplace_back(done());
+}
+
+void allReduce(Stack& s) {
+  // c10d's worker threads write into these buffers: no inference tensors.
+  c10::InferenceMode normalTensors(false);
+  auto a = torch::jit::last(s, 4);
+  at::Tensor x = a[0].toTensor();
+  MeshComm& c = comm();
+  int64_t axis = axisOf(c, a[1].toStringRef());
+  Reduce r = reduceOf(a[2].toStringRef());
+  bool async = a[3].toBool();
+  int64_t n = c.mesh().size(axis);
+  at::Tensor t = x.clone(at::MemoryFormat::Contiguous);
+  c10::intrusive_ptr<c10d::Work> work;
+  if (n > 1) {
+    std::vector<at::Tensor> v{t};
+    c10d::AllreduceOptions o;
+    o.reduceOp = r.op;
+    work = c.group(axis).allreduce(v, o);
+    c.stats().collectives += 1;
+    c.stats().bytesSent += 2 * (n - 1) * bytesOf(t) / n;
+  }
+  finish(s, 4, c, async, t, work, [t, r, n] { return averaged(t, r.avg, n); });
+}
+
+// Local shape with `dim` split into [sf, rest] when sf > 1.
+std::vector<int64_t> splitShape(const at::Tensor& x, int64_t dim, int64_t sf) {
+  std::vector<int64_t> shape(x.sizes().begin(), x.sizes().end());
+  if (sf == 1) return shape;
+  int64_t size = shape[static_cast<size_t>(dim)];
+  if (size % sf)
+    throw std::runtime_error("dim " + std::to_string(dim) + " of size " + std::to_string(size) +
+                             " does not split by " + std::to_string(sf));
+  shape[static_cast<size_t>(dim)] = size / sf;
+  shape.insert(shape.begin() + dim, sf);
+  return shape;
+}
+
+void allGather(Stack& s) {
+  // c10d's worker threads write into these buffers: no inference tensors.
+  c10::InferenceMode normalTensors(false);
+  auto a = torch::jit::last(s, 5);
+  at::Tensor x = a[0].toTensor();
+  MeshComm& c = comm();
+  int64_t axis = axisOf(c, a[1].toStringRef());
+  int64_t dim = a[2].toInt();
+  int64_t sf = a[3].toInt();
+  bool async = a[4].toBool();
+  int64_t n = c.mesh().size(axis);
+  dim = dim < 0 ? dim + x.dim() : dim;
+  std::vector<int64_t> inner = splitShape(x, dim, sf);
+  int64_t gdim = sf > 1 ? dim + 1 : dim;
+  at::Tensor in = x.contiguous().view(inner);
+  std::vector<int64_t> bufShape = inner;
+  bufShape.insert(bufShape.begin(), n);
+  at::Tensor buf = at::empty(bufShape, x.options());
+  std::vector<int64_t> outShape(x.sizes().begin(), x.sizes().end());
+  outShape[static_cast<size_t>(dim)] *= n;
+  c10::intrusive_ptr<c10d::Work> work;
+  if (n > 1) {
+    std::vector<std::vector<at::Tensor>> outs(1);
+    for (int64_t i = 0; i < n; ++i) outs[0].push_back(buf[i]);
+    std::vector<at::Tensor> ins{in};
+    work = c.group(axis).allgather(outs, ins);
+    c.stats().collectives += 1;
+    c.stats().bytesSent += (n - 1) * bytesOf(x);
+  } else {
+    buf[0].copy_(in);
+  }
+  finish(s, 5, c, async, buf, work,
+         [buf, gdim, outShape] { return buf.movedim(0, gdim).contiguous().view(outShape); });
+}
+
+void reduceScatter(Stack& s) {
+  // c10d's worker threads write into these buffers: no inference tensors.
+  c10::InferenceMode normalTensors(false);
+  auto a = torch::jit::last(s, 5);
+  at::Tensor x = a[0].toTensor();
+  MeshComm& c = comm();
+  int64_t axis = axisOf(c, a[1].toStringRef());
+  int64_t dim = a[2].toInt();
+  Reduce r = reduceOf(a[3].toStringRef());
+  bool async = a[4].toBool();
+  int64_t n = c.mesh().size(axis);
+  dim = dim < 0 ? dim + x.dim() : dim;
+  int64_t chunk = x.size(dim) / n;
+  int64_t coord = c.coords()[static_cast<size_t>(axis)];
+  at::Tensor t = x.clone(at::MemoryFormat::Contiguous);
+  c10::intrusive_ptr<c10d::Work> work;
+  if (n > 1) {
+    // Gloo has no reduce_scatter: all-reduce, then keep this rank's chunk.
+    std::vector<at::Tensor> v{t};
+    c10d::AllreduceOptions o;
+    o.reduceOp = r.op;
+    work = c.group(axis).allreduce(v, o);
+    c.stats().collectives += 1;
+    c.stats().bytesSent += (n - 1) * bytesOf(t) / n;
+  }
+  finish(s, 5, c, async, t, work, [t, r, n, dim, coord, chunk] {
+    return averaged(t.narrow(dim, coord * chunk, chunk).contiguous(), r.avg, n);
+  });
+}
+
+void allToAll(Stack& s) {
+  // c10d's worker threads write into these buffers: no inference tensors.
+  c10::InferenceMode normalTensors(false);
+  auto a = torch::jit::last(s, 5);
+  at::Tensor x = a[0].toTensor();
+  MeshComm& c = comm();
+  int64_t axis = axisOf(c, a[1].toStringRef());
+  int64_t splitDim = a[2].toInt(), concatDim = a[3].toInt();
+  bool async = a[4].toBool();
+  int64_t n = c.mesh().size(axis);
+  splitDim = splitDim < 0 ? splitDim + x.dim() : splitDim;
+  concatDim = concatDim < 0 ? concatDim + x.dim() : concatDim;
+  at::Tensor in = at::stack(x.chunk(n, splitDim)).contiguous();
+  at::Tensor out = at::empty_like(in);
+  c10::intrusive_ptr<c10d::Work> work;
+  if (n > 1) {
+    std::vector<int64_t> counts;
+    work = c.group(axis).alltoall_base(out, in, counts, counts);
+    c.stats().collectives += 1;
+    c.stats().bytesSent += (n - 1) * bytesOf(in) / n;
+  } else {
+    out.copy_(in);
+  }
+  finish(s, 5, c, async, out, work, [out, concatDim] { return at::cat(out.unbind(0), concatDim); });
+}
+
+void localSlice(Stack& s) {
+  auto a = torch::jit::last(s, 4);
+  at::Tensor x = a[0].toTensor();
+  MeshComm& c = comm();
+  int64_t axis = axisOf(c, a[1].toStringRef());
+  int64_t dim = a[2].toInt();
+  int64_t sf = a[3].toInt();
+  int64_t n = c.mesh().size(axis);
+  int64_t coord = c.coords()[static_cast<size_t>(axis)];
+  dim = dim < 0 ? dim + x.dim() : dim;
+  std::vector<int64_t> inner = splitShape(x, dim, sf);
+  int64_t sdim = sf > 1 ? dim + 1 : dim;
+  int64_t chunk = inner[static_cast<size_t>(sdim)] / n;
+  std::vector<int64_t> outShape(x.sizes().begin(), x.sizes().end());
+  outShape[static_cast<size_t>(dim)] /= n;
+  at::Tensor r = x.reshape(inner).narrow(sdim, coord * chunk, chunk).contiguous().view(outShape);
+  torch::jit::drop(s, 4);
+  s.emplace_back(r);
+}
+
+void zeroPartial(Stack& s) {
+  auto a = torch::jit::last(s, 2);
+  at::Tensor x = a[0].toTensor();
+  MeshComm& c = comm();
+  int64_t axis = axisOf(c, a[1].toStringRef());
+  at::Tensor r = c.coords()[static_cast<size_t>(axis)] == 0 ? x : at::zeros_like(x);
+  torch::jit::drop(s, 2);
+  s.emplace_back(r);
+}
+
+void waitOp(Stack& s) {
+  at::Tensor x = s.back().toTensor();
+  auto r = comm().wait(x);
+  if (!r) throw std::runtime_error(r.status().message());
+  torch::jit::drop(s, 1);
+  s.emplace_back(*r);
+}
+
+struct CollectiveDef {
+  const char* target;
+  const char* schema;
+  BoxedKernel kernel;
+};
+
+const CollectiveDef kCollectives[] = {
+    {"spmd.all_gather",
+     "spmd::all_gather(Tensor self, str axis, int dim, *, int split_factor=1, bool async=False) -> Tensor",
+     allGather},
+    {"spmd.all_reduce", "spmd::all_reduce(Tensor self, str axis, str op, *, bool async=False) -> Tensor",
+     allReduce},
+    {"spmd.all_to_all",
+     "spmd::all_to_all(Tensor self, str axis, int split_dim, int concat_dim, *, bool async=False) -> Tensor",
+     allToAll},
+    {"spmd.local_slice", "spmd::local_slice(Tensor self, str axis, int dim, *, int split_factor=1) -> Tensor",
+     localSlice},
+    {"spmd.reduce_scatter",
+     "spmd::reduce_scatter(Tensor self, str axis, int dim, str op, *, bool async=False) -> Tensor",
+     reduceScatter},
+    {"spmd.wait", "spmd::wait(Tensor self) -> Tensor", waitOp},
+    {"spmd.zero_partial", "spmd::zero_partial(Tensor self, str axis) -> Tensor", zeroPartial},
+};
+
+}  // namespace
+
+const LocalOp* findCollective(std::string_view target) {
+  static const std::unordered_map<std::string_view, LocalOp> kTable = [] {
+    static std::deque<c10::FunctionSchema> schemas;
+    std::unordered_map<std::string_view, LocalOp> table;
+    for (const CollectiveDef& d : kCollectives) {
+      schemas.push_back(torch::jit::parseSchema(d.schema));
+      table.emplace(d.target, LocalOp{&schemas.back(), d.kernel});
+    }
+    return table;
+  }();
+  auto it = kTable.find(target);
+  return it == kTable.end() ? nullptr : &it->second;
+}
+
+}  // namespace spmd::runtime

@@ -1,0 +1,84 @@
+// MeshComm: axis groups over c10d (see Comm.h).
+#include "runtime/Comm.h"
+
+#include <torch/csrc/distributed/c10d/PrefixStore.hpp>
+
+namespace spmd::runtime {
+namespace {
+
+thread_local MeshComm* tCurrent = nullptr;
+
+// Ranks of the slice of `axis` through `coords`, ordered by that coordinate.
+std::string groupKey(const sharding::Mesh& mesh, const std::vector<int64_t>& coords, int64_t axis) {
+  std::string key = "spmd/axis" + std::to_string(axis);
+  for (int64_t a = 0; a < mesh.numAxes(); ++a)
+    key += "/" + (a == axis ? std::string("*") : std::to_string(coords[static_cast<size_t>(a)]));
+  return key;
+}
+
+}  // namespace
+
+Expected<std::unique_ptr<MeshComm>> MeshComm::create(const c10::intrusive_ptr<c10d::Store>& store,
+                                                     const sharding::Mesh& mesh, int64_t rank,
+                                                     const CommOptions& options) {
+  auto comm = std::unique_ptr<MeshComm>(new MeshComm());
+  comm->mesh_ = mesh;
+  comm->rank_ = rank;
+  comm->coords_ = mesh.coords(rank);
+  try {
+    for (int64_t a = 0; a < mesh.numAxes(); ++a) {
+      auto prefixed = c10::make_intrusive<c10d::PrefixStore>(groupKey(mesh, comm->coords_, a), store);
+      auto opts = c10d::ProcessGroupGloo::Options::create(options.timeout);
+      opts->devices.push_back(c10d::ProcessGroupGloo::createDeviceForHostname(options.hostname));
+      opts->threads = 2;
+      int groupRank = static_cast<int>(comm->coords_[static_cast<size_t>(a)]);
+      int groupSize = static_cast<int>(mesh.size(a));
+      comm->groups_.push_back(makeCommGroup(prefixed, groupRank, groupSize, opts, options.nccl));
+    }
+  } catch (const std::exception& e) {
+    std::string what = e.what();
+    return Status::error("rank " + std::to_string(rank) +
+                         ": cannot set up the process groups: " + what.substr(0, what.find('\n')));
+  }
+  comm->nccl_ = options.nccl;
+  return comm;
+}
+
+void MeshComm::addPending(const at::Tensor& handle, Pending p) {
+  pending_[handle.unsafeGetTensorImpl()] = std::move(p);
+}
+
+Expected<at::Tensor> MeshComm::wait(const at::Tensor& handle) {
+  auto it = pending_.find(handle.unsafeGetTensorImpl());
+  if (it == pending_.end()) return handle;
+  Pending p = std::move(it->second);
+  pending_.erase(it);
+  try {
+    if (p.work) p.work->wait();
+    return p.finish ? p.finish() : handle;
+  } catch (const std::exception& e) {
+    std::string what = e.what();
+    return Status::error("collective failed: " + what.substr(0, what.find('\n')));
+  }
+}
+
+Status MeshComm::waitAll() {
+  while (!pending_.empty()) {
+    auto it = pending_.begin();
+    Pending p = std::move(it->second);
+    pending_.erase(it);
+    try {
+      if (p.work) p.work->wait();
+    } catch (const std::exception& e) {
+      std::string what = e.what();
+      return Status::error("collective failed: " + what.substr(0, what.find('\n')));
+    }
+  }
+  return Status::ok();
+}
+
+CollectiveScope::CollectiveScope(MeshComm* comm) : previous_(tCurrent) { tCurrent = comm; }
+CollectiveScope::~CollectiveScope() { tCurrent = previous_; }
+MeshComm* CollectiveScope::current() { return tCurrent; }
+
+}  // namespace spmd::runtime

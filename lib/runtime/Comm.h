@@ -1,0 +1,106 @@
+// Communication for SPMD programs: one c10d process group per mesh-axis
+// slice, and the thread-local context the collective kernels run in.
+//
+//   auto store = c10::make_intrusive<c10d::TCPStore>(addr, opts);
+//   SPMD_ASSIGN_OR_RETURN(auto comm, MeshComm::create(store, mesh, rank, {}));
+//   CollectiveScope scope(comm.get());      // kernels of this thread use it
+//   executor.run(inputs);                   // spmd.all_reduce(...) -> comm
+//
+// On a 2x4 mesh (dp, tp), rank 6 (coords 1, 2) talks over two groups: its
+// dp group {2, 6} and its tp group {4, 5, 6, 7}. Groups are built with
+// Gloo for CPU tensors (CUDA tensors over Gloo too) and NCCL when the build
+// has it and the device is CUDA.
+#pragma once
+
+#include <ATen/core/Tensor.h>
+#include <torch/csrc/distributed/c10d/Store.hpp>
+
+#include <chrono>
+#include <functional>
+#include <memory>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "runtime/CommCompat.h"
+#include "sharding/Placement.h"
+#include "support/Status.h"
+
+namespace spmd::runtime {
+
+/// Options of MeshComm::create.
+struct CommOptions {
+  /// A collective that does not complete in this time fails (no hang).
+  std::chrono::milliseconds timeout{60000};
+  /// Use NCCL for the groups (CUDA builds with CUDA tensors).
+  bool nccl = false;
+  /// Address the Gloo transport binds to.
+  std::string hostname = "127.0.0.1";
+};
+
+/// Bytes and counts this rank communicated.
+struct CommStats {
+  int64_t collectives = 0;
+  int64_t bytesSent = 0;
+};
+
+/// A rank's view of the mesh: coordinates and one process group per axis.
+class MeshComm {
+ public:
+  /// Builds the axis groups of `rank` (collective over all ranks: every
+  /// rank must call it with the same mesh and store).
+  static Expected<std::unique_ptr<MeshComm>> create(const c10::intrusive_ptr<c10d::Store>& store,
+                                                    const sharding::Mesh& mesh, int64_t rank,
+                                                    const CommOptions& options);
+
+  const sharding::Mesh& mesh() const { return mesh_; }
+  int64_t rank() const { return rank_; }
+  const std::vector<int64_t>& coords() const { return coords_; }
+  /// Index of axis `name`; -1 when the mesh has none.
+  int64_t axisIndex(std::string_view name) const { return mesh_.axisIndex(name); }
+  /// The process group of axis `axis` (this rank's slice).
+  CommGroup& group(int64_t axis) { return *groups_[static_cast<size_t>(axis)]; }
+  /// True when groups are NCCL.
+  bool nccl() const { return nccl_; }
+  CommStats& stats() { return stats_; }
+
+  /// An in-flight collective: wait() completes it and yields the result.
+  struct Pending {
+    c10::intrusive_ptr<c10d::Work> work;
+    std::function<at::Tensor()> finish;
+  };
+  /// Records `p` as producing the tensor `handle` (an spmd.wait on it
+  /// completes p).
+  void addPending(const at::Tensor& handle, Pending p);
+  /// Completes the collective that produced `handle`; returns its result.
+  /// A tensor with no pending collective is returned as it is.
+  Expected<at::Tensor> wait(const at::Tensor& handle);
+  /// Completes every pending collective (end of a run).
+  Status waitAll();
+
+ private:
+  sharding::Mesh mesh_;
+  int64_t rank_ = 0;
+  std::vector<int64_t> coords_;
+  std::vector<c10::intrusive_ptr<CommGroup>> groups_;
+  std::unordered_map<const void*, Pending> pending_;
+  bool nccl_ = false;
+  CommStats stats_;
+};
+
+/// Makes `comm` the communicator of the collective kernels on this thread
+/// for the scope's lifetime.
+class CollectiveScope {
+ public:
+  explicit CollectiveScope(MeshComm* comm);
+  ~CollectiveScope();
+  CollectiveScope(const CollectiveScope&) = delete;
+  CollectiveScope& operator=(const CollectiveScope&) = delete;
+  /// The communicator of this thread, or null.
+  static MeshComm* current();
+
+ private:
+  MeshComm* previous_;
+};
+
+}  // namespace spmd::runtime

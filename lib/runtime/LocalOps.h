@@ -1,0 +1,44 @@
+// Operators spmd_runtime implements itself, called boxed exactly like
+// dispatcher kernels:
+//
+//   const LocalOp* op = findBuiltin("_operator.mul");   // SymInt arithmetic
+//   stack = {c10::IValue(3), c10::IValue(8)};
+//   op->kernel(stack);                                   // stack == {24}
+//
+// Builtins (aten.sym_size.int, _operator.*, torch.sym_*) are always
+// evaluated here: their values are plain ints in the executor's value table.
+// Fallbacks stand in for ATen ops that the linked LibTorch lacks (Debian's
+// 1.13 has no _native_batch_norm_legit_no_training, squeeze.dims, ...); the
+// executor uses one only when the dispatcher has no such op, or when the
+// linked op's schema cannot take the node's arguments, so LibTorch 2.x runs
+// its real kernels.
+#pragma once
+
+#include <ATen/core/function_schema.h>
+#include <ATen/core/stack.h>
+
+#include <string_view>
+
+namespace spmd::runtime {
+
+/// A boxed kernel: pops its schema's arguments from the end of the stack and
+/// pushes its returns. Errors are thrown as c10::Error (the executor turns
+/// them into a Status naming the node).
+using BoxedKernel = void (*)(torch::jit::Stack& stack);
+
+/// An operator implemented by spmd_runtime.
+struct LocalOp {
+  /// The schema the executor fills arguments from (names, defaults).
+  const c10::FunctionSchema* schema = nullptr;
+  BoxedKernel kernel = nullptr;
+};
+
+/// The builtin for an export target ("aten.sym_size.int", "_operator.mul",
+/// "torch.sym_max", ...), or null when the target is not a builtin.
+const LocalOp* findBuiltin(std::string_view target);
+
+/// The fallback for an ATen operator ("aten::squeeze", overload "dims"), or
+/// null when spmd_runtime has none.
+const LocalOp* findFallback(const c10::OperatorName& name);
+
+}  // namespace spmd::runtime

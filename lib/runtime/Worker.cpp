@@ -1,0 +1,186 @@
+// runRank / runThreaded (see Worker.h).
+#include "runtime/Worker.h"
+
+#include <ATen/ATen.h>
+#include <c10/core/InferenceMode.h>
+#include <torch/csrc/distributed/c10d/HashStore.hpp>
+
+#include <chrono>
+#include <thread>
+
+#include "runtime/Runner.h"
+#include "runtime/TypeMap.h"
+
+namespace spmd::runtime {
+namespace {
+
+using sharding::Placement;
+using sharding::ShardingSpec;
+
+std::string shapeStr(c10::IntArrayRef s) {
+  std::string out = "[";
+  for (size_t i = 0; i < s.size(); ++i) out += (i ? ", " : "") + std::to_string(s[i]);
+  return out + "]";
+}
+
+// This rank's weights, by FQN, from its own blobs of the program file.
+Expected<TensorMap> loadShardedWeights(const program::LoadedProgram& lp, int64_t rank, c10::Device device) {
+  TensorMap out;
+  for (const auto& w : lp.program().weights) {
+    SPMD_ASSIGN_OR_RETURN(auto bytes, lp.shardFor(w, rank));
+    SPMD_ASSIGN_OR_RETURN(c10::ScalarType dtype, toC10ScalarType(w.dtype));
+    at::Tensor t = at::empty(w.localShape, at::TensorOptions().dtype(dtype));
+    if (static_cast<size_t>(t.nbytes()) != bytes.size())
+      return Status::error(lp.path() + ": weight '" + w.fqn + "' blob has " + std::to_string(bytes.size()) +
+                           " bytes, its local shape needs " + std::to_string(t.nbytes()));
+    std::memcpy(t.data_ptr(), bytes.data(), bytes.size());
+    out.emplace(w.fqn, device.is_cpu() ? t : t.to(device));
+  }
+  return out;
+}
+
+// Global user inputs -> this rank's shards, keyed by the runner's names.
+Expected<TensorMap> shardInputs(const program::Program& p, const TensorMap& inputs, const std::vector<int64_t>& coords,
+                                const std::vector<std::string>& names) {
+  TensorMap out;
+  size_t user = 0;
+  for (size_t i = 0; i < p.graph.signature.inputs.size(); ++i) {
+    const ir::InputSpec& in = p.graph.signature.inputs[i];
+    if (in.kind != ir::InputKind::UserInput) continue;
+    std::string byIndex = "input." + std::to_string(user);
+    std::string name = user < names.size() ? names[user] : in.name;
+    ++user;
+    auto it = inputs.find(byIndex);
+    if (it == inputs.end()) it = inputs.find(name);
+    if (it == inputs.end()) continue;  // the runner reports missing inputs
+    const at::Tensor& g = it->second;
+    const ir::TensorType& gt = p.inputs[i].globalType;
+    if (g.dim() != gt.rank())
+      return Status::error("input '" + name + "' has shape " + shapeStr(g.sizes()) + ", the program expects " + gt.str());
+    for (int64_t d = 0; d < gt.rank(); ++d) {
+      const ir::Dim& want = gt.sizes[static_cast<size_t>(d)];
+      if (want.isStatic() && want.value() != g.size(d))
+        return Status::error("input '" + name + "' has shape " + shapeStr(g.sizes()) + ", the program expects " +
+                             gt.str());
+    }
+    Status div = sharding::checkEvenlyDivisible(std::vector<int64_t>(g.sizes().begin(), g.sizes().end()),
+                                                p.inputs[i].spec, p.mesh);
+    if (!div.isOk()) return div.withContext("input '" + name + "'");
+    out.emplace(byIndex, shardOf(g, p.inputs[i].spec, p.mesh, coords));
+  }
+  return out;
+}
+
+// Makes a local output whole on every rank: gathers shards, reduces partials.
+at::Tensor toGlobal(at::Tensor t, const ShardingSpec& spec, MeshComm& comm) {
+  c10::InferenceMode normalTensors(false);
+  for (int64_t a = static_cast<int64_t>(spec.placements.size()) - 1; a >= 0; --a) {
+    const Placement& p = spec.placements[static_cast<size_t>(a)];
+    int64_t n = comm.mesh().size(a);
+    if (n == 1 || p.isReplicate()) continue;
+    if (p.isPartial()) {
+      t = t.clone(at::MemoryFormat::Contiguous);
+      std::vector<at::Tensor> v{t};
+      c10d::AllreduceOptions o;
+      o.reduceOp = p.reduce == sharding::ReduceOp::Max   ? c10d::ReduceOp::MAX
+                   : p.reduce == sharding::ReduceOp::Min ? c10d::ReduceOp::MIN
+                                                         : c10d::ReduceOp::SUM;
+      comm.group(a).allreduce(v, o)->wait();
+      if (p.reduce == sharding::ReduceOp::Avg) t.div_(static_cast<double>(n));
+      continue;
+    }
+    at::Tensor in = t.contiguous();
+    std::vector<int64_t> shape(in.sizes().begin(), in.sizes().end());
+    int64_t sf = p.splitFactor;
+    std::vector<int64_t> inner = shape;
+    if (sf > 1) {
+      inner[static_cast<size_t>(p.dim)] /= sf;
+      inner.insert(inner.begin() + p.dim, sf);
+    }
+    std::vector<int64_t> bufShape = inner;
+    bufShape.insert(bufShape.begin(), n);
+    at::Tensor buf = at::empty(bufShape, in.options());
+    std::vector<std::vector<at::Tensor>> outs(1);
+    for (int64_t i = 0; i < n; ++i) outs[0].push_back(buf[i]);
+    std::vector<at::Tensor> ins{in.view(inner)};
+    comm.group(a).allgather(outs, ins)->wait();
+    shape[static_cast<size_t>(p.dim)] *= n;
+    t = buf.movedim(0, sf > 1 ? p.dim + 1 : p.dim).contiguous().view(shape);
+  }
+  return t;
+}
+
+}  // namespace
+
+at::Tensor shardOf(const at::Tensor& global, const ShardingSpec& spec, const sharding::Mesh& mesh,
+                   const std::vector<int64_t>& coords) {
+  std::vector<int64_t> shape(global.sizes().begin(), global.sizes().end());
+  at::Tensor t = global;
+  auto chunks = sharding::localChunks(shape, spec, mesh, coords);
+  for (size_t d = 0; d < chunks.size(); ++d)
+    if (chunks[d].size != shape[d]) t = t.narrow(static_cast<int64_t>(d), chunks[d].offset, chunks[d].size);
+  t = t.contiguous();
+  for (size_t a = 0; a < spec.placements.size(); ++a) {
+    const Placement& p = spec.placements[a];
+    if (p.isPartial() && p.reduce == sharding::ReduceOp::Sum && coords[a] != 0) t = at::zeros_like(t);
+  }
+  return t.clone();
+}
+
+Expected<RankResult> runRank(const program::LoadedProgram& lp, int64_t rank,
+                             const c10::intrusive_ptr<c10d::Store>& store, const TensorMap& inputs,
+                             const RankOptions& options) {
+  const program::Program& p = lp.program();
+  auto where = [&](const Status& s) { return s.withContext("rank " + std::to_string(rank)); };
+  SPMD_ASSIGN_OR_RETURN(TensorMap weights, loadShardedWeights(lp, rank, options.device));
+  auto runner = ProgramRunner::create(p.graph, weights, {options.device});
+  if (!runner) return where(runner.status());
+  std::vector<int64_t> coords = p.mesh.coords(rank);
+  auto local = shardInputs(p, inputs, coords, runner->userInputNames());
+  if (!local) return local.status();
+  auto bound = runner->bindInputs(*local);
+  if (!bound) return bound.status();
+  auto comm = MeshComm::create(store, p.mesh, rank, options.comm);
+  if (!comm) return comm.status();
+  CollectiveScope scope(comm->get());
+  RankResult result;
+  Expected<TensorMap> outputs = Status::error("program did not run");
+  for (int i = 0; i < std::max(options.repeat, 1); ++i) {
+    auto t0 = std::chrono::steady_clock::now();
+    outputs = runner->execute(*bound);
+    if (!outputs) return where(outputs.status());
+    SPMD_RETURN_IF_ERROR(where((*comm)->waitAll()));
+    result.stepSeconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  }
+  const auto& names = runner->outputNames();
+  try {
+    for (size_t i = 0; i < names.size() && i < p.outputs.size(); ++i) {
+      if (names[i].empty()) continue;
+      auto it = outputs->find(names[i]);
+      if (it == outputs->end()) continue;
+      at::Tensor g = toGlobal(it->second, p.outputs[i].spec, **comm);
+      if (rank == 0) result.outputs.emplace(names[i], g.cpu());
+    }
+  } catch (const std::exception& e) {
+    std::string what = e.what();
+    return Status::error("rank " + std::to_string(rank) + ": gathering outputs failed: " + what.substr(0, what.find('\n')));
+  }
+  result.stats = (*comm)->stats();
+  return result;
+}
+
+Expected<RankResult> runThreaded(const program::LoadedProgram& program, const TensorMap& inputs,
+                                 const RankOptions& options) {
+  int64_t n = program.program().mesh.numRanks();
+  auto store = c10::make_intrusive<c10d::HashStore>();
+  std::vector<std::optional<Expected<RankResult>>> results(static_cast<size_t>(n));
+  std::vector<std::thread> threads;
+  for (int64_t r = 0; r < n; ++r)
+    threads.emplace_back([&, r] { results[static_cast<size_t>(r)] = runRank(program, r, store, inputs, options); });
+  for (auto& t : threads) t.join();
+  for (auto& r : results)
+    if (!r->hasValue()) return r->status();
+  return std::move(*results[0]);
+}
+
+}  // namespace spmd::runtime

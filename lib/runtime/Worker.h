@@ -1,0 +1,59 @@
+// One rank of a distributed run: load this rank's shard of the program's
+// weights and inputs, execute, and assemble the global outputs on rank 0.
+//
+//   SPMD_ASSIGN_OR_RETURN(auto program, program::readProgram("llama.spmd"));
+//   auto store = c10::make_intrusive<c10d::TCPStore>(addr, opts);
+//   SPMD_ASSIGN_OR_RETURN(RankResult r, runRank(program, rank, store, globalInputs, {}));
+//   // rank 0: r.outputs["output.0"] is the global output
+//
+// runThreaded runs every rank of a program in threads of this process
+// (c10d over an in-memory store): the tests' simulated world.
+#pragma once
+
+#include <torch/csrc/distributed/c10d/Store.hpp>
+
+#include <chrono>
+#include <string>
+
+#include "program/Reader.h"
+#include "runtime/Comm.h"
+#include "runtime/TensorIO.h"
+
+namespace spmd::runtime {
+
+/// Options of one rank.
+struct RankOptions {
+  c10::Device device = c10::kCPU;
+  CommOptions comm;
+  /// Number of times the program runs (benchmarks); outputs are the last run's.
+  int repeat = 1;
+};
+
+/// What a rank produced.
+struct RankResult {
+  /// Global outputs by name (rank 0 only; empty elsewhere).
+  TensorMap outputs;
+  CommStats stats;
+  /// Seconds of the last execution (without loading).
+  double stepSeconds = 0;
+};
+
+/// Runs rank `rank` of `program` with global inputs `inputs` (names as for
+/// single-device runs: "input.<i>" or the signature's). Errors name the
+/// input, node or rank.
+Expected<RankResult> runRank(const program::LoadedProgram& program, int64_t rank,
+                             const c10::intrusive_ptr<c10d::Store>& store, const TensorMap& inputs,
+                             const RankOptions& options);
+
+/// Runs all ranks of `program` as threads of this process; returns rank 0's
+/// result. The first failing rank's error is returned.
+Expected<RankResult> runThreaded(const program::LoadedProgram& program, const TensorMap& inputs,
+                                 const RankOptions& options = {});
+
+/// The local shard of global tensor `global` laid out as `spec` at `coords`
+/// (Partial: axis coordinate 0 keeps the value, the others hold zeros for
+/// sum, copies for avg/max/min).
+at::Tensor shardOf(const at::Tensor& global, const sharding::ShardingSpec& spec, const sharding::Mesh& mesh,
+                   const std::vector<int64_t>& coords);
+
+}  // namespace spmd::runtime

@@ -1,0 +1,99 @@
+// spmd-run: runs an exported program on one device.
+//
+//   spmd-run model.pt2 --inputs in.safetensors --output out.safetensors [--device cpu|cuda]
+//
+// Inputs are named input.<i> or by the program's signature; outputs are
+// written as output.<i>, loss, grad.<fqn>, buffer.<fqn>, mutated.<name>.
+// Errors print "error: <file>: <what>" to stderr; the exit code is 2 for bad
+// input (unreadable model or inputs, inputs that do not fit the program) and
+// 1 for any other failure. The output file is written atomically: a failed
+// run leaves none. (Distributed runs, `-n N model.spmd`, come later.)
+#include <ATen/Context.h>
+
+#include <CLI/CLI.hpp>
+#include <iostream>
+#include <string>
+
+#include "pt2/Archive.h"
+#include "runtime/Runner.h"
+#include "runtime/TensorIO.h"
+
+namespace {
+
+using namespace spmd;
+
+constexpr int kBadInput = 2;
+constexpr int kFailure = 1;
+
+/// Prints "error: <file>: <what>" (no second prefix when <what> already names the file).
+int fail(int code, const std::string& file, const Status& status) {
+  const std::string& what = status.message();
+  std::cerr << "error: ";
+  if (!file.empty() && what.rfind(file + ":", 0) != 0) std::cerr << file << ": ";
+  std::cerr << what << "\n";
+  return code;
+}
+
+struct Options {
+  std::string model;
+  std::string inputs;
+  std::string output;
+  std::string device = "cpu";
+};
+
+void printSummary(const runtime::TensorMap& outputs) {
+  for (const auto& [name, t] : outputs) {
+    std::cout << name << ": " << c10::toString(t.scalar_type()) << " [";
+    for (int64_t d = 0; d < t.dim(); ++d) std::cout << (d ? ", " : "") << t.size(d);
+    std::cout << "]\n";
+  }
+}
+
+/// Runs one .pt2 on one device; returns the exit code.
+int runSingle(const Options& o) {
+  if (o.device == "cuda" && !at::hasCUDA())
+    return fail(kBadInput, "", Status::error("--device cuda: this LibTorch build has no CUDA support"));
+  const c10::Device device(o.device == "cuda" ? c10::kCUDA : c10::kCPU);
+  Expected<pt2::Archive> archive = pt2::readArchive(o.model);
+  if (!archive) return fail(kBadInput, o.model, archive.status());
+  Expected<runtime::ProgramRunner> runner = runtime::ProgramRunner::create(*archive, {device});
+  if (!runner) return fail(kFailure, o.model, runner.status());
+  runtime::TensorMap inputs;
+  if (!o.inputs.empty()) {
+    Expected<runtime::TensorMap> read = runtime::readTensors(o.inputs);
+    if (!read) return fail(kBadInput, o.inputs, read.status());
+    inputs = std::move(read).value();
+  }
+  const std::string& inputFile = o.inputs.empty() ? o.model : o.inputs;
+  Expected<std::vector<c10::IValue>> bound = runner->bindInputs(inputs);
+  if (!bound) return fail(kBadInput, inputFile, bound.status());
+  Expected<runtime::TensorMap> outputs = runner->execute(std::move(bound).value());
+  if (!outputs) return fail(kFailure, o.model, outputs.status());
+  if (o.output.empty()) {
+    printSummary(*outputs);
+    return 0;
+  }
+  Status written = runtime::writeTensors(o.output, *outputs);
+  if (!written.isOk()) return fail(kFailure, o.output, written);
+  return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  CLI::App app{"spmd-run: run an exported PyTorch program (.pt2) on one device"};
+  app.footer("Exit codes: 0 success, 1 failure, 2 bad input (model, inputs, usage).");
+  Options o;
+  app.add_option("model", o.model, "the program: a torch.export archive (.pt2)")->required();
+  app.add_option("--inputs", o.inputs, "safetensors file with input.<i> (or signature-named) tensors");
+  app.add_option("--output", o.output, "safetensors file to write (output.<i>, loss, grad.<fqn>, ...)");
+  app.add_option("--device", o.device, "cpu or cuda")->check(CLI::IsMember({"cpu", "cuda"}));
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    if (e.get_exit_code() == 0) return app.exit(e);  // --help
+    std::cerr << "error: " << e.what() << " (see --help)\n";
+    return kBadInput;
+  }
+  return runSingle(o);
+}
