@@ -107,6 +107,19 @@ class NodePlanner {
     return out_;
   }
 
+  // Every candidate of a 1-D mesh, whatever its cost.
+  std::vector<NodeSharding> all() {
+    std::vector<NodeSharding> out;
+    for (const Candidate& c : candidates(0)) {
+      NodeSharding ns;
+      for (const Placement& p : c.operands) ns.operands.push_back(ShardingSpec{{p}});
+      for (const Placement& p : c.results) ns.results.push_back(ShardingSpec{{p}});
+      ns.rule = rule_.str();
+      out.push_back(std::move(ns));
+    }
+    return out;
+  }
+
  private:
   const Placement& cur(size_t i, int64_t a) const { return current_[i].placements[static_cast<size_t>(a)]; }
 
@@ -270,6 +283,28 @@ std::string describe(const ir::Node& n) {
 }
 
 }  // namespace
+
+Expected<std::vector<NodeSharding>> enumerateStrategies(const ir::Node& node, const RuleRegistry& registry,
+                                                        const Mesh& mesh) {
+  if (mesh.numAxes() != 1) return Status::error("enumerateStrategies: needs a 1-D mesh");
+  const RuleFn* fn = registry.find(node.target());
+  if (!fn) return Status::error("no sharding rule for " + node.target());
+  SPMD_ASSIGN_OR_RETURN(OpShardingRule rule, (*fn)(node));
+  // Operands start pending where the rule lets pending sums through, so the
+  // pass-through candidates appear too.
+  std::vector<ShardingSpec> current;
+  for (size_t i = 0; i < rule.operands.size(); ++i) {
+    bool linear = rule.linearity != Linearity::None && rule.linearOperands[i];
+    current.push_back(ShardingSpec{{linear ? Placement::partial() : Placement::replicate()}});
+  }
+  std::vector<std::vector<ShardingSpec>> none(current.size());
+  std::vector<const std::vector<ShardingSpec>*> avail;
+  for (auto& v : none) avail.push_back(&v);
+  CostModel cost;
+  NodePlanner planner(node, rule, current, avail, mesh, cost);
+  std::vector<NodeSharding> out = planner.all();
+  return out;
+}
 
 bool isSymbolicOp(std::string_view target) {
   return target == "aten.sym_size.int" || target == "aten.sym_numel.default" || target == "aten.sym_stride.int" ||

@@ -60,6 +60,12 @@ Expected<Propagation> propagate(const ir::ExportedProgram& program, const std::v
                                 const Mesh& mesh, const RuleRegistry& registry,
                                 const PropagationOptions& options = PropagationOptions());
 
+/// Every strategy the rule of `node` offers on the 1-D `mesh`: replicated,
+/// one per shardable factor, and the pending-sum pass-throughs of linear
+/// ops. For numeric checks of rules.
+Expected<std::vector<NodeSharding>> enumerateStrategies(const ir::Node& node, const RuleRegistry& registry,
+                                                        const Mesh& mesh);
+
 /// Targets evaluated without a rule (symbolic integer arithmetic, sym_size).
 bool isSymbolicOp(std::string_view target);
 

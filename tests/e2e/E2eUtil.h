@@ -1,0 +1,67 @@
+// Helpers of the end-to-end tests: compile a test model with a schema,
+// and compare outputs with PyTorch's expected tensors.
+#pragma once
+
+#include <ATen/ATen.h>
+#include <catch2/catch.hpp>
+
+#include <filesystem>
+#include <string>
+
+#include "passes/Pipeline.h"
+#include "program/Reader.h"
+#include "program/WeightSource.h"
+#include "program/Writer.h"
+#include "pt2/Archive.h"
+#include "runtime/TensorIO.h"
+#include "schema/PlacementSchema.h"
+
+namespace spmd::testing {
+
+inline std::string modelDir(const std::string& m) { return std::string(SPMD_TESTDATA_DIR) + "/pt2/" + m; }
+
+/// Compiles model `m` under `schema` (a preset name or a path relative to
+/// the source tree) on `mesh` into `out`.
+inline void compileTo(const std::string& m, std::string schema, std::vector<int64_t> mesh, const std::string& out) {
+  auto archive = pt2::readArchive(modelDir(m) + "/model.pt2");
+  REQUIRE(archive.hasValue());
+  if (std::filesystem::exists(std::string(SPMD_SOURCE_DIR) + "/" + schema))
+    schema = std::string(SPMD_SOURCE_DIR) + "/" + schema;
+  auto s = schema::loadSchemaOrPreset(schema);
+  REQUIRE(s.hasValue());
+  passes::CompileOptions opts;
+  opts.mesh = mesh;
+  auto r = passes::compile(*archive, *s, opts);
+  if (!r) FAIL(r.status().message());
+  program::ArchiveWeightSource weights(*archive);
+  Status st = program::writeProgram(out, r->program, weights);
+  if (!st.isOk()) FAIL(st.message());
+}
+
+/// Relative error ||got - exp|| / ||exp||, in double.
+inline double relativeError(const at::Tensor& got, const at::Tensor& exp) {
+  at::Tensor g = got.to(at::kDouble), e = exp.to(at::kDouble);
+  double norm = e.norm().item<double>();
+  return (g - e).norm().item<double>() / std::max(norm, 1e-30);
+}
+
+/// Checks every tensor of `expected` against `got`: relative error <= rtol,
+/// except tensors whose entries are all <= 1e-6 (gradients that are zero up
+/// to rounding, e.g. conv biases before batch norm), which must be <= 1e-5.
+inline void checkOutputs(const runtime::TensorMap& got, const runtime::TensorMap& expected, double rtol) {
+  for (const auto& [name, exp] : expected) {
+    INFO("output " << name);
+    auto it = got.find(name);
+    REQUIRE(it != got.end());
+    REQUIRE(it->second.sizes() == exp.sizes());
+    if (exp.abs().max().item<double>() <= 1e-6) {
+      CHECK(it->second.abs().max().item<double>() <= 1e-5);
+      continue;
+    }
+    double rel = relativeError(it->second, exp);
+    INFO("relative error " << rel);
+    CHECK(rel <= rtol);
+  }
+}
+
+}  // namespace spmd::testing

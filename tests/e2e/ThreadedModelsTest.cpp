@@ -1,0 +1,80 @@
+// Every test model compiled under dp, fsdp and Megatron-style tensor
+// parallelism, executed on simulated ranks (threads of this process talking
+// through c10d's Gloo process groups), matches PyTorch's eager outputs,
+// losses and gradients.
+#include "../pt2/ArchiveFixtures.h"
+#include "E2eUtil.h"
+#include "runtime/Worker.h"
+
+using namespace spmd;
+using spmd::testing::checkOutputs;
+using spmd::testing::compileTo;
+using spmd::testing::modelDir;
+using spmd::testing::TempDir;
+
+namespace {
+
+struct Case {
+  std::string model, schema;
+  std::vector<int64_t> mesh;
+};
+
+void runCase(const Case& c, const std::string& inputs = "inputs", const std::string& expected = "expected") {
+  INFO(c.model << " under " << c.schema);
+  TempDir dir;
+  std::string path = dir.file("p.spmd");
+  compileTo(c.model, c.schema, c.mesh, path);
+  auto program = program::readProgram(path);
+  REQUIRE(program.hasValue());
+  auto in = runtime::readTensors(modelDir(c.model) + "/" + inputs + ".safetensors");
+  REQUIRE(in.hasValue());
+  auto exp = runtime::readTensors(modelDir(c.model) + "/" + expected + ".safetensors");
+  REQUIRE(exp.hasValue());
+  auto r = runtime::runThreaded(*program, *in);
+  if (!r) FAIL(r.status().message());
+  bool deep = c.model.find("deep") != std::string::npos;
+  checkOutputs(r->outputs, *exp, deep ? 1e-4 : 1e-5);
+}
+
+const char* kModels[] = {"cnn", "cnn_train", "gpt_block", "gpt_block_sdpa", "llama", "llama_dynamic", "llama_train",
+                         "mlp", "mlp_dynamic_batch", "mlp_train", "mlp_training_ir", "moe"};
+
+}  // namespace
+
+TEST_CASE("every model under dp on 2 ranks") {
+  for (const char* m : kModels) runCase({m, "dp", {2}});
+}
+
+TEST_CASE("every model under fsdp on 2 ranks") {
+  for (const char* m : kModels) runCase({m, "fsdp", {2}});
+}
+
+TEST_CASE("Megatron tensor parallelism on 2 and 8 ranks") {
+  for (const std::string m : {"mlp", "gpt_block", "llama"}) {
+    runCase({m, "schemas/examples/" + m + "_tp.json", {2}});
+    runCase({m, "schemas/examples/" + m + "_tp.json", {8}});
+  }
+}
+
+TEST_CASE("llama on a 2x2 dp x tp mesh and on 2x4") {
+  runCase({"llama", "schemas/examples/llama_dp_tp.json", {2, 2}});
+  runCase({"llama", "schemas/examples/llama_dp_tp.json", {2, 4}});
+}
+
+TEST_CASE("llama_train with Megatron tensor parallelism on 4 ranks: loss and every gradient") {
+  runCase({"llama_train", "schemas/examples/llama_tp.json", {4}});
+}
+
+TEST_CASE("the 32-layer models under dp on 2 ranks") {
+  runCase({"llama_deep", "dp", {2}});
+  runCase({"llama_deep_train", "dp", {2}});
+}
+
+TEST_CASE("llama_dynamic with tensor parallelism at sizes it was not traced at") {
+  for (const std::string tag : {"b1s64", "b3s24", "b5s2"})
+    runCase({"llama_dynamic", "schemas/examples/llama_tp.json", {4}}, "inputs_" + tag, "expected_" + tag);
+}
+
+TEST_CASE("llama_dynamic under dp: the symbolic batch is sharded") {
+  runCase({"llama_dynamic", "dp", {2}});
+}
