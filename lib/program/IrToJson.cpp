@@ -7,11 +7,11 @@
 //
 // Every field pt2's reader consumes is written; fields the IR does not keep
 // (opset_version, module_call_graph, custom object classes) get neutral
-// values. nlohmann exceptions stop at exportedProgramToJsonText.
+// values. The text is streamed straight from the IR (no JSON tree); the
+// tree-returning functions parse it back.
 #include "program/IrToJson.h"
 
 #include <cmath>
-#include <exception>
 #include <limits>
 
 namespace spmd::program {
@@ -20,26 +20,46 @@ namespace {
 using ir::Argument;
 using K = ir::Argument::Kind;
 
-Json nameRef(const ir::Value* v) { return Json{{"name", v ? v->name() : std::string()}}; }
+// {"name": n} (empty for a missing value).
+void nameRef(JsonWriter& w, const ir::Value* v) {
+  w.beginObject().key("name").string(v ? std::string_view(v->name()) : std::string_view()).endObject();
+}
+
+// {"as_none": true}
+void asNone(JsonWriter& w) { w.beginObject().key("as_none").boolean(true).endObject(); }
+
+// {key: {"as_name": name}}
+void symName(JsonWriter& w, const char* key, const std::string& name) {
+  w.beginObject().key(key).beginObject().key("as_name").string(name).endObject().endObject();
+}
 
 // A value in a defining or reading position: as_tensor, as_token, ...
-Json valueArgument(const ir::Value* v) {
-  if (!v) return Json{{"as_none", true}};
+void valueArgument(JsonWriter& w, const ir::Value* v) {
+  if (!v) return asNone(w);
   switch (v->kind()) {
     case ir::ValueKind::Tensor:
-      return Json{{"as_tensor", nameRef(v)}};
+      w.beginObject().key("as_tensor");
+      nameRef(w, v);
+      w.endObject();
+      return;
     case ir::ValueKind::Token:
-      return Json{{"as_token", nameRef(v)}};
+      w.beginObject().key("as_token");
+      nameRef(w, v);
+      w.endObject();
+      return;
     case ir::ValueKind::CustomObj:
-      return Json{{"as_custom_obj", Json{{"name", v->name()}, {"class_fqn", ""}}}};
+      w.beginObject().key("as_custom_obj").beginObject();
+      w.key("name").string(v->name()).key("class_fqn").string("");
+      w.endObject().endObject();
+      return;
     case ir::ValueKind::SymInt:
-      return Json{{"as_sym_int", Json{{"as_name", v->name()}}}};
+      return symName(w, "as_sym_int", v->name());
     case ir::ValueKind::SymFloat:
-      return Json{{"as_sym_float", Json{{"as_name", v->name()}}}};
+      return symName(w, "as_sym_float", v->name());
     case ir::ValueKind::SymBool:
-      return Json{{"as_sym_bool", Json{{"as_name", v->name()}}}};
+      return symName(w, "as_sym_bool", v->name());
   }
-  return Json{{"as_none", true}};
+  asNone(w);
 }
 
 // Payload accessors; a malformed Argument is a broken invariant.
@@ -56,94 +76,113 @@ const std::string& stringAt(const Argument& a, size_t i) {
   return a.strings[i];
 }
 
-Json optionalTensor(const ir::Value* v) {
-  if (!v) return Json{{"as_none", true}};
-  return Json{{"as_tensor", nameRef(v)}};
+void optionalTensor(JsonWriter& w, const ir::Value* v) {
+  if (!v) return asNone(w);
+  w.beginObject().key("as_tensor");
+  nameRef(w, v);
+  w.endObject();
 }
 
 // One entry of a Sym* argument: {"as_name": n} or {"as_int"/"as_float"/"as_bool": c}.
-Json symItem(const Argument& a, size_t i) {
-  if (i < a.values.size() && a.values[i]) return Json{{"as_name", a.values[i]->name()}};
+void symItem(JsonWriter& w, const Argument& a, size_t i) {
+  w.beginObject();
+  if (i < a.values.size() && a.values[i]) {
+    w.key("as_name").string(a.values[i]->name());
+    w.endObject();
+    return;
+  }
   int64_t c = i < a.ints.size() ? a.ints[i] : 0;
   switch (a.kind) {
     case K::SymFloat:
     case K::SymFloats:
-      return Json{{"as_float", floatToJson(i < a.floats.size() ? a.floats[i] : 0.0)}};
+      w.key("as_float");
+      writeExportFloat(w, i < a.floats.size() ? a.floats[i] : 0.0);
+      break;
     case K::SymBool:
     case K::SymBools:
-      return Json{{"as_bool", c != 0}};
+      w.key("as_bool").boolean(c != 0);
+      break;
     default:
-      return Json{{"as_int", c}};
+      w.key("as_int").integer(c);
   }
+  w.endObject();
 }
 
-Json symList(const Argument& a) {
-  Json items = Json::array();
-  for (size_t i = 0; i < a.values.size(); ++i) items.push_back(symItem(a, i));
-  return items;
+void symList(JsonWriter& w, const Argument& a) {
+  w.beginArray();
+  for (size_t i = 0; i < a.values.size(); ++i) symItem(w, a, i);
+  w.endArray();
 }
 
-Json floats(const std::vector<double>& v) {
-  Json items = Json::array();
-  for (double f : v) items.push_back(floatToJson(f));
-  return items;
+void deviceToJson(JsonWriter& w, const std::string& type, int64_t index) {
+  w.beginObject().key("type").string(type).key("index");
+  if (index >= 0)
+    w.integer(index);
+  else
+    w.null();
+  w.endObject();
 }
 
-Json deviceToJson(const std::string& type, int64_t index) {
-  Json d = {{"type", type}, {"index", nullptr}};
-  if (index >= 0) d["index"] = index;
-  return d;
-}
-
-Json intLists(const Argument& a) {
-  Json outer = Json::array();
+void intLists(JsonWriter& w, const Argument& a) {
+  w.beginArray();
   size_t off = 0;
   for (int64_t n : a.listSizes) {
-    Json inner = Json::array();
-    for (int64_t j = 0; j < n; ++j) inner.push_back(a.ints[off + static_cast<size_t>(j)]);
+    w.beginArray();
+    for (int64_t j = 0; j < n; ++j) w.integer(a.ints[off + static_cast<size_t>(j)]);
     off += static_cast<size_t>(n);
-    outer.push_back(std::move(inner));
+    w.endArray();
   }
-  return outer;
+  w.endArray();
 }
 
-Json metadataToJson(const ir::NodeMetadata& md) {
-  Json m = Json::object();
-  if (!md.stackTrace.empty()) m["stack_trace"] = md.stackTrace;
-  if (!md.nnModuleStack.empty()) m["nn_module_stack"] = md.nnModuleStack;
-  if (!md.torchFn.empty()) m["torch_fn"] = md.torchFn;
-  for (const auto& [k, v] : md.other) m[k] = v;
-  return m;
+// stack_trace, nn_module_stack, torch_fn when set, then `other` by key; a
+// key of `other` naming one of the three replaces its value in place.
+void metadataToJson(JsonWriter& w, const ir::NodeMetadata& md) {
+  const std::pair<const char*, const std::string*> named[] = {
+      {"stack_trace", &md.stackTrace}, {"nn_module_stack", &md.nnModuleStack}, {"torch_fn", &md.torchFn}};
+  w.beginObject();
+  for (const auto& [key, field] : named) {
+    if (field->empty()) continue;
+    auto it = md.other.find(key);
+    w.key(key).string(it == md.other.end() ? *field : it->second);
+  }
+  for (const auto& [k, v] : md.other) {
+    bool written = false;
+    for (const auto& [key, field] : named) written = written || (k == key && !field->empty());
+    if (!written) w.key(k).string(v);
+  }
+  w.endObject();
 }
 
-Json nodeToJson(const ir::Node& n) {
-  Json inputs = Json::array();
-  for (const auto& in : n.inputs())
-    inputs.push_back(Json{{"name", in.name}, {"arg", argumentToJson(in.arg)}, {"kind", in.keyword ? 2 : 1}});
-  Json outputs = Json::array();
-  for (const auto& out : n.outputs()) outputs.push_back(argumentToJson(out));
-  return Json{{"target", exportTarget(n.target())},     {"inputs", std::move(inputs)},
-              {"outputs", std::move(outputs)},          {"metadata", metadataToJson(n.metadata())},
-              {"is_hop_single_tensor_return", nullptr}, {"name", n.name()}};
+void nodeToJson(JsonWriter& w, const ir::Node& n) {
+  w.beginObject().key("target").string(exportTarget(n.target())).key("inputs").beginArray();
+  for (const auto& in : n.inputs()) {
+    w.beginObject().key("name").string(in.name).key("arg");
+    writeArgument(w, in.arg);
+    w.key("kind").integer(in.keyword ? 2 : 1).endObject();
+  }
+  w.endArray().key("outputs").beginArray();
+  for (const auto& out : n.outputs()) writeArgument(w, out);
+  w.endArray().key("metadata");
+  metadataToJson(w, n.metadata());
+  w.key("is_hop_single_tensor_return").null().key("name").string(n.name()).endObject();
 }
 
-// Records the metadata of a defined value in tensor_values / sym_int_values.
-void describeValue(const ir::Value* v, Json& tensorValues, Json& symIntValues) {
-  if (!v) return;
-  if (v->kind() == ir::ValueKind::Tensor) tensorValues[v->name()] = tensorTypeToJson(v->type());
-  if (v->kind() == ir::ValueKind::SymInt) symIntValues[v->name()] = symIntToJson(v->symValue());
-}
-
-Json inputSpecToJson(const ir::InputSpec& s) {
+void inputSpecToJson(JsonWriter& w, const ir::InputSpec& s) {
   using IK = ir::InputKind;
   auto named = [&](const char* kind, const char* field) {
-    Json body = {{"arg", nameRef(s.value)}, {field, s.target}};
-    if (s.kind == IK::Buffer) body["persistent"] = s.persistent;
-    return Json{{kind, std::move(body)}};
+    w.beginObject().key(kind).beginObject().key("arg");
+    nameRef(w, s.value);
+    w.key(field).string(s.target);
+    if (s.kind == IK::Buffer) w.key("persistent").boolean(s.persistent);
+    w.endObject().endObject();
   };
   switch (s.kind) {
     case IK::UserInput:
-      return Json{{"user_input", Json{{"arg", valueArgument(s.value)}}}};
+      w.beginObject().key("user_input").beginObject().key("arg");
+      valueArgument(w, s.value);
+      w.endObject().endObject();
+      return;
     case IK::Parameter:
       return named("parameter", "parameter_name");
     case IK::Buffer:
@@ -151,27 +190,39 @@ Json inputSpecToJson(const ir::InputSpec& s) {
     case IK::TensorConstant:
       return named("tensor_constant", "tensor_constant_name");
     case IK::CustomObj:
-      return Json{
-          {"custom_obj", Json{{"arg", Json{{"name", s.value ? s.value->name() : ""}, {"class_fqn", ""}}},
-                              {"custom_obj_name", s.target}}}};
+      w.beginObject().key("custom_obj").beginObject().key("arg").beginObject();
+      w.key("name").string(s.value ? std::string_view(s.value->name()) : std::string_view());
+      w.key("class_fqn").string("").endObject().key("custom_obj_name").string(s.target);
+      w.endObject().endObject();
+      return;
     case IK::Token:
-      return Json{{"token", Json{{"arg", nameRef(s.value)}}}};
+      w.beginObject().key("token").beginObject().key("arg");
+      nameRef(w, s.value);
+      w.endObject().endObject();
+      return;
     case IK::ConstantInput:
-      return Json{{"constant_input", Json{{"name", s.name}, {"value", argumentToJson(s.constant)}}}};
+      w.beginObject().key("constant_input").beginObject().key("name").string(s.name).key("value");
+      writeArgument(w, s.constant);
+      w.endObject().endObject();
+      return;
   }
-  return Json::object();
+  w.beginObject().endObject();
 }
 
-Json outputSpecToJson(const ir::OutputSpec& s) {
+void outputSpecToJson(JsonWriter& w, const ir::OutputSpec& s) {
   using OK = ir::OutputKind;
   auto named = [&](const char* kind, const char* field) {
-    Json body = {{"arg", nameRef(s.arg.value())}};
-    if (field) body[field] = s.target;
-    return Json{{kind, std::move(body)}};
+    w.beginObject().key(kind).beginObject().key("arg");
+    nameRef(w, s.arg.value());
+    if (field) w.key(field).string(s.target);
+    w.endObject().endObject();
   };
   switch (s.kind) {
     case OK::UserOutput:
-      return Json{{"user_output", Json{{"arg", argumentToJson(s.arg)}}}};
+      w.beginObject().key("user_output").beginObject().key("arg");
+      writeArgument(w, s.arg);
+      w.endObject().endObject();
+      return;
     case OK::LossOutput:
       return named("loss_output", nullptr);
     case OK::BufferMutation:
@@ -187,57 +238,75 @@ Json outputSpecToJson(const ir::OutputSpec& s) {
     case OK::ParameterMutation:
       return named("parameter_mutation", "parameter_name");
   }
-  return Json::object();
+  w.beginObject().endObject();
 }
 
 // Graph inputs in signature order (constant inputs carry their constant);
 // error when the non-constant specs do not name graph.inputs() in order.
-Expected<Json> graphInputs(const ir::ExportedProgram& p, Json& tensorValues, Json& symIntValues) {
-  Json inputs = Json::array();
+Status graphInputs(JsonWriter& w, const ir::ExportedProgram& p) {
   const auto& graphIns = p.graph.inputs();
+  w.beginArray();
   if (p.signature.inputs.empty()) {
-    for (const ir::Value* v : graphIns) {
-      inputs.push_back(valueArgument(v));
-      describeValue(v, tensorValues, symIntValues);
-    }
-    return inputs;
+    for (const ir::Value* v : graphIns) valueArgument(w, v);
+    w.endArray();
+    return Status::ok();
   }
   size_t next = 0;
   for (const auto& s : p.signature.inputs) {
     if (s.kind == ir::InputKind::ConstantInput) {
-      inputs.push_back(argumentToJson(s.constant));
+      writeArgument(w, s.constant);
       continue;
     }
     if (next >= graphIns.size() || graphIns[next] != s.value)
       return Status::error("signature input '" + s.name + "' does not line up with graph input " +
                            std::to_string(next));
-    inputs.push_back(valueArgument(s.value));
-    describeValue(s.value, tensorValues, symIntValues);
+    valueArgument(w, s.value);
     ++next;
   }
   if (next != graphIns.size())
     return Status::error("graph has " + std::to_string(graphIns.size()) +
                          " inputs but the signature describes " + std::to_string(next));
-  return inputs;
+  w.endArray();
+  return Status::ok();
 }
 
-}  // namespace
+// tensor_values or sym_int_values: the values of `kind` the graph defines
+// (inputs, then node outputs in order) with their metadata.
+void valueTable(JsonWriter& w, const ir::Graph& g, ir::ValueKind kind) {
+  auto describe = [&](const ir::Value* v) {
+    if (!v || v->kind() != kind) return;
+    w.key(v->name());
+    if (kind == ir::ValueKind::Tensor)
+      writeTensorType(w, v->type());
+    else
+      writeSymInt(w, v->symValue());
+  };
+  w.beginObject();
+  for (const ir::Value* v : g.inputs()) describe(v);
+  for (const auto& n : g.nodes())  // Node::outputValues() without its vector
+    for (const auto& out : n->outputs())
+      for (const ir::Value* v : out.values) describe(v);
+  w.endObject();
+}
 
-std::string symExprSrepr(const ir::SymExpr& e) {
+void appendSrepr(std::string& s, const ir::SymExpr& e) {
   using SK = ir::SymExpr::Kind;
   auto call = [&](const char* f) {
-    std::string s = std::string(f) + "(";
+    s += f;
+    s += '(';
     for (size_t i = 0; i < e.args.size(); ++i) {
       if (i) s += ", ";
-      s += symExprSrepr(*e.args[i]);
+      appendSrepr(s, *e.args[i]);
     }
-    return s + ")";
+    s += ')';
   };
   switch (e.kind) {
     case SK::Integer:
-      return "Integer(" + std::to_string(e.value) + ")";
+      s += "Integer(" + std::to_string(e.value) + ")";
+      return;
     case SK::Symbol:
-      return "Symbol('" + e.name + "', positive=True, integer=True)";
+      s += "Symbol('" + e.name + "', positive=True, integer=True)";
+      return;
     case SK::Add:
       return call("Add");
     case SK::Mul:
@@ -255,99 +324,156 @@ std::string symExprSrepr(const ir::SymExpr& e) {
     case SK::CeilDiv:
       return call("CeilDiv");
   }
-  return "Integer(0)";
+  s += "Integer(0)";
 }
 
-Json symIntToJson(const ir::Dim& d) {
-  if (d.isStatic()) return Json{{"as_int", d.value()}};
-  return Json{
-      {"as_expr", Json{{"expr_str", symExprSrepr(*d.expr())}, {"hint", Json{{"as_int", d.value()}}}}}};
+// `write` onto a fresh string, parsed back into a tree.
+template <typename F>
+Json viaText(F write) {
+  std::string text;
+  JsonWriter w(text);
+  write(w);
+  return Json::parse(text);
 }
 
-Json floatToJson(double v) {
-  if (std::isnan(v)) return "NaN";
-  if (std::isinf(v)) return v > 0 ? "Infinity" : "-Infinity";
-  return v;
+}  // namespace
+
+std::string symExprSrepr(const ir::SymExpr& e) {
+  std::string s;
+  appendSrepr(s, e);
+  return s;
 }
 
-Json tensorTypeToJson(const ir::TensorType& t) {
-  Json sizes = Json::array();
-  for (const auto& d : t.sizes) sizes.push_back(symIntToJson(d));
-  Json strides = Json::array();
-  for (const auto& d : t.strides) strides.push_back(symIntToJson(d));
-  return Json{{"dtype", static_cast<int>(t.dtype)},
-              {"sizes", std::move(sizes)},
-              {"requires_grad", t.requiresGrad},
-              {"device", deviceToJson(t.device.type, t.device.index)},
-              {"strides", std::move(strides)},
-              {"storage_offset", Json{{"as_int", 0}}},
-              {"layout", static_cast<int>(ir::Layout::Strided)}};
-}
-
-Json argumentToJson(const Argument& a) {
-  auto one = [](const char* key, Json v) { return Json{{key, std::move(v)}}; };
-  auto valueList = [&](auto item) {
-    Json items = Json::array();
-    for (const ir::Value* v : a.values) items.push_back(item(v));
-    return items;
-  };
-  switch (a.kind) {
-    case K::None:
-      return one("as_none", true);
-    case K::Tensor:
-      return valueArgument(a.value());
-    case K::Tensors:
-      return one("as_tensors", valueList(nameRef));
-    case K::OptionalTensor:
-      return one("as_optional_tensor", optionalTensor(a.value()));
-    case K::OptionalTensors:
-      return one("as_optional_tensors", valueList(optionalTensor));
-    case K::Int:
-      return one("as_int", intAt(a, 0));
-    case K::Ints:
-      return one("as_ints", a.ints);
-    case K::Float:
-      return one("as_float", floatToJson(floatAt(a, 0)));
-    case K::Floats:
-      return one("as_floats", floats(a.floats));
-    case K::Bool:
-      return one("as_bool", intAt(a, 0) != 0);
-    case K::Bools: {
-      Json items = Json::array();
-      for (int64_t b : a.ints) items.push_back(b != 0);
-      return one("as_bools", std::move(items));
-    }
-    case K::String:
-      return one("as_string", stringAt(a, 0));
-    case K::Strings:
-      return one("as_strings", a.strings);
-    case K::SymInt:
-      return one("as_sym_int", symItem(a, 0));
-    case K::SymInts:
-      return one("as_sym_ints", symList(a));
-    case K::SymFloat:
-      return one("as_sym_float", symItem(a, 0));
-    case K::SymFloats:
-      return one("as_sym_floats", symList(a));
-    case K::SymBool:
-      return one("as_sym_bool", symItem(a, 0));
-    case K::SymBools:
-      return one("as_sym_bools", symList(a));
-    case K::ScalarType:
-      return one("as_scalar_type", intAt(a, 0));
-    case K::MemoryFormat:
-      return one("as_memory_format", intAt(a, 0));
-    case K::Layout:
-      return one("as_layout", intAt(a, 0));
-    case K::Device:
-      return one("as_device", deviceToJson(stringAt(a, 0), intAt(a, 0)));
-    case K::Complex:
-      return one("as_complex",
-                 Json{{"real", floatToJson(floatAt(a, 0))}, {"imag", floatToJson(floatAt(a, 1))}});
-    case K::IntLists:
-      return one("as_int_lists", intLists(a));
+void writeSymInt(JsonWriter& w, const ir::Dim& d) {
+  w.beginObject();
+  if (d.isStatic()) {
+    w.key("as_int").integer(d.value()).endObject();
+    return;
   }
-  return one("as_none", true);
+  w.key("as_expr").beginObject().key("expr_str").string(symExprSrepr(*d.expr()));
+  w.key("hint").beginObject().key("as_int").integer(d.value()).endObject();
+  w.endObject().endObject();
+}
+
+void writeExportFloat(JsonWriter& w, double v) {
+  if (std::isnan(v))
+    w.string("NaN");
+  else if (std::isinf(v))
+    w.string(v > 0 ? "Infinity" : "-Infinity");
+  else
+    w.number(v);
+}
+
+void writeTensorType(JsonWriter& w, const ir::TensorType& t) {
+  w.beginObject().key("dtype").integer(static_cast<int>(t.dtype)).key("sizes").beginArray();
+  for (const auto& d : t.sizes) writeSymInt(w, d);
+  w.endArray().key("requires_grad").boolean(t.requiresGrad).key("device");
+  deviceToJson(w, t.device.type, t.device.index);
+  w.key("strides").beginArray();
+  for (const auto& d : t.strides) writeSymInt(w, d);
+  w.endArray().key("storage_offset").beginObject().key("as_int").integer(0).endObject();
+  w.key("layout").integer(static_cast<int>(ir::Layout::Strided)).endObject();
+}
+
+void writeArgument(JsonWriter& w, const Argument& a) {
+  if (a.kind == K::Tensor) return valueArgument(w, a.value());
+  w.beginObject();
+  switch (a.kind) {
+    case K::Tensors:
+      w.key("as_tensors").beginArray();
+      for (const ir::Value* v : a.values) nameRef(w, v);
+      w.endArray();
+      break;
+    case K::OptionalTensor:
+      w.key("as_optional_tensor");
+      optionalTensor(w, a.value());
+      break;
+    case K::OptionalTensors:
+      w.key("as_optional_tensors").beginArray();
+      for (const ir::Value* v : a.values) optionalTensor(w, v);
+      w.endArray();
+      break;
+    case K::Int:
+      w.key("as_int").integer(intAt(a, 0));
+      break;
+    case K::Ints:
+      w.key("as_ints").integers(a.ints);
+      break;
+    case K::Float:
+      w.key("as_float");
+      writeExportFloat(w, floatAt(a, 0));
+      break;
+    case K::Floats:
+      w.key("as_floats").beginArray();
+      for (double f : a.floats) writeExportFloat(w, f);
+      w.endArray();
+      break;
+    case K::Bool:
+      w.key("as_bool").boolean(intAt(a, 0) != 0);
+      break;
+    case K::Bools:
+      w.key("as_bools").beginArray();
+      for (int64_t b : a.ints) w.boolean(b != 0);
+      w.endArray();
+      break;
+    case K::String:
+      w.key("as_string").string(stringAt(a, 0));
+      break;
+    case K::Strings:
+      w.key("as_strings").strings(a.strings);
+      break;
+    case K::SymInt:
+      w.key("as_sym_int");
+      symItem(w, a, 0);
+      break;
+    case K::SymInts:
+      w.key("as_sym_ints");
+      symList(w, a);
+      break;
+    case K::SymFloat:
+      w.key("as_sym_float");
+      symItem(w, a, 0);
+      break;
+    case K::SymFloats:
+      w.key("as_sym_floats");
+      symList(w, a);
+      break;
+    case K::SymBool:
+      w.key("as_sym_bool");
+      symItem(w, a, 0);
+      break;
+    case K::SymBools:
+      w.key("as_sym_bools");
+      symList(w, a);
+      break;
+    case K::ScalarType:
+      w.key("as_scalar_type").integer(intAt(a, 0));
+      break;
+    case K::MemoryFormat:
+      w.key("as_memory_format").integer(intAt(a, 0));
+      break;
+    case K::Layout:
+      w.key("as_layout").integer(intAt(a, 0));
+      break;
+    case K::Device:
+      w.key("as_device");
+      deviceToJson(w, stringAt(a, 0), intAt(a, 0));
+      break;
+    case K::Complex:
+      w.key("as_complex").beginObject().key("real");
+      writeExportFloat(w, floatAt(a, 0));
+      w.key("imag");
+      writeExportFloat(w, floatAt(a, 1));
+      w.endObject();
+      break;
+    case K::IntLists:
+      w.key("as_int_lists");
+      intLists(w, a);
+      break;
+    default:  // None (Tensor is handled above)
+      w.key("as_none").boolean(true);
+  }
+  w.endObject();
 }
 
 std::string exportTarget(const std::string& target) {
@@ -356,57 +482,77 @@ std::string exportTarget(const std::string& target) {
   return "torch.ops." + target;
 }
 
-Expected<Json> exportedProgramToJson(const ir::ExportedProgram& p) {
-  Json tensorValues = Json::object();
-  Json symIntValues = Json::object();
-  SPMD_ASSIGN_OR_RETURN(Json inputs, graphInputs(p, tensorValues, symIntValues));
-  Json nodes = Json::array();
-  for (const auto& n : p.graph.nodes()) {
-    nodes.push_back(nodeToJson(*n));
-    for (const ir::Value* v : n->outputValues()) describeValue(v, tensorValues, symIntValues);
-  }
-  Json outputs = Json::array();
-  for (const auto& out : p.graph.outputs()) outputs.push_back(argumentToJson(out));
-  Json graph = {{"inputs", std::move(inputs)},
-                {"outputs", std::move(outputs)},
-                {"nodes", std::move(nodes)},
-                {"tensor_values", std::move(tensorValues)},
-                {"sym_int_values", std::move(symIntValues)},
-                {"sym_bool_values", Json::object()},
-                {"is_single_tensor_return", false},
-                {"custom_obj_values", Json::object()},
-                {"sym_float_values", Json::object()}};
-  Json inputSpecs = Json::array();
-  for (const auto& s : p.signature.inputs) inputSpecs.push_back(inputSpecToJson(s));
-  Json outputSpecs = Json::array();
-  for (const auto& s : p.signature.outputs) outputSpecs.push_back(outputSpecToJson(s));
-  Json ranges = Json::object();
+Status writeExportedProgram(JsonWriter& w, const ir::ExportedProgram& p) {
+  w.beginObject().key("graph_module").beginObject().key("graph").beginObject().key("inputs");
+  SPMD_RETURN_IF_ERROR(graphInputs(w, p));
+  w.key("outputs").beginArray();
+  for (const auto& out : p.graph.outputs()) writeArgument(w, out);
+  w.endArray().key("nodes").beginArray();
+  for (const auto& n : p.graph.nodes()) nodeToJson(w, *n);
+  w.endArray().key("tensor_values");
+  valueTable(w, p.graph, ir::ValueKind::Tensor);
+  w.key("sym_int_values");
+  valueTable(w, p.graph, ir::ValueKind::SymInt);
+  w.key("sym_bool_values").beginObject().endObject();
+  w.key("is_single_tensor_return").boolean(false);
+  w.key("custom_obj_values").beginObject().endObject();
+  w.key("sym_float_values").beginObject().endObject();
+  w.endObject();  // graph
+  w.key("signature").beginObject().key("input_specs").beginArray();
+  for (const auto& s : p.signature.inputs) inputSpecToJson(w, s);
+  w.endArray().key("output_specs").beginArray();
+  for (const auto& s : p.signature.outputs) outputSpecToJson(w, s);
+  w.endArray().endObject();
+  w.key("module_call_graph").beginArray().endArray();
+  w.key("metadata").beginObject().endObject();
+  w.key("treespec_namedtuple_fields").beginObject().endObject();
+  w.endObject();  // graph_module
+  w.key("opset_version").beginObject().endObject();
+  w.key("range_constraints").beginObject();
   for (const auto& [sym, r] : p.ranges) {
-    Json max = r.max == std::numeric_limits<int64_t>::max() ? Json(nullptr) : Json(r.max);
-    ranges[sym] = Json{{"min_val", r.min}, {"max_val", std::move(max)}};
+    w.key(sym).beginObject().key("min_val").integer(r.min).key("max_val");
+    if (r.max == std::numeric_limits<int64_t>::max())
+      w.null();
+    else
+      w.integer(r.max);
+    w.endObject();
   }
-  Json module = {
-      {"graph", std::move(graph)},
-      {"signature", Json{{"input_specs", std::move(inputSpecs)}, {"output_specs", std::move(outputSpecs)}}},
-      {"module_call_graph", Json::array()},
-      {"metadata", Json::object()},
-      {"treespec_namedtuple_fields", Json::object()}};
-  return Json{{"graph_module", std::move(module)},
-              {"opset_version", Json::object()},
-              {"range_constraints", std::move(ranges)},
-              {"schema_version", Json{{"major", p.schemaMajor}, {"minor", p.schemaMinor}}},
-              {"verifiers", Json::array()},
-              {"torch_version", p.torchVersion},
-              {"guards_code", Json::array()}};
+  w.endObject();
+  w.key("schema_version").beginObject().key("major").integer(p.schemaMajor);
+  w.key("minor").integer(p.schemaMinor).endObject();
+  w.key("verifiers").beginArray().endArray();
+  w.key("torch_version").string(p.torchVersion);
+  w.key("guards_code").beginArray().endArray();
+  w.endObject();
+  return Status::ok();
+}
+
+Json symIntToJson(const ir::Dim& d) {
+  return viaText([&](JsonWriter& w) { writeSymInt(w, d); });
+}
+
+Json floatToJson(double v) {
+  return viaText([&](JsonWriter& w) { writeExportFloat(w, v); });
+}
+
+Json tensorTypeToJson(const ir::TensorType& t) {
+  return viaText([&](JsonWriter& w) { writeTensorType(w, t); });
+}
+
+Json argumentToJson(const Argument& a) {
+  return viaText([&](JsonWriter& w) { writeArgument(w, a); });
+}
+
+Expected<Json> exportedProgramToJson(const ir::ExportedProgram& p) {
+  SPMD_ASSIGN_OR_RETURN(std::string text, exportedProgramToJsonText(p));
+  return Json::parse(text);
 }
 
 Expected<std::string> exportedProgramToJsonText(const ir::ExportedProgram& p) {
-  SPMD_ASSIGN_OR_RETURN(Json j, exportedProgramToJson(p));
-  try {
-    return j.dump(-1, ' ', false, Json::error_handler_t::replace);
-  } catch (const std::exception& e) {
-    return Status::error(std::string("cannot print the program JSON: ") + e.what());
-  }
+  std::string text;
+  JsonWriter w(text);
+  SPMD_RETURN_IF_ERROR(writeExportedProgram(w, p));
+  return text;
 }
 
 }  // namespace spmd::program

@@ -13,6 +13,10 @@
 // Reading the result back with pt2::parseExportedProgram gives a program
 // whose ir::printProgram text is identical. Keys are emitted in a fixed
 // order, so identical programs give identical JSON.
+//
+// The text is streamed by a JsonWriter (the write* functions); the
+// Json-returning functions parse that text back into a tree, for tests and
+// callers that want to look inside, so both always agree.
 #pragma once
 
 #include <nlohmann/json.hpp>
@@ -20,6 +24,7 @@
 #include <string>
 
 #include "ir/Graph.h"
+#include "program/JsonWriter.h"
 #include "support/Status.h"
 
 namespace spmd::program {
@@ -50,8 +55,24 @@ Json argumentToJson(const ir::Argument& a);
 /// Error when the graph inputs do not line up with the signature.
 Expected<Json> exportedProgramToJson(const ir::ExportedProgram& program);
 
-/// exportedProgramToJson as compact text (invalid UTF-8 is replaced).
+/// exportedProgramToJson as compact text (invalid UTF-8 is replaced);
+/// streamed, so much faster than printing the tree.
 Expected<std::string> exportedProgramToJsonText(const ir::ExportedProgram& program);
+
+/// symIntToJson onto `w`.
+void writeSymInt(JsonWriter& w, const ir::Dim& d);
+
+/// floatToJson onto `w`.
+void writeExportFloat(JsonWriter& w, double v);
+
+/// tensorTypeToJson onto `w`.
+void writeTensorType(JsonWriter& w, const ir::TensorType& t);
+
+/// argumentToJson onto `w`.
+void writeArgument(JsonWriter& w, const ir::Argument& a);
+
+/// exportedProgramToJson onto `w`. On error `w` holds a partial document.
+Status writeExportedProgram(JsonWriter& w, const ir::ExportedProgram& program);
 
 /// A target as torch.export spells it: "aten.mm.default" ->
 /// "torch.ops.aten.mm.default"; "_operator.mul", "spmd.*", "math.*",

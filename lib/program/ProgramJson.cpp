@@ -3,14 +3,13 @@
 //   BoundaryInfo{spec [S(0), R], global f32[64, 32]}
 //   <-> {"name": "x", "spec": ["S(0)", "R"], "global_type": {"dtype": 7, "sizes": [...], ...}}
 //
-// Writing uses nlohmann (ordered keys); reading uses simdjson, the reader
-// the .pt2 path already uses, so the embedded graph goes straight to
-// pt2::buildProgram without a second parse.
+// Writing streams the text with a JsonWriter (no tree); reading uses
+// simdjson, the reader the .pt2 path already uses, so the embedded graph
+// goes straight to pt2::buildProgram without a second parse.
 #include "program/ProgramJson.h"
 
 #include <simdjson.h>
 
-#include <exception>
 #include <set>
 
 #include "pt2/JsonUtil.h"
@@ -25,19 +24,22 @@ using simdjson::dom::object;
 
 // ---- writing ---------------------------------------------------------------
 
-Expected<Json> specToJson(const sharding::ShardingSpec& spec, const sharding::Mesh& mesh,
-                          const std::string& what) {
+Status writeSpec(JsonWriter& w, const sharding::ShardingSpec& spec, const sharding::Mesh& mesh,
+                 const std::string& what) {
   if (!spec.placements.empty() && static_cast<int64_t>(spec.placements.size()) != mesh.numAxes())
     return Status::error(what + ": spec " + spec.str() + " has " + std::to_string(spec.placements.size()) +
                          " placements but the mesh has " + std::to_string(mesh.numAxes()) + " axes");
-  Json items = Json::array();
-  for (const auto& p : spec.placements) items.push_back(p.str());
-  return items;
+  w.beginArray();
+  for (const auto& p : spec.placements) w.string(p.str());
+  w.endArray();
+  return Status::ok();
 }
 
-Json globalTypeToJson(const ir::TensorType& t) {
-  if (t.dtype == ir::ScalarType::Unknown && t.sizes.empty()) return nullptr;
-  return tensorTypeToJson(t);
+void writeGlobalType(JsonWriter& w, const ir::TensorType& t) {
+  if (t.dtype == ir::ScalarType::Unknown && t.sizes.empty())
+    w.null();
+  else
+    writeTensorType(w, t);
 }
 
 // The name of signature input `i` / output `i`, for readers of the JSON.
@@ -50,53 +52,78 @@ std::string outputName(const ir::ExportedProgram& g, size_t i) {
   return v ? v->name() : ir::printArgument(g.signature.outputs[i].arg);
 }
 
-Expected<Json> boundaryToJson(const Program& p, bool inputs) {
+Status writeBoundary(JsonWriter& w, const Program& p, bool inputs) {
   const auto& list = inputs ? p.inputs : p.outputs;
   size_t expected = inputs ? p.graph.signature.inputs.size() : p.graph.signature.outputs.size();
   const char* what = inputs ? "inputs" : "outputs";
   if (list.size() != expected)
     return Status::error(std::string("program has ") + std::to_string(list.size()) + " boundary " + what +
                          " but the signature has " + std::to_string(expected));
-  Json items = Json::array();
+  w.beginArray();
   for (size_t i = 0; i < list.size(); ++i) {
     std::string name = inputs ? inputName(p.graph, i) : outputName(p.graph, i);
-    SPMD_ASSIGN_OR_RETURN(Json spec, specToJson(list[i].spec, p.mesh, std::string(what) + " '" + name + "'"));
-    items.push_back(Json{
-        {"name", name}, {"spec", std::move(spec)}, {"global_type", globalTypeToJson(list[i].globalType)}});
+    w.beginObject().key("name").string(name).key("spec");
+    SPMD_RETURN_IF_ERROR(writeSpec(w, list[i].spec, p.mesh, std::string(what) + " '" + name + "'"));
+    w.key("global_type");
+    writeGlobalType(w, list[i].globalType);
+    w.endObject();
   }
-  return items;
+  w.endArray();
+  return Status::ok();
 }
 
-Expected<Json> weightsToJson(const Program& p) {
-  Json items = Json::array();
-  for (const auto& w : p.weights) {
-    SPMD_ASSIGN_OR_RETURN(Json spec, specToJson(w.spec, p.mesh, "weight '" + w.fqn + "'"));
-    Json shards = Json::array();
-    for (const auto& s : w.shards)
-      shards.push_back(Json{{"index", s.index}, {"offset", s.offset}, {"bytes", s.bytes}});
-    items.push_back(Json{{"fqn", w.fqn},
-                         {"dtype", static_cast<int>(w.dtype)},
-                         {"global_shape", w.globalShape},
-                         {"local_shape", w.localShape},
-                         {"spec", std::move(spec)},
-                         {"shards", std::move(shards)}});
+Status writeWeights(JsonWriter& w, const Program& p) {
+  w.beginArray();
+  for (const auto& e : p.weights) {
+    w.beginObject().key("fqn").string(e.fqn).key("dtype").integer(static_cast<int>(e.dtype));
+    w.key("global_shape").integers(e.globalShape).key("local_shape").integers(e.localShape).key("spec");
+    SPMD_RETURN_IF_ERROR(writeSpec(w, e.spec, p.mesh, "weight '" + e.fqn + "'"));
+    w.key("shards").beginArray();
+    for (const auto& s : e.shards) {
+      w.beginObject().key("index").integers(s.index);
+      w.key("offset").unsignedInteger(s.offset).key("bytes").unsignedInteger(s.bytes).endObject();
+    }
+    w.endArray().endObject();
   }
-  return items;
+  w.endArray();
+  return Status::ok();
 }
 
-Json collectivesToJson(const Program& p) {
-  Json items = Json::array();
-  for (const auto& c : p.collectives)
-    items.push_back(Json{{"node", c.node},
-                         {"kind", c.kind},
-                         {"axis", c.axis},
-                         {"bytes_per_rank", c.bytesPerRank},
-                         {"consumer", c.consumer},
-                         {"value", c.value},
-                         {"from", c.from},
-                         {"to", c.to},
-                         {"source_line", c.sourceLine}});
-  return items;
+void writeCollectives(JsonWriter& w, const Program& p) {
+  w.beginArray();
+  for (const auto& c : p.collectives) {
+    w.beginObject().key("node").string(c.node).key("kind").string(c.kind).key("axis").string(c.axis);
+    w.key("bytes_per_rank").integer(c.bytesPerRank).key("consumer").string(c.consumer);
+    w.key("value").string(c.value).key("from").string(c.from).key("to").string(c.to);
+    w.key("source_line").string(c.sourceLine).endObject();
+  }
+  w.endArray();
+}
+
+// The whole document, keys in the order of ProgramJson.h.
+Status writeProgramJson(JsonWriter& w, const Program& p) {
+  std::set<std::string_view> seen;
+  for (const auto& [k, v] : p.provenance)
+    if (!seen.insert(k).second) return Status::error("provenance key '" + k + "' appears twice");
+  w.beginObject().key("format_version").beginObject();
+  w.key("major").integer(kFormatVersion).key("minor").integer(kFormatMinor).endObject();
+  w.key("name").string(p.graph.name);
+  w.key("mesh").beginObject().key("shape").integers(p.mesh.shape());
+  w.key("axes").strings(p.mesh.axisNames()).endObject();
+  w.key("inputs");
+  SPMD_RETURN_IF_ERROR(writeBoundary(w, p, true));
+  w.key("outputs");
+  SPMD_RETURN_IF_ERROR(writeBoundary(w, p, false));
+  w.key("weights");
+  SPMD_RETURN_IF_ERROR(writeWeights(w, p));
+  w.key("collectives");
+  writeCollectives(w, p);
+  w.key("provenance").beginObject();
+  for (const auto& [k, v] : p.provenance) w.key(k).string(v);
+  w.endObject().key("exported_program");
+  SPMD_RETURN_IF_ERROR(writeExportedProgram(w, p.graph));
+  w.endObject();
+  return Status::ok();
 }
 
 // ---- reading ---------------------------------------------------------------
@@ -284,34 +311,17 @@ Status readParts(element root, Program& p) {
 }  // namespace
 
 Expected<Json> programToJson(const Program& p) {
-  Json provenance = Json::object();
-  std::set<std::string> seen;
-  for (const auto& [k, v] : p.provenance) {
-    if (!seen.insert(k).second) return Status::error("provenance key '" + k + "' appears twice");
-    provenance[k] = v;
-  }
-  SPMD_ASSIGN_OR_RETURN(Json inputs, boundaryToJson(p, true));
-  SPMD_ASSIGN_OR_RETURN(Json outputs, boundaryToJson(p, false));
-  SPMD_ASSIGN_OR_RETURN(Json weights, weightsToJson(p));
-  SPMD_ASSIGN_OR_RETURN(Json graph, exportedProgramToJson(p.graph));
-  return Json{{"format_version", Json{{"major", kFormatVersion}, {"minor", kFormatMinor}}},
-              {"name", p.graph.name},
-              {"mesh", Json{{"shape", p.mesh.shape()}, {"axes", p.mesh.axisNames()}}},
-              {"inputs", std::move(inputs)},
-              {"outputs", std::move(outputs)},
-              {"weights", std::move(weights)},
-              {"collectives", collectivesToJson(p)},
-              {"provenance", std::move(provenance)},
-              {"exported_program", std::move(graph)}};
+  SPMD_ASSIGN_OR_RETURN(std::string text, programToJsonText(p));
+  return Json::parse(text);
 }
 
 Expected<std::string> programToJsonText(const Program& p) {
-  SPMD_ASSIGN_OR_RETURN(Json j, programToJson(p));
-  try {
-    return j.dump(-1, ' ', false, Json::error_handler_t::replace);
-  } catch (const std::exception& e) {
-    return Status::error(std::string("cannot print the program JSON: ") + e.what());
-  }
+  std::string text;
+  // The graph dominates: about 800 bytes per node.
+  text.reserve(4096 + 800 * p.graph.graph.nodes().size());
+  JsonWriter w(text);
+  SPMD_RETURN_IF_ERROR(writeProgramJson(w, p));
+  return text;
 }
 
 Expected<Program> programFromJson(std::string_view json) {

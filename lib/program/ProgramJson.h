@@ -10,8 +10,9 @@
 //    "provenance": {"source": "mlp.pt2", "compiler": "spmdc 0.1.0"},
 //    "exported_program": { <the graph in torch.export's schema, see IrToJson.h> }}
 //
-// schemas/program.schema.json documents every field. Writing is
-// deterministic (fixed key order); reading checks every field's type.
+// schemas/program.schema.json documents every field. Writing streams the
+// text (JsonWriter) and is deterministic (fixed key order); reading checks
+// every field's type.
 #pragma once
 
 #include <string>
@@ -23,13 +24,15 @@
 
 namespace spmd::program {
 
-/// The JSON of `program` (format_version is always this build's). Error
-/// when the graph cannot be serialized, a spec does not fit the mesh, the
-/// boundary lists do not match the signature, or a provenance key repeats.
-Expected<Json> programToJson(const Program& program);
-
-/// programToJson as compact text.
+/// The JSON text of `program`, compact (format_version is always this
+/// build's). Error when the graph cannot be serialized, a spec does not fit
+/// the mesh, the boundary lists do not match the signature, or a
+/// provenance key repeats.
 Expected<std::string> programToJsonText(const Program& program);
+
+/// programToJsonText parsed into a tree (for tests and tools; slow on big
+/// graphs).
+Expected<Json> programToJson(const Program& program);
 
 /// Parses the JSON part of a .spmd file. Errors name the offending field
 /// ("weights[2]: field 'fqn' is missing or not a string"); the format

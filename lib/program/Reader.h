@@ -44,6 +44,7 @@ class LoadedProgram {
 
  private:
   friend Expected<LoadedProgram> readProgram(const std::string& path);
+  LoadedProgram() = default;  // only readProgram makes one
   io::MappedFile file_;
   std::unique_ptr<Program> program_;
   uint64_t dataStart_ = 0;

@@ -24,7 +24,8 @@ namespace spmd::program {
 namespace {
 
 // A file written under a temporary name and renamed into place by commit();
-// destroyed uncommitted, it removes the temporary.
+// destroyed uncommitted, it removes the temporary. Atomic for readers, not
+// durable (see commit()).
 class AtomicFile {
  public:
   explicit AtomicFile(std::string path) : path_(std::move(path)) {}
@@ -68,8 +69,10 @@ class AtomicFile {
 
   uint64_t written() const { return written_; }
 
+  // No fsync: the rename keeps readers from ever seeing a partial file, and
+  // a failed write leaves only the old file (or none). Durability across a
+  // power loss is not promised; an fsync cost ~0.5 s per 10 MB program.
   Status commit() {
-    if (::fsync(fd_) != 0) return sysError("cannot flush");
     int fd = fd_;
     fd_ = -1;
     if (::close(fd) != 0) return sysError("cannot close");

@@ -39,35 +39,27 @@ Expected<TensorMap> loadShardedWeights(const program::LoadedProgram& lp, int64_t
   return out;
 }
 
-// Global user inputs -> this rank's shards, keyed by the runner's names.
-Expected<TensorMap> shardInputs(const program::Program& p, const TensorMap& inputs, const std::vector<int64_t>& coords,
-                                const std::vector<std::string>& names) {
-  TensorMap out;
+// Calls `f(i, byIndexName, signatureName, tensor-or-null)` for each user input.
+template <typename F>
+void forEachUserInput(const program::Program& p, const TensorMap& inputs, F f) {
   size_t user = 0;
   for (size_t i = 0; i < p.graph.signature.inputs.size(); ++i) {
     const ir::InputSpec& in = p.graph.signature.inputs[i];
     if (in.kind != ir::InputKind::UserInput) continue;
-    std::string byIndex = "input." + std::to_string(user);
-    std::string name = user < names.size() ? names[user] : in.name;
-    ++user;
+    std::string byIndex = "input." + std::to_string(user++);
     auto it = inputs.find(byIndex);
-    if (it == inputs.end()) it = inputs.find(name);
-    if (it == inputs.end()) continue;  // the runner reports missing inputs
-    const at::Tensor& g = it->second;
-    const ir::TensorType& gt = p.inputs[i].globalType;
-    if (g.dim() != gt.rank())
-      return Status::error("input '" + name + "' has shape " + shapeStr(g.sizes()) + ", the program expects " + gt.str());
-    for (int64_t d = 0; d < gt.rank(); ++d) {
-      const ir::Dim& want = gt.sizes[static_cast<size_t>(d)];
-      if (want.isStatic() && want.value() != g.size(d))
-        return Status::error("input '" + name + "' has shape " + shapeStr(g.sizes()) + ", the program expects " +
-                             gt.str());
-    }
-    Status div = sharding::checkEvenlyDivisible(std::vector<int64_t>(g.sizes().begin(), g.sizes().end()),
-                                                p.inputs[i].spec, p.mesh);
-    if (!div.isOk()) return div.withContext("input '" + name + "'");
-    out.emplace(byIndex, shardOf(g, p.inputs[i].spec, p.mesh, coords));
+    if (it == inputs.end()) it = inputs.find(in.name);
+    f(i, byIndex, in.name, it == inputs.end() ? nullptr : &it->second);
   }
+}
+
+// Global user inputs -> this rank's shards, keyed "input.<i>".
+Expected<TensorMap> shardInputs(const program::Program& p, const TensorMap& inputs, const std::vector<int64_t>& coords) {
+  SPMD_RETURN_IF_ERROR(checkGlobalInputs(p, inputs));
+  TensorMap out;
+  forEachUserInput(p, inputs, [&](size_t i, const std::string& byIndex, const std::string&, const at::Tensor* g) {
+    if (g) out.emplace(byIndex, shardOf(*g, p.inputs[i].spec, p.mesh, coords));
+  });
   return out;
 }
 
@@ -112,6 +104,31 @@ at::Tensor toGlobal(at::Tensor t, const ShardingSpec& spec, MeshComm& comm) {
 
 }  // namespace
 
+Status checkGlobalInputs(const program::Program& p, const TensorMap& inputs) {
+  Status st;
+  forEachUserInput(p, inputs, [&](size_t i, const std::string& byIndex, const std::string& name, const at::Tensor* g) {
+    if (!st.isOk()) return;
+    const ir::TensorType& gt = p.inputs[i].globalType;
+    if (!g) {
+      st = Status::error("missing input '" + name + "' (" + byIndex + "), " + gt.str());
+      return;
+    }
+    bool same = g->dim() == gt.rank();
+    for (int64_t d = 0; same && d < gt.rank(); ++d) {
+      const ir::Dim& want = gt.sizes[static_cast<size_t>(d)];
+      same = !want.isStatic() || want.value() == g->size(d);
+    }
+    if (!same) {
+      st = Status::error("input '" + name + "' has shape " + shapeStr(g->sizes()) + ", the program expects " + gt.str());
+      return;
+    }
+    Status div = sharding::checkEvenlyDivisible(std::vector<int64_t>(g->sizes().begin(), g->sizes().end()),
+                                                p.inputs[i].spec, p.mesh);
+    if (!div.isOk()) st = div.withContext("input '" + name + "'");
+  });
+  return st;
+}
+
 at::Tensor shardOf(const at::Tensor& global, const ShardingSpec& spec, const sharding::Mesh& mesh,
                    const std::vector<int64_t>& coords) {
   std::vector<int64_t> shape(global.sizes().begin(), global.sizes().end());
@@ -136,7 +153,7 @@ Expected<RankResult> runRank(const program::LoadedProgram& lp, int64_t rank,
   auto runner = ProgramRunner::create(p.graph, weights, {options.device});
   if (!runner) return where(runner.status());
   std::vector<int64_t> coords = p.mesh.coords(rank);
-  auto local = shardInputs(p, inputs, coords, runner->userInputNames());
+  auto local = shardInputs(p, inputs, coords);
   if (!local) return local.status();
   auto bound = runner->bindInputs(*local);
   if (!bound) return bound.status();

@@ -50,6 +50,11 @@ Expected<RankResult> runRank(const program::LoadedProgram& program, int64_t rank
 Expected<RankResult> runThreaded(const program::LoadedProgram& program, const TensorMap& inputs,
                                  const RankOptions& options = {});
 
+/// Checks global inputs against the program: every user input present
+/// (as "input.<i>" or by name), with the program's global shape, evenly
+/// divisible by its placement. Errors name the input.
+Status checkGlobalInputs(const program::Program& program, const TensorMap& inputs);
+
 /// The local shard of global tensor `global` laid out as `spec` at `coords`
 /// (Partial: axis coordinate 0 keeps the value, the others hold zeros for
 /// sum, copies for avg/max/min).

@@ -115,10 +115,11 @@ void Expected<T>::abortInvariant(const char* file, int line, const char* what) {
     if (!spmd_status_.isOk()) return spmd_status_; \
   } while (0)
 
-#define SPMD_ASSIGN_OR_RETURN_IMPL_(tmp, lhs, expr) \
-  auto tmp = (expr);                                \
-  if (!tmp.hasValue()) return tmp.status();         \
-  lhs = std::move(tmp).value()
+// `lhs` may be a declaration ("auto x"), so it cannot be parenthesized.
+#define SPMD_ASSIGN_OR_RETURN_IMPL_(tmp, lhs, expr) /* NOLINT(bugprone-macro-parentheses) */ \
+  auto tmp = (expr);                                                                         \
+  if (!tmp.hasValue()) return tmp.status();                                                  \
+  lhs = std::move(tmp).value()  // NOLINT(bugprone-macro-parentheses)
 
 /// Evaluates an Expected `expr`; on error returns its Status, else assigns
 /// the value to `lhs` (which may be a declaration).

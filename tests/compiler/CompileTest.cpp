@@ -80,7 +80,7 @@ TEST_CASE("Megatron MLP: local shapes and the pending bias") {
   CHECK_THAT(dump, Catch::Contains("input %p_fc1_weight: f32[32, 64] parameter fc1.weight  [S(0)] global f32[256, 64]"));
   CHECK_THAT(dump, Catch::Contains("%addmm: f32[32, 32] = aten.addmm.default(%p_fc1_bias, %x, %permute)"));
   CHECK_THAT(dump, Catch::Contains("spmd.zero_partial(%p_fc2_bias, \"tp\")"));
-  CHECK_THAT(dump, Catch::Contains("spmd.all_reduce(%addmm_1, \"tp\", \"sum\")"));
+  CHECK_THAT(dump, Catch::Contains("spmd.all_reduce(%addmm_1, \"tp\", \"sum\", async=true)"));
   REQUIRE(r.program.collectives.size() == 1);
   const auto& c = r.program.collectives[0];
   CHECK(c.kind == "all_reduce");

@@ -216,6 +216,36 @@ TEST_CASE("every test model round-trips through the export JSON", "[program][jso
   }
 }
 
+TEST_CASE("the streamed text is what nlohmann prints for the same document", "[program][json]") {
+  auto canonical = [](const std::string& text) {
+    return Json::parse(text).dump(-1, ' ', false, Json::error_handler_t::replace);
+  };
+  for (const auto& path : testing::modelPaths()) {
+    if (std::filesystem::file_size(path) > (1 << 20)) continue;  // the big ones add nothing but time
+    INFO(path);
+    auto archive = pt2::readArchive(path, {.loadWeights = false});
+    REQUIRE(archive.hasValue());
+    auto text = exportedProgramToJsonText(archive->program);
+    REQUIRE(text.hasValue());
+    CHECK(*text == canonical(*text));
+  }
+  auto text = exportedProgramToJsonText(everyKindProgram());
+  REQUIRE(text.hasValue());
+  CHECK(*text == canonical(*text));
+}
+
+TEST_CASE("a metadata key of 'other' naming a known field replaces its value", "[program][json]") {
+  ir::ExportedProgram p = everyKindProgram();
+  ir::NodeMetadata& md = p.graph.nodes()[2]->mutableMetadata();
+  md.other["stack_trace"] = "from other";
+  md.other["torch_fn"] = "";
+  md.torchFn.clear();
+  auto j = exportedProgramToJson(p);
+  REQUIRE(j.hasValue());
+  CHECK((*j)["graph_module"]["graph"]["nodes"][2]["metadata"].dump() ==
+        R"({"stack_trace":"from other","nn_module_stack":"L__self__,,M","custom":"value","torch_fn":""})");
+}
+
 TEST_CASE("the real archive's node JSON is reproduced for plain nodes", "[program][json]") {
   auto archive =
       pt2::readArchive(std::string(SPMD_TESTDATA_DIR) + "/pt2/mlp/model.pt2", {.loadWeights = false});

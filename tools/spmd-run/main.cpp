@@ -1,20 +1,25 @@
-// spmd-run: runs an exported program on one device.
+// spmd-run: runs an exported program on one device, or a compiled program
+// on N workers.
 //
 //   spmd-run model.pt2 --inputs in.safetensors --output out.safetensors [--device cpu|cuda]
+//   spmd-run -n 8 model.spmd --inputs in.safetensors --output out.safetensors [--verify model.pt2]
+//   spmd-run --worker model.spmd ...      (one rank; torchrun's environment: torchrun --no-python)
 //
 // Inputs are named input.<i> or by the program's signature; outputs are
 // written as output.<i>, loss, grad.<fqn>, buffer.<fqn>, mutated.<name>.
 // Errors print "error: <file>: <what>" to stderr; the exit code is 2 for bad
 // input (unreadable model or inputs, inputs that do not fit the program) and
 // 1 for any other failure. The output file is written atomically: a failed
-// run leaves none. (Distributed runs, `-n N model.spmd`, come later.)
+// run leaves none.
 #include <ATen/Context.h>
 
 #include <CLI/CLI.hpp>
+#include <fstream>
 #include <iostream>
 #include <string>
 
 #include "pt2/Archive.h"
+#include "runtime/Distributed.h"
 #include "runtime/Runner.h"
 #include "runtime/TensorIO.h"
 
@@ -80,14 +85,37 @@ int runSingle(const Options& o) {
 
 }  // namespace
 
+/// True when `path` starts like a .spmd program (else it is read as a .pt2).
+bool isSpmdProgram(const std::string& path) {
+  std::ifstream f(path, std::ios::binary);
+  char magic[8] = {};
+  f.read(magic, sizeof magic);
+  return std::string(magic, sizeof magic) == "SPMDPROG";
+}
+
 int main(int argc, char** argv) {
-  CLI::App app{"spmd-run: run an exported PyTorch program (.pt2) on one device"};
-  app.footer("Exit codes: 0 success, 1 failure, 2 bad input (model, inputs, usage).");
+  CLI::App app{"spmd-run: run an exported PyTorch program (.pt2) on one device, or a compiled .spmd on N workers"};
+  app.footer("Exit codes: 0 success, 1 failure (or --verify above tolerance), 2 bad input (model, inputs, usage).");
   Options o;
-  app.add_option("model", o.model, "the program: a torch.export archive (.pt2)")->required();
+  runtime::DistributedOptions d;
+  bool worker = false;
+  app.add_option("model", o.model, "a torch.export archive (.pt2) or a compiled program (.spmd)")->required();
   app.add_option("--inputs", o.inputs, "safetensors file with input.<i> (or signature-named) tensors");
   app.add_option("--output", o.output, "safetensors file to write (output.<i>, loss, grad.<fqn>, ...)");
   app.add_option("--device", o.device, "cpu or cuda")->check(CLI::IsMember({"cpu", "cuda"}));
+  app.add_option("-n,--nproc-per-node", d.nproc, "workers to start on this node (.spmd)");
+  app.add_option("--nnodes", d.nnodes, "number of nodes");
+  app.add_option("--node-rank", d.nodeRank, "this node's rank");
+  app.add_option("--master-addr", d.masterAddr, "address of rank 0's rendezvous store");
+  app.add_option("--master-port", d.masterPort, "port of the store (default: a free one)");
+  app.add_option("--verify", d.verify, "also run this .pt2 on one device and compare the outputs");
+  app.add_option("--rtol", d.rtol, "--verify: relative tolerance per output");
+  app.add_option("--atol", d.atol, "--verify: absolute tolerance per output");
+  app.add_option("--timeout", d.timeoutSeconds, "seconds before a collective or the rendezvous fails");
+  app.add_option("--repeat", d.repeat, "execute the program this many times per worker (benchmarks)");
+  app.add_flag("-q,--quiet", d.quiet, "print only errors");
+  app.add_flag("--worker", worker, "run as one worker (RANK, WORLD_SIZE, MASTER_ADDR, MASTER_PORT from the environment)");
+  app.add_option("--stats-dir", d.statsDir, "worker: folder for its statistics")->group("");
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
@@ -95,5 +123,10 @@ int main(int argc, char** argv) {
     std::cerr << "error: " << e.what() << " (see --help)\n";
     return kBadInput;
   }
-  return runSingle(o);
+  if (!worker && !isSpmdProgram(o.model)) return runSingle(o);
+  d.program = o.model;
+  d.inputs = o.inputs;
+  d.output = o.output;
+  d.device = o.device;
+  return worker ? runtime::runWorker(d, std::cerr) : runtime::runDistributed(d, std::cout, std::cerr);
 }

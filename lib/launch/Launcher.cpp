@@ -1,0 +1,93 @@
+// launchWorkers: check the config, settle the port, start the workers, and
+// hand them to the Supervisor.
+//
+//   nprocPerNode=2, nnodes=3, nodeRank=1  -> workers RANK 2 and 3 (LOCAL_RANK
+//   0 and 1), WORLD_SIZE 6, LOCAL_WORLD_SIZE 2, GROUP_RANK 1
+#include "launch/Launcher.h"
+
+#include <string>
+#include <utility>
+
+#include "launch/SignalPipe.h"
+#include "launch/Spawn.h"
+#include "launch/Supervisor.h"
+
+namespace spmd::launch {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+Status validateConfig(const LaunchConfig& cfg) {
+  auto str = [](int v) { return std::to_string(v); };
+  if (cfg.nprocPerNode < 1)
+    return Status::error("-n " + str(cfg.nprocPerNode) + " is invalid; pass at least 1 worker");
+  if (cfg.nnodes < 1) return Status::error("--nnodes " + str(cfg.nnodes) + " is invalid; pass at least 1");
+  if (cfg.nodeRank < 0 || cfg.nodeRank >= cfg.nnodes)
+    return Status::error("--node-rank " + str(cfg.nodeRank) + " is out of range for --nnodes " +
+                         str(cfg.nnodes) + "; pass 0.." + str(cfg.nnodes - 1));
+  if (cfg.masterPort < 0 || cfg.masterPort > 65535)
+    return Status::error("--master-port " + str(cfg.masterPort) +
+                         " is out of range; pass 1..65535 or omit it");
+  if (cfg.masterPort == 0 && cfg.nodeRank != 0)
+    return Status::error("--master-port is required on node rank " + str(cfg.nodeRank) +
+                         "; pass the port that node 0 uses");
+  if (cfg.masterAddr.empty()) return Status::error("--master-addr is empty; pass the address of node 0");
+  if (cfg.workerArgv.empty() || cfg.workerArgv[0].empty())
+    return Status::error("no worker program given; pass the program to run");
+  if (cfg.killGrace.count() < 0) return Status::error("the kill grace period is negative; pass 0 or more");
+  return Status::ok();
+}
+
+/// The port the workers rendezvous on. Node 0 picks a free one when none
+/// was given, and refuses a given one that is busy.
+Expected<int> settlePort(const LaunchConfig& cfg, std::ostream& err) {
+  if (cfg.nodeRank != 0) return cfg.masterPort;
+  if (cfg.masterPort != 0) {
+    // Only a busy port is certain to fail; other bind errors (an address
+    // this node reaches through NAT, say) are left to the workers.
+    if (isPortInUse(cfg.masterAddr, cfg.masterPort)) {
+      Status busy = checkPortFree(cfg.masterAddr, cfg.masterPort);
+      if (!busy.isOk()) return busy;
+    }
+    return cfg.masterPort;
+  }
+  SPMD_ASSIGN_OR_RETURN(int port, findFreePort(cfg.masterAddr));
+  if (cfg.nnodes > 1)
+    err << "note: picked --master-port " << port << "; pass --master-port " << port
+        << " to the other nodes\n";
+  return port;
+}
+
+}  // namespace
+
+Expected<LaunchResult> launchWorkers(const LaunchConfig& cfg, std::ostream& out, std::ostream& err) {
+  Clock::time_point start = Clock::now();
+  SPMD_RETURN_IF_ERROR(validateConfig(cfg));
+  SPMD_ASSIGN_OR_RETURN(int port, settlePort(cfg, err));
+  SPMD_ASSIGN_OR_RETURN(std::string program, resolveProgram(cfg.workerArgv[0]));
+  SPMD_ASSIGN_OR_RETURN(std::unique_ptr<SignalPipe> signals, SignalPipe::install());
+
+  SignalPipe* sp = signals.get();
+  Supervisor supervisor(cfg.killGrace, cfg.quiet, out, err, sp->fd(), [sp] { return sp->drain(); });
+  int worldSize = cfg.nnodes * cfg.nprocPerNode;
+  for (int local = 0; local < cfg.nprocPerNode; ++local) {
+    int rank = cfg.nodeRank * cfg.nprocPerNode + local;
+    std::vector<std::string> env = workerEnvironment({
+        {"RANK", std::to_string(rank)},
+        {"WORLD_SIZE", std::to_string(worldSize)},
+        {"LOCAL_RANK", std::to_string(local)},
+        {"LOCAL_WORLD_SIZE", std::to_string(cfg.nprocPerNode)},
+        {"GROUP_RANK", std::to_string(cfg.nodeRank)},
+        {"MASTER_ADDR", cfg.masterAddr},
+        {"MASTER_PORT", std::to_string(port)},
+    });
+    // On error the supervisor's destructor kills the workers already started.
+    SPMD_ASSIGN_OR_RETURN(SpawnedWorker worker, spawnWorker(program, cfg.workerArgv, env));
+    supervisor.add(rank, worker);
+  }
+  LaunchResult result = supervisor.run();
+  result.wallSeconds = std::chrono::duration<double>(Clock::now() - start).count();
+  return result;
+}
+
+}  // namespace spmd::launch

@@ -1,0 +1,34 @@
+// The worker side of the launch contract: torchrun's environment variables.
+//
+//   // spmd-run -n 4 ... started this process with RANK=2 WORLD_SIZE=4
+//   // LOCAL_RANK=2 LOCAL_WORLD_SIZE=4 MASTER_ADDR=127.0.0.1 MASTER_PORT=41873
+//   SPMD_ASSIGN_OR_RETURN(WorkerEnv env, workerEnvFromEnvironment());
+//   env.rank == 2; env.worldSize == 4; env.masterPort == 41873;
+//
+// The same variables come from `torchrun --no-python`, so either launcher
+// can drive the worker mode.
+#pragma once
+
+#include <string>
+
+#include "support/Status.h"
+
+namespace spmd::launch {
+
+/// Where this worker sits in the job, as the launcher described it.
+struct WorkerEnv {
+  int rank = 0;            ///< RANK: 0 <= rank < worldSize
+  int worldSize = 1;       ///< WORLD_SIZE: all workers on all nodes
+  int localRank = 0;       ///< LOCAL_RANK: 0 <= localRank < localWorldSize
+  int localWorldSize = 1;  ///< LOCAL_WORLD_SIZE: workers on this node
+  std::string masterAddr;  ///< MASTER_ADDR: host of the rendezvous store
+  int masterPort = 0;      ///< MASTER_PORT: 1..65535
+};
+
+/// Reads RANK, WORLD_SIZE, LOCAL_RANK, LOCAL_WORLD_SIZE, MASTER_ADDR and
+/// MASTER_PORT. A missing, non-numeric or out-of-range variable is an error
+/// naming it and its value ("environment variable RANK is not set; start
+/// workers with spmd-run or torchrun").
+Expected<WorkerEnv> workerEnvFromEnvironment();
+
+}  // namespace spmd::launch

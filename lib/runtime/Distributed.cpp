@@ -1,0 +1,205 @@
+// The launcher and worker sides of spmd-run's distributed mode (see
+// Distributed.h).
+#include "runtime/Distributed.h"
+
+#include <ATen/ATen.h>
+#include <torch/csrc/distributed/c10d/TCPStore.hpp>
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+#include "launch/Launcher.h"
+#include "launch/Ports.h"
+#include "launch/WorkerEnv.h"
+#include "runtime/Runner.h"
+#include "runtime/Worker.h"
+
+namespace spmd::runtime {
+namespace {
+
+constexpr int kFailure = 1;
+constexpr int kBadInput = 2;
+
+int fail(std::ostream& err, int code, const std::string& message) {
+  err << "error: " << message << "\n";
+  return code;
+}
+
+std::string withCommas(int64_t v) {
+  std::string s = std::to_string(v);
+  for (int i = static_cast<int>(s.size()) - 3; i > 0; i -= 3) s.insert(static_cast<size_t>(i), ",");
+  return s;
+}
+
+std::string selfPath() {
+  std::error_code ec;
+  auto p = std::filesystem::read_symlink("/proc/self/exe", ec);
+  return ec ? std::string("spmd-run") : p.string();
+}
+
+// Per-output comparison with the single-device reference; false when any
+// output is above tolerance.
+bool verify(const DistributedOptions& o, const TensorMap& got, std::ostream& out, std::ostream& err) {
+  auto archive = pt2::readArchive(o.verify);
+  if (!archive) return fail(err, kBadInput, archive.status().message()), false;
+  auto runner = ProgramRunner::create(*archive);
+  if (!runner) return fail(err, kFailure, o.verify + ": " + runner.status().message()), false;
+  TensorMap inputs;
+  if (!o.inputs.empty()) {
+    auto read = readTensors(o.inputs);
+    if (!read) return fail(err, kBadInput, read.status().message()), false;
+    inputs = std::move(*read);
+  }
+  auto expected = runner->run(inputs);
+  if (!expected) return fail(err, kFailure, o.verify + ": " + expected.status().message()), false;
+  bool ok = true;
+  for (const auto& [name, e] : *expected) {
+    auto it = got.find(name);
+    if (it == got.end()) {
+      err << "verify: " << name << " missing from the distributed outputs\n";
+      ok = false;
+      continue;
+    }
+    at::Tensor g = it->second.to(at::kDouble), x = e.to(at::kDouble);
+    if (g.sizes() != x.sizes()) {
+      err << "verify: " << name << " has shape " << g.sizes() << ", the reference " << x.sizes() << "\n";
+      ok = false;
+      continue;
+    }
+    double maxAbs = g.numel() ? (g - x).abs().max().item<double>() : 0.0;
+    double norm = x.norm().item<double>();
+    double rel = norm > 0 ? (g - x).norm().item<double>() / norm : maxAbs;
+    bool pass = rel <= o.rtol || maxAbs <= o.atol;
+    ok &= pass;
+    char line[256];
+    std::snprintf(line, sizeof line, "verify %-32s max abs %.3g  rel %.3g  %s\n", name.c_str(), maxAbs, rel,
+                  pass ? "ok" : "ABOVE TOLERANCE");
+    (pass ? out : err) << line;
+  }
+  return ok;
+}
+
+}  // namespace
+
+int runDistributed(const DistributedOptions& o, std::ostream& out, std::ostream& err) {
+  auto program = program::readProgram(o.program);
+  if (!program) return fail(err, kBadInput, program.status().message());
+  const program::Program& p = program->program();
+  int64_t ranks = p.mesh.numRanks();
+  if (static_cast<int64_t>(o.nproc) * o.nnodes != ranks)
+    return fail(err, kBadInput, o.program + ": the program's mesh " + p.mesh.str() + " needs " + std::to_string(ranks) +
+                                    " ranks, but -n " + std::to_string(o.nproc) +
+                                    (o.nnodes > 1 ? " x --nnodes " + std::to_string(o.nnodes) : "") + " starts " +
+                                    std::to_string(o.nproc * o.nnodes) + "; pass -n " +
+                                    std::to_string(ranks / std::max(o.nnodes, 1)));
+  if (!o.inputs.empty()) {
+    auto inputs = readTensors(o.inputs);
+    if (!inputs) return fail(err, kBadInput, inputs.status().message());
+    Status st = checkGlobalInputs(p, *inputs);
+    if (!st.isOk()) return fail(err, kBadInput, o.inputs + ": " + st.message());
+  }
+  std::string tmpDir = (std::filesystem::temp_directory_path() / ("spmd-run-" + std::to_string(::getpid()))).string();
+  std::filesystem::create_directories(tmpDir);
+  struct Cleanup {
+    std::string dir;
+    ~Cleanup() { std::filesystem::remove_all(dir); }
+  } cleanup{tmpDir};
+  std::string output = o.output.empty() && !o.verify.empty() ? tmpDir + "/outputs.safetensors" : o.output;
+
+  launch::LaunchConfig cfg;
+  cfg.nprocPerNode = o.nproc;
+  cfg.nnodes = o.nnodes;
+  cfg.nodeRank = o.nodeRank;
+  cfg.masterAddr = o.masterAddr;
+  cfg.masterPort = o.masterPort;
+  cfg.quiet = o.quiet;
+  cfg.workerArgv = {selfPath(), "--worker", o.program, "--device", o.device, "--timeout", std::to_string(o.timeoutSeconds),
+                    "--repeat", std::to_string(o.repeat), "--stats-dir", tmpDir};
+  if (!o.inputs.empty()) cfg.workerArgv.insert(cfg.workerArgv.end(), {"--inputs", o.inputs});
+  if (!output.empty()) cfg.workerArgv.insert(cfg.workerArgv.end(), {"--output", output});
+  if (o.quiet) cfg.workerArgv.push_back("--quiet");
+  auto result = launch::launchWorkers(cfg, out, err);
+  if (!result) return fail(err, kBadInput, result.status().message());
+  if (result->exitCode != 0) return fail(err, result->exitCode == kBadInput ? kBadInput : kFailure, result->failure);
+
+  int64_t maxBytes = 0;
+  double maxStep = 0;
+  for (int r = 0; r < o.nproc; ++r) {
+    std::ifstream f(tmpDir + "/rank" + std::to_string(o.nodeRank * o.nproc + r));
+    int64_t bytes = 0;
+    double step = 0;
+    if (f >> bytes >> step) {
+      maxBytes = std::max(maxBytes, bytes);
+      maxStep = std::max(maxStep, step);
+    }
+  }
+  char line[256];
+  std::snprintf(line, sizeof line, "spmd-run: %lld ranks, %.2f s wall, step %.2f ms, %s B sent per rank (max)\n",
+                static_cast<long long>(ranks), result->wallSeconds, maxStep * 1e3, withCommas(maxBytes).c_str());
+  out << line;
+  if (o.verify.empty() || o.nodeRank != 0) return 0;
+  auto got = readTensors(output);
+  if (!got) return fail(err, kFailure, got.status().message());
+  return verify(o, *got, out, err) ? 0 : kFailure;
+}
+
+int runWorker(const DistributedOptions& o, std::ostream& err) {
+  auto env = launch::workerEnvFromEnvironment();
+  if (!env) return fail(err, kBadInput, env.status().message());
+  std::string who = "rank " + std::to_string(env->rank);
+  auto program = program::readProgram(o.program);
+  if (!program) return fail(err, kBadInput, program.status().message());
+  if (program->program().mesh.numRanks() != env->worldSize)
+    return fail(err, kBadInput, who + ": the program's mesh needs " + std::to_string(program->program().mesh.numRanks()) +
+                                    " ranks, WORLD_SIZE is " + std::to_string(env->worldSize));
+  TensorMap inputs;
+  if (!o.inputs.empty()) {
+    auto read = readTensors(o.inputs);
+    if (!read) return fail(err, kBadInput, read.status().message());
+    inputs = std::move(*read);
+  }
+  RankOptions ro;
+  ro.repeat = o.repeat;
+  ro.comm.timeout = std::chrono::seconds(o.timeoutSeconds);
+  if (o.device == "cuda") {
+    if (!at::hasCUDA()) return fail(err, kBadInput, who + ": --device cuda: this LibTorch build has no CUDA support");
+    int64_t gpus = static_cast<int64_t>(at::getNumGPUs());
+    ro.device = c10::Device(c10::kCUDA, static_cast<c10::DeviceIndex>(env->localRank % std::max<int64_t>(gpus, 1)));
+    ro.comm.nccl = env->localWorldSize <= gpus;
+  }
+  c10::intrusive_ptr<c10d::Store> store;
+  try {
+    c10d::TCPStoreOptions so;
+    so.port = static_cast<uint16_t>(env->masterPort);
+    so.isServer = env->rank == 0;
+    so.numWorkers = static_cast<size_t>(env->worldSize);
+    so.timeout = std::chrono::seconds(o.timeoutSeconds);
+    store = c10::make_intrusive<c10d::TCPStore>(env->masterAddr, so);
+  } catch (const std::exception& e) {
+    std::string what = e.what();
+    return fail(err, kFailure, who + ": rendezvous at " + env->masterAddr + ":" + std::to_string(env->masterPort) +
+                                   " failed: " + what.substr(0, what.find('\n')));
+  }
+  auto r = runRank(*program, env->rank, store, inputs, ro);
+  if (!r) return fail(err, kFailure, who + ": " + r.status().message());
+  if (env->rank == 0 && !o.output.empty()) {
+    Status st = writeTensors(o.output, r->outputs);
+    if (!st.isOk()) return fail(err, kFailure, st.message());
+  }
+  if (!o.statsDir.empty()) {
+    std::ofstream f(o.statsDir + "/rank" + std::to_string(env->rank));
+    f << r->stats.bytesSent << " " << r->stepSeconds << "\n";
+  }
+  // Keep the store's server (rank 0) up until every rank is done with it.
+  try {
+    if (store->add("spmd/finished", 1) == env->worldSize) store->set("spmd/all_done", std::vector<uint8_t>{1});
+    if (env->rank == 0) store->wait({"spmd/all_done"}, std::chrono::seconds(o.timeoutSeconds));
+  } catch (const std::exception&) {
+    // Another rank is gone; the launcher reports it.
+  }
+  return 0;
+}
+
+}  // namespace spmd::runtime

@@ -1,0 +1,111 @@
+// spmd-run as a user runs it: N worker processes over c10d/Gloo on this
+// machine, checked against PyTorch's outputs, and every fault it must turn
+// into one clear error and a non-zero exit within seconds.
+#include <sys/socket.h>
+#include <netinet/in.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <thread>
+
+#include "../pt2/ArchiveFixtures.h"
+#include "E2eUtil.h"
+
+using namespace spmd;
+using spmd::testing::checkOutputs;
+using spmd::testing::compileTo;
+using spmd::testing::modelDir;
+using spmd::testing::runCommand;
+using spmd::testing::TempDir;
+
+namespace {
+
+const std::string kRun = SPMD_RUN_PATH;
+
+std::string inputsOf(const std::string& m) { return modelDir(m) + "/inputs.safetensors"; }
+
+}  // namespace
+
+TEST_CASE("Megatron llama on 8 worker processes matches PyTorch, and --verify says so") {
+  TempDir dir;
+  compileTo("llama", "schemas/examples/llama_tp.json", {8}, dir.file("llama.spmd"));
+  auto r = runCommand(kRun + " -n 8 " + dir.file("llama.spmd") + " --inputs " + inputsOf("llama") + " --output " +
+                      dir.file("out.safetensors") + " --verify " + modelDir("llama") + "/model.pt2");
+  INFO(r.stderrText);
+  REQUIRE(r.exitCode == 0);
+  CHECK_THAT(r.stdoutText, Catch::Contains("spmd-run: 8 ranks"));
+  CHECK_THAT(r.stdoutText, Catch::Contains("verify output.0"));
+  auto got = runtime::readTensors(dir.file("out.safetensors"));
+  auto exp = runtime::readTensors(modelDir("llama") + "/expected.safetensors");
+  REQUIRE(got.hasValue());
+  REQUIRE(exp.hasValue());
+  checkOutputs(*got, *exp, 1e-5);
+}
+
+TEST_CASE("a train step under fsdp on 2 workers writes the loss and every gradient") {
+  TempDir dir;
+  compileTo("mlp_train", "fsdp", {2}, dir.file("p.spmd"));
+  auto r = runCommand(kRun + " -n 2 -q " + dir.file("p.spmd") + " --inputs " + inputsOf("mlp_train") + " --output " +
+                      dir.file("out.safetensors"));
+  INFO(r.stderrText);
+  REQUIRE(r.exitCode == 0);
+  auto got = runtime::readTensors(dir.file("out.safetensors"));
+  auto exp = runtime::readTensors(modelDir("mlp_train") + "/expected.safetensors");
+  REQUIRE(got.hasValue());
+  checkOutputs(*got, *exp, 1e-5);
+}
+
+TEST_CASE("faults before launch: mesh size, corrupt program, wrong inputs, busy port") {
+  TempDir dir;
+  compileTo("mlp", "schemas/examples/mlp_tp.json", {2}, dir.file("mlp.spmd"));
+  std::string out = dir.file("out.safetensors");
+  auto r = runCommand(kRun + " -n 4 " + dir.file("mlp.spmd") + " --inputs " + inputsOf("mlp") + " --output " + out);
+  CHECK(r.exitCode == 2);
+  CHECK_THAT(r.stderrText, Catch::Contains("needs 2 ranks, but -n 4 starts 4; pass -n 2"));
+
+  std::string bytes = spmd::testing::readFile(dir.file("mlp.spmd"));
+  std::ofstream(dir.file("cut.spmd"), std::ios::binary) << bytes.substr(0, bytes.size() / 3);
+  r = runCommand(kRun + " -n 2 " + dir.file("cut.spmd") + " --inputs " + inputsOf("mlp") + " --output " + out);
+  CHECK(r.exitCode == 2);
+  CHECK_THAT(r.stderrText, Catch::StartsWith("error: " + dir.file("cut.spmd") + ": "));
+
+  r = runCommand(kRun + " -n 2 " + dir.file("mlp.spmd") + " --inputs " + inputsOf("llama") + " --output " + out);
+  CHECK(r.exitCode == 2);
+  CHECK_THAT(r.stderrText, Catch::Contains("input 'x' has shape [2, 16], the program expects f32[32, 64]"));
+
+  int s = ::socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  REQUIRE(::bind(s, reinterpret_cast<sockaddr*>(&addr), sizeof addr) == 0);
+  socklen_t len = sizeof addr;
+  ::getsockname(s, reinterpret_cast<sockaddr*>(&addr), &len);
+  ::listen(s, 1);
+  std::string port = std::to_string(ntohs(addr.sin_port));
+  r = runCommand(kRun + " -n 2 " + dir.file("mlp.spmd") + " --inputs " + inputsOf("mlp") + " --master-port " + port +
+                 " --output " + out);
+  ::close(s);
+  CHECK(r.exitCode == 2);
+  CHECK_THAT(r.stderrText, Catch::Contains("port " + port + " on 127.0.0.1 is in use"));
+  CHECK_FALSE(std::filesystem::exists(out));
+}
+
+TEST_CASE("a killed worker stops the run within seconds, naming the rank; no output is written") {
+  TempDir dir;
+  compileTo("llama", "schemas/examples/llama_tp.json", {2}, dir.file("victim.spmd"));
+  std::string out = dir.file("out.safetensors");
+  auto start = std::chrono::steady_clock::now();
+  // The run repeats the program for a long time; a watcher kills one worker
+  // once it runs ("[-]-worker" matches workers, not the watcher's own line).
+  std::string pattern = "'[-]-worker " + dir.file("victim.spmd") + "'";
+  std::string watcher = "(for i in $(seq 100); do p=$(pgrep -f " + pattern +
+                        " | tail -n 1); [ -n \"$p\" ] && sleep 1 && kill -9 $p && break; sleep 0.1; done) & ";
+  auto r = runCommand(watcher + kRun + " -n 2 " + dir.file("victim.spmd") + " --inputs " + inputsOf("llama") +
+                      " --repeat 20000 --timeout 10 --output " + out);
+  double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  CHECK(r.exitCode != 0);
+  CHECK_THAT(r.stderrText, Catch::Contains("was killed by signal 9 (SIGKILL)"));
+  CHECK(seconds < 30);
+  CHECK_FALSE(std::filesystem::exists(out));
+  CHECK(runCommand("pgrep -f " + pattern).stdoutText.empty());
+}

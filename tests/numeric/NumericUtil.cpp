@@ -1,0 +1,387 @@
+// One-node programs, their strategies on 2 simulated ranks, and the
+// comparison with the unsharded node (see NumericUtil.h).
+#include "NumericUtil.h"
+
+#include <ATen/ATen.h>
+
+#include <cstdlib>
+#include <filesystem>
+#include <limits>
+#include <optional>
+#include <sstream>
+
+#include "ir/Collectives.h"
+#include "passes/Expand.h"
+#include "program/IrToJson.h"
+#include "program/Reader.h"
+#include "program/Writer.h"
+#include "pt2/Archive.h"
+#include "runtime/Runner.h"
+#include "runtime/Worker.h"
+#include "sharding/RuleRegistry.h"
+
+namespace spmd::numeric {
+namespace {
+
+using sharding::NodeSharding;
+using sharding::Placement;
+using sharding::ReduceOp;
+using sharding::ShardingSpec;
+
+constexpr double kRtol = 1e-5;
+constexpr double kAtol = 1e-6;
+/// Suffix of the graph input holding the 2 ranks' shares of a pending operand.
+constexpr const char* kSharesSuffix = "__shares";
+
+const sharding::Mesh& mesh2() {
+  static const sharding::Mesh m = *sharding::Mesh::create({2});
+  return m;
+}
+
+/// A fresh temporary directory, removed with its files.
+class TempDir {
+ public:
+  TempDir() {
+    std::string templ = (std::filesystem::temp_directory_path() / "spmd-numeric-XXXXXX").string();
+    path_ = mkdtemp(templ.data());
+  }
+  ~TempDir() { std::filesystem::remove_all(path_); }
+  TempDir(const TempDir&) = delete;
+  TempDir& operator=(const TempDir&) = delete;
+  std::string file(const std::string& name) const { return (path_ / name).string(); }
+
+ private:
+  std::filesystem::path path_;
+};
+
+/// Ops whose result values are unspecified (only shape and dtype compare).
+bool valuesUnspecified(std::string_view target) {
+  return target == "aten.empty.memory_format" || target == "aten.empty_permuted.default" ||
+         target == "aten.empty_like.default" || target == "aten.new_empty.default" ||
+         target == "aten.empty_strided.default";
+}
+
+std::string shapeStr(c10::IntArrayRef s) {
+  std::ostringstream o;
+  o << s;
+  return o.str();
+}
+
+std::string specsStr(const std::vector<ShardingSpec>& specs) {
+  std::string s;
+  for (const auto& spec : specs) s += (s.empty() ? "" : " ") + spec.str();
+  return s.empty() ? "()" : s;
+}
+
+/// "operands [S(0)] [R] -> results [S(0)]".
+std::string strategyStr(const NodeSharding& ns) {
+  return "operands " + specsStr(ns.operands) + " -> results " + specsStr(ns.results);
+}
+
+/// How the one-node program gets one distinct tensor operand.
+struct Feed {
+  const ir::Value* value = nullptr;
+  /// Layout of the graph input (or, when split, of the shares' sum node's result).
+  ShardingSpec spec;
+  /// Fed as random per-rank shares through a reducing node (pending floats).
+  bool split = false;
+};
+
+Expected<ir::Value*> cloneValue(ir::Graph& g, const ir::Value& v, const std::string& name) {
+  SPMD_ASSIGN_OR_RETURN(ir::Value * nv, g.addValue(name, v.kind()));
+  nv->mutableType() = v.type();
+  nv->setSymValue(v.symValue());
+  return nv;
+}
+
+void addUserInput(ir::ExportedProgram& p, ir::Value* v) {
+  p.graph.addInput(v);
+  ir::InputSpec s;
+  s.kind = ir::InputKind::UserInput;
+  s.value = v;
+  s.name = v->name();
+  p.signature.inputs.push_back(std::move(s));
+}
+
+/// The program: one input per feed (a split feed adds a [2, ...] input and
+/// an aten.sum.dim_IntList over its dim 0 defining the operand), the node
+/// itself (same name, target, arguments, metadata), its tensor results as
+/// user outputs.
+Expected<ir::ExportedProgram> buildProgram(const ir::Node& node, const std::vector<Feed>& feeds) {
+  ir::ExportedProgram p;
+  p.name = node.name();
+  p.schemaMajor = 8;
+  ir::Graph& g = p.graph;
+  std::vector<std::pair<const Feed*, ir::Value*>> shares;
+  for (const Feed& f : feeds) {
+    if (!f.split) {
+      SPMD_ASSIGN_OR_RETURN(ir::Value * v, cloneValue(g, *f.value, f.value->name()));
+      addUserInput(p, v);
+      continue;
+    }
+    SPMD_ASSIGN_OR_RETURN(ir::Value * s, cloneValue(g, *f.value, f.value->name() + kSharesSuffix));
+    ir::TensorType& t = s->mutableType();
+    t.sizes.insert(t.sizes.begin(), ir::Dim(2));
+    t.strides.clear();
+    addUserInput(p, s);
+    shares.emplace_back(&f, s);
+  }
+  for (auto [f, s] : shares) {
+    SPMD_ASSIGN_OR_RETURN(ir::Value * v, cloneValue(g, *f->value, f->value->name()));
+    SPMD_RETURN_IF_ERROR(g.addNode(v->name() + "_from_shares", "aten.sum.dim_IntList",
+                                   {{"self", ir::Argument::tensor(s), false},
+                                    {"dim", ir::Argument::integers({0}), false}},
+                                   {ir::Argument::tensor(v)})
+                             .status());
+  }
+  std::vector<ir::NamedArgument> inputs = node.inputs();
+  for (auto& na : inputs)
+    for (ir::Value*& v : na.arg.values)
+      if (v) v = g.findValue(v->name());
+  std::vector<ir::Argument> outputs = node.outputs();
+  std::vector<ir::Value*> results;
+  for (auto& a : outputs)
+    for (ir::Value*& v : a.values) {
+      if (!v) continue;
+      const ir::Value* src = v;
+      SPMD_ASSIGN_OR_RETURN(v, cloneValue(g, *src, src->name()));
+      if (v->isTensor()) results.push_back(v);
+    }
+  SPMD_ASSIGN_OR_RETURN(ir::Node * n, g.addNode(node.name(), node.target(), std::move(inputs), std::move(outputs)));
+  n->mutableMetadata() = node.metadata();
+  for (ir::Value* v : results) {
+    g.addOutput(ir::Argument::tensor(v));
+    p.signature.outputs.push_back({ir::OutputKind::UserOutput, ir::Argument::tensor(v), ""});
+  }
+  SPMD_RETURN_IF_ERROR(g.verify());
+  return p;
+}
+
+/// Hand-made propagation of a program from buildProgram: inputs and the
+/// shares' sums as the feeds say, the node as `strategy` says.
+sharding::Propagation propagationOf(const ir::ExportedProgram& p, const std::vector<Feed>& feeds,
+                                    const NodeSharding& strategy, std::vector<ShardingSpec>& inputSpecs) {
+  sharding::Propagation prop;
+  prop.values.assign(p.graph.numValues(), ShardingSpec{});
+  ShardingSpec byRow{{Placement::shard(0)}};
+  for (const Feed& f : feeds) {
+    const ir::Value* v = p.graph.findValue(f.value->name());
+    prop.values[static_cast<size_t>(v->id())] = f.spec;
+  }
+  for (const ir::Value* in : p.graph.inputs()) {
+    bool isShares = in->name().ends_with(kSharesSuffix);
+    if (isShares) prop.values[static_cast<size_t>(in->id())] = byRow;
+    inputSpecs.push_back(prop.values[static_cast<size_t>(in->id())]);
+  }
+  for (const auto& n : p.graph.nodes()) {
+    if (n.get() == p.graph.nodes().back().get()) {
+      prop.nodes.push_back(strategy);
+      auto results = sharding::tensorResults(*n);
+      for (size_t i = 0; i < results.size(); ++i)
+        prop.values[static_cast<size_t>(results[i]->id())] = strategy.results[i];
+      continue;
+    }
+    const ir::Value* out = n->outputValues()[0];
+    prop.nodes.push_back({{byRow}, {prop.values[static_cast<size_t>(out->id())]}, "shares"});
+  }
+  return prop;
+}
+
+/// Random shares of `x` for the 2 ranks, stacked: their `op`-reduction is x.
+at::Tensor sharesOf(const at::Tensor& x, ReduceOp op) {
+  at::Tensor finite = at::where(at::isfinite(x), x.abs(), at::zeros_like(x));
+  double scale = x.numel() ? finite.to(at::kDouble).mean().item<double>() : 1.0;
+  if (!(scale > 0)) scale = 1.0;
+  // Shares an eighth of x's size: large enough that a non-linear op on
+  // them is far off, small enough that rounding of x - r stays within
+  // tolerance through long reductions (addmm over 2048).
+  at::Tensor r = at::randn(x.sizes(), x.options()) * (scale / 8);
+  at::Tensor pick = at::rand(x.sizes()) < 0.5;
+  switch (op) {
+    case ReduceOp::Sum:
+      return at::stack({x - r, r});
+    case ReduceOp::Avg:
+      return at::stack({x + r, x - r});
+    case ReduceOp::Max:
+    case ReduceOp::Min: {
+      at::Tensor other = op == ReduceOp::Max ? x - r.abs() : x + r.abs();
+      return at::stack({at::where(pick, x, other), at::where(pick, other, x)});
+    }
+  }
+  return x;
+}
+
+/// Empty when `got` matches `want`; otherwise what differs.
+std::string compare(const at::Tensor& want, const at::Tensor& got, bool valuesMatter) {
+  if (got.sizes() != want.sizes()) return "shape " + shapeStr(got.sizes()) + ", expected " + shapeStr(want.sizes());
+  if (got.scalar_type() != want.scalar_type())
+    return std::string("dtype ") + c10::toString(got.scalar_type()) + ", expected " + c10::toString(want.scalar_type());
+  if (!valuesMatter || want.numel() == 0) return "";
+  if (!want.is_floating_point() && !want.is_complex()) {
+    if (at::equal(got, want)) return "";
+    int64_t bad = got.ne(want).sum().item<int64_t>();
+    return std::to_string(bad) + " of " + std::to_string(want.numel()) + " elements differ";
+  }
+  if (at::allclose(got, want, kRtol, kAtol, /*equal_nan=*/true)) return "";
+  at::Tensor g = got.to(at::kDouble), w = want.to(at::kDouble);
+  at::Tensor diff = (g - w).abs().nan_to_num(std::numeric_limits<double>::infinity());
+  at::Tensor bad = diff.gt(kAtol + kRtol * w.abs()).logical_or(g.isnan().ne(w.isnan()));
+  std::ostringstream o;
+  o << bad.sum().item<int64_t>() << " of " << want.numel() << " elements differ, max |diff| "
+    << diff.max().item<double>() << " (max |expected| " << w.abs().nan_to_num(0, 0, 0).max().item<double>() << ")";
+  return o.str();
+}
+
+struct Checker {
+  const ir::Node& node;
+  const TensorMap& operands;
+  const std::string& where;
+  CheckStats& stats;
+  TensorMap reference;
+  TempDir dir;
+
+  void fail(const NodeSharding& ns, const std::string& what) {
+    stats.failures.push_back(where + ": node %" + node.name() + " (" + node.target() + ")\n  rule: " + ns.rule +
+                             "\n  strategy: " + strategyStr(ns) + "\n  " + what);
+  }
+
+  /// The distinct tensor operands with the layout of their first use.
+  std::vector<Feed> feedsFor(const NodeSharding& ns) const {
+    std::vector<Feed> feeds;
+    auto ops = sharding::tensorOperands(node);
+    for (size_t i = 0; i < ops.size(); ++i) {
+      bool seen = false;
+      for (const Feed& f : feeds) seen |= f.value == ops[i];
+      if (seen) continue;
+      const at::Tensor& x = operands.at(ops[i]->name());
+      bool split = ns.operands[i].hasPartial() && x.is_floating_point();
+      feeds.push_back({ops[i], ns.operands[i], split});
+    }
+    return feeds;
+  }
+
+  bool evenlyDivisible(const NodeSharding& ns) const {
+    auto ops = sharding::tensorOperands(node);
+    for (size_t i = 0; i < ops.size(); ++i) {
+      const at::Tensor& x = operands.at(ops[i]->name());
+      std::vector<int64_t> shape(x.sizes().begin(), x.sizes().end());
+      if (!sharding::checkEvenlyDivisible(shape, ns.operands[i], mesh2()).isOk()) return false;
+    }
+    for (size_t i = 0; i < ns.results.size(); ++i) {
+      const at::Tensor& y = reference.at("output." + std::to_string(i));
+      std::vector<int64_t> shape(y.sizes().begin(), y.sizes().end());
+      if (!sharding::checkEvenlyDivisible(shape, ns.results[i], mesh2()).isOk()) return false;
+    }
+    return true;
+  }
+
+  Status runReference() {
+    std::vector<Feed> feeds;
+    for (ir::Value* v : sharding::tensorOperands(node)) {
+      bool seen = false;
+      for (const Feed& f : feeds) seen |= f.value == v;
+      if (!seen) feeds.push_back({v, ShardingSpec::replicated(1), false});
+    }
+    SPMD_ASSIGN_OR_RETURN(ir::ExportedProgram p, buildProgram(node, feeds));
+    SPMD_ASSIGN_OR_RETURN(runtime::ProgramRunner runner, runtime::ProgramRunner::create(p, {}));
+    TensorMap in;
+    for (const Feed& f : feeds) in[f.value->name()] = operands.at(f.value->name());
+    SPMD_ASSIGN_OR_RETURN(reference, runner.run(in));
+    return Status::ok();
+  }
+
+  /// Expands, writes, reads and runs `ns` on 2 ranks; compares with the reference.
+  void check(const NodeSharding& ns, int index) {
+    if (!evenlyDivisible(ns)) {
+      ++stats.skippedUneven;
+      return;
+    }
+    ++stats.pairs;
+    stats.checked.push_back(node.target() + ": " + strategyStr(ns));
+    std::vector<Feed> feeds = feedsFor(ns);
+    auto p = buildProgram(node, feeds);
+    if (!p) return fail(ns, "building the program: " + p.status().message());
+    std::vector<ShardingSpec> inputSpecs;
+    sharding::Propagation prop = propagationOf(*p, feeds, ns, inputSpecs);
+    passes::ExpandInput in;
+    in.source = &*p;
+    in.propagation = &prop;
+    in.mesh = mesh2();
+    in.inputSpecs = inputSpecs;
+    in.outputSpecs.assign(p->signature.outputs.size(), std::nullopt);
+    auto expanded = passes::expand(in);
+    if (!expanded) return fail(ns, "expand: " + expanded.status().message());
+    std::string path = dir.file("s" + std::to_string(index) + ".spmd");
+    Status written = program::writeProgram(path, *expanded, program::MemoryWeightSource());
+    if (!written.isOk()) return fail(ns, "writeProgram: " + written.message());
+    auto loaded = program::readProgram(path);
+    if (!loaded) return fail(ns, "readProgram: " + loaded.status().message());
+    TensorMap inputs;
+    for (const Feed& f : feeds) {
+      const at::Tensor& x = operands.at(f.value->name());
+      if (f.split)
+        inputs[f.value->name() + kSharesSuffix] = sharesOf(x, f.spec.placements[0].reduce);
+      else
+        inputs[f.value->name()] = x;
+    }
+    runtime::RankOptions opts;
+    opts.comm.timeout = std::chrono::milliseconds(20000);
+    auto run = runtime::runThreaded(*loaded, inputs, opts);
+    if (!run) return fail(ns, "runThreaded: " + run.status().message());
+    bool values = !valuesUnspecified(node.target());
+    for (size_t i = 0; i < ns.results.size(); ++i) {
+      std::string name = "output." + std::to_string(i);
+      auto got = run->outputs.find(name);
+      if (got == run->outputs.end()) return fail(ns, "result " + std::to_string(i) + " missing");
+      std::string diff = compare(reference.at(name), got->second, values);
+      if (!diff.empty()) fail(ns, "result " + std::to_string(i) + " " + ns.results[i].str() + ": " + diff);
+    }
+  }
+};
+
+}  // namespace
+
+std::string CheckStats::summary() const {
+  return std::to_string(nodes) + " nodes, " + std::to_string(pairs) + " (node, strategy) pairs checked, " +
+         std::to_string(skippedUneven) + " strategies skipped (uneven shards), " + std::to_string(failures.size()) +
+         " failures";
+}
+
+bool checkable(const ir::Node& node) {
+  if (sharding::isSymbolicOp(node.target()) || ir::isSpmdOp(node.target())) return false;
+  for (const ir::Value* v : node.inputValues())
+    if (!v->isTensor() || !v->type().isStatic()) return false;
+  bool tensorResult = false;
+  for (const ir::Value* v : node.outputValues()) {
+    if (v->isTensor() && !v->type().isStatic()) return false;
+    tensorResult |= v->isTensor();
+  }
+  return tensorResult;
+}
+
+void checkNode(const ir::Node& node, const TensorMap& operands, const std::string& where, CheckStats& stats) {
+  ++stats.nodes;
+  Checker c{node, operands, where, stats, {}, {}};
+  NodeSharding none;
+  auto strategies = sharding::enumerateStrategies(node, sharding::defaultRuleRegistry(), mesh2());
+  if (!strategies) return c.fail(none, "enumerateStrategies: " + strategies.status().message());
+  Status ref = c.runReference();
+  if (!ref.isOk()) return c.fail(none, "unsharded run: " + ref.message());
+  for (size_t i = 0; i < strategies->size(); ++i) c.check((*strategies)[i], static_cast<int>(i));
+}
+
+Expected<ir::ExportedProgram> withOutputs(const ir::ExportedProgram& program, const std::vector<std::string>& names) {
+  SPMD_ASSIGN_OR_RETURN(std::string json, program::exportedProgramToJsonText(program));
+  SPMD_ASSIGN_OR_RETURN(ir::ExportedProgram copy, pt2::parseExportedProgram(json, program.name));
+  copy.graph.mutableOutputs().clear();
+  copy.signature.outputs.clear();
+  for (const std::string& name : names) {
+    ir::Value* v = copy.graph.findValue(name);
+    if (!v) return Status::error("no value named '" + name + "'");
+    copy.graph.addOutput(ir::Argument::tensor(v));
+    copy.signature.outputs.push_back({ir::OutputKind::UserOutput, ir::Argument::tensor(v), ""});
+  }
+  return copy;
+}
+
+}  // namespace spmd::numeric

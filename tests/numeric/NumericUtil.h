@@ -1,0 +1,57 @@
+// Numeric checks of sharding rules (DTensor's strategy validation, offline):
+// one node is cut out of its graph, every strategy its rule offers on a
+// 1-D mesh of 2 ranks is expanded, written, read back and run on 2
+// simulated ranks, and the assembled outputs are compared with the node
+// run unsharded.
+//
+//   %mm: f32[16, 32] = aten.mm.default(%a, %b)             (a f32[16, 64], b f32[64, 32])
+//   strategy [S(1)], [S(0)] -> [P(sum)]:
+//     rank r: mm(a[:, 32r:32r+32], b[32r:32r+32, :]); outputs summed -> compared with mm(a, b)
+//
+// Pending operands are not fed as (value, zeros): each rank gets a random
+// share (x - r, r for sums; x + r, x - r for means; x and something
+// smaller for max), so a rule that lets a pending value through a
+// non-linear op fails.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "ir/Graph.h"
+#include "runtime/TensorIO.h"
+#include "sharding/Propagation.h"
+
+namespace spmd::numeric {
+
+using runtime::TensorMap;
+
+/// What a batch of checks did.
+struct CheckStats {
+  int nodes = 0;           ///< nodes checked
+  int pairs = 0;           ///< (node, strategy) pairs run and compared
+  int skippedUneven = 0;   ///< strategies whose shards do not divide the real shapes
+  std::vector<std::string> failures;  ///< one paragraph per failing pair
+  /// Each pair run: "aten.sum.dim_IntList: operands [S(1)] -> results [P(sum)]".
+  std::vector<std::string> checked;
+  /// One line: "N nodes, M (node, strategy) pairs, K skipped (uneven)".
+  std::string summary() const;
+};
+
+/// True when `node` can be checked alone: it has a rule (or is not
+/// symbolic), reads no SymInt/SymFloat/SymBool values and every value it
+/// reads or defines has static sizes.
+bool checkable(const ir::Node& node);
+
+/// Checks every strategy of `node`'s rule (sharding::enumerateStrategies on
+/// a 1-D mesh of 2) numerically. `operands` holds the global value of each
+/// tensor the node reads, by value name. `where` prefixes failure reports
+/// (model name). Failures (with node, target, rule and placements) and
+/// counts go to `stats`.
+void checkNode(const ir::Node& node, const TensorMap& operands, const std::string& where, CheckStats& stats);
+
+/// Copy of `program` whose outputs are the values named `names` (user
+/// outputs "output.<i>" in this order); everything else is kept.
+Expected<ir::ExportedProgram> withOutputs(const ir::ExportedProgram& program, const std::vector<std::string>& names);
+
+}  // namespace spmd::numeric
