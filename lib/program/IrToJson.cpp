@@ -12,6 +12,7 @@
 #include "program/IrToJson.h"
 
 #include <cmath>
+#include <iterator>
 #include <limits>
 
 namespace spmd::program {
@@ -327,6 +328,20 @@ void appendSrepr(std::string& s, const ir::SymExpr& e) {
   s += "Integer(0)";
 }
 
+// The export schema's field for an argument of `kind` (Tensor: as_tensor).
+const char* argumentKey(K kind) {
+  // In Argument::Kind order.
+  static constexpr const char* kKeys[] = {
+      "as_none",          "as_tensor",     "as_tensors",  "as_optional_tensor", "as_optional_tensors",
+      "as_int",           "as_ints",       "as_float",    "as_floats",          "as_bool",
+      "as_bools",         "as_string",     "as_strings",  "as_sym_int",         "as_sym_ints",
+      "as_sym_float",     "as_sym_floats", "as_sym_bool", "as_sym_bools",       "as_scalar_type",
+      "as_memory_format", "as_layout",     "as_device",   "as_complex",         "as_int_lists"};
+  static_assert(std::size(kKeys) == static_cast<size_t>(K::IntLists) + 1);
+  auto i = static_cast<size_t>(kind);
+  return i < std::size(kKeys) ? kKeys[i] : "as_none";
+}
+
 // `write` onto a fresh string, parsed back into a tree.
 template <typename F>
 Json viaText(F write) {
@@ -377,101 +392,77 @@ void writeTensorType(JsonWriter& w, const ir::TensorType& t) {
 
 void writeArgument(JsonWriter& w, const Argument& a) {
   if (a.kind == K::Tensor) return valueArgument(w, a.value());
-  w.beginObject();
+  w.beginObject().key(argumentKey(a.kind));
   switch (a.kind) {
     case K::Tensors:
-      w.key("as_tensors").beginArray();
+      w.beginArray();
       for (const ir::Value* v : a.values) nameRef(w, v);
       w.endArray();
       break;
     case K::OptionalTensor:
-      w.key("as_optional_tensor");
       optionalTensor(w, a.value());
       break;
     case K::OptionalTensors:
-      w.key("as_optional_tensors").beginArray();
+      w.beginArray();
       for (const ir::Value* v : a.values) optionalTensor(w, v);
       w.endArray();
       break;
     case K::Int:
-      w.key("as_int").integer(intAt(a, 0));
+    case K::ScalarType:
+    case K::MemoryFormat:
+    case K::Layout:
+      w.integer(intAt(a, 0));
       break;
     case K::Ints:
-      w.key("as_ints").integers(a.ints);
+      w.integers(a.ints);
       break;
     case K::Float:
-      w.key("as_float");
       writeExportFloat(w, floatAt(a, 0));
       break;
     case K::Floats:
-      w.key("as_floats").beginArray();
+      w.beginArray();
       for (double f : a.floats) writeExportFloat(w, f);
       w.endArray();
       break;
     case K::Bool:
-      w.key("as_bool").boolean(intAt(a, 0) != 0);
+      w.boolean(intAt(a, 0) != 0);
       break;
     case K::Bools:
-      w.key("as_bools").beginArray();
+      w.beginArray();
       for (int64_t b : a.ints) w.boolean(b != 0);
       w.endArray();
       break;
     case K::String:
-      w.key("as_string").string(stringAt(a, 0));
+      w.string(stringAt(a, 0));
       break;
     case K::Strings:
-      w.key("as_strings").strings(a.strings);
+      w.strings(a.strings);
       break;
     case K::SymInt:
-      w.key("as_sym_int");
+    case K::SymFloat:
+    case K::SymBool:
       symItem(w, a, 0);
       break;
     case K::SymInts:
-      w.key("as_sym_ints");
-      symList(w, a);
-      break;
-    case K::SymFloat:
-      w.key("as_sym_float");
-      symItem(w, a, 0);
-      break;
     case K::SymFloats:
-      w.key("as_sym_floats");
-      symList(w, a);
-      break;
-    case K::SymBool:
-      w.key("as_sym_bool");
-      symItem(w, a, 0);
-      break;
     case K::SymBools:
-      w.key("as_sym_bools");
       symList(w, a);
-      break;
-    case K::ScalarType:
-      w.key("as_scalar_type").integer(intAt(a, 0));
-      break;
-    case K::MemoryFormat:
-      w.key("as_memory_format").integer(intAt(a, 0));
-      break;
-    case K::Layout:
-      w.key("as_layout").integer(intAt(a, 0));
       break;
     case K::Device:
-      w.key("as_device");
       deviceToJson(w, stringAt(a, 0), intAt(a, 0));
       break;
     case K::Complex:
-      w.key("as_complex").beginObject().key("real");
+      w.beginObject().key("real");
       writeExportFloat(w, floatAt(a, 0));
       w.key("imag");
       writeExportFloat(w, floatAt(a, 1));
       w.endObject();
       break;
     case K::IntLists:
-      w.key("as_int_lists");
       intLists(w, a);
       break;
     default:  // None (Tensor is handled above)
-      w.key("as_none").boolean(true);
+      w.boolean(true);
   }
   w.endObject();
 }

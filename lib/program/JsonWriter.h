@@ -10,8 +10,10 @@
 // The text is byte for byte what nlohmann::json::dump() (compact,
 // ensure_ascii off, invalid UTF-8 replaced) prints for the same document,
 // except that doubles take the shortest digits that read back exactly
-// (std::to_chars) where nlohmann's Grisu2 occasionally takes one more.
-// The caller is responsible for well-formed nesting and unique keys.
+// (std::to_chars) where nlohmann's Grisu2 now and then prints one digit
+// more or another last digit (both read back to the same double). The
+// caller is responsible for well-formed nesting and unique keys.
+// Header-only (inline), so it needs no entry in spmd_program's sources.
 #pragma once
 
 #include <charconv>
@@ -177,7 +179,7 @@ inline bool plainWord(const char* p) {
   uint64_t x = 0;
   std::memcpy(&x, p, 8);
   auto hasZero = [](uint64_t v) { return (v - kOnes) & ~v & kHigh; };
-  uint64_t bad = x & kHigh;          // non-ASCII
+  uint64_t bad = x & kHigh;           // non-ASCII
   bad |= (x - kOnes * 0x20) & kHigh;  // < 0x20 (exact once non-ASCII is ruled out)
   bad |= hasZero(x ^ (kOnes * '"'));
   bad |= hasZero(x ^ (kOnes * '\\'));

@@ -1,0 +1,98 @@
+// Compiler benchmarks: reading a .pt2 (JSON parse and IR build separately,
+// simdjson against nlohmann for the parser choice) and whole compiles.
+//
+//   build/bench/bench_compiler --benchmark_filter=Read
+#include <benchmark/benchmark.h>
+#include <simdjson.h>
+
+#include <nlohmann/json.hpp>
+
+#include "io/Zip.h"
+#include "passes/Pipeline.h"
+#include "program/WeightSource.h"
+#include "program/Writer.h"
+#include "pt2/Archive.h"
+#include "schema/PlacementSchema.h"
+
+namespace {
+
+using namespace spmd;
+
+std::string modelPath(const std::string& m) { return std::string(SPMD_SOURCE_DIR) + "/testdata/pt2/" + m + "/model.pt2"; }
+
+std::string modelJson(const std::string& m) {
+  auto zip = io::ZipArchive::open(modelPath(m));
+  return *(*zip)->readString("model/models/model.json");
+}
+
+void BM_ParseJsonSimdjson(benchmark::State& state) {
+  std::string text = modelJson("llama_deep_train");
+  simdjson::padded_string padded(text);
+  simdjson::dom::parser parser;
+  for (auto _ : state) {
+    simdjson::dom::element root;
+    if (parser.parse(padded).get(root) != simdjson::SUCCESS) state.SkipWithError("parse failed");
+    benchmark::DoNotOptimize(root);
+  }
+  state.SetBytesProcessed(static_cast<int64_t>(state.iterations() * text.size()));
+}
+BENCHMARK(BM_ParseJsonSimdjson)->Unit(benchmark::kMillisecond);
+
+void BM_ParseJsonNlohmann(benchmark::State& state) {
+  std::string text = modelJson("llama_deep_train");
+  for (auto _ : state) benchmark::DoNotOptimize(nlohmann::json::parse(text));
+  state.SetBytesProcessed(static_cast<int64_t>(state.iterations() * text.size()));
+}
+BENCHMARK(BM_ParseJsonNlohmann)->Unit(benchmark::kMillisecond);
+
+// Whole read into IR (metadata only), with the reader's own phase timings.
+void BM_ReadArchive(benchmark::State& state) {
+  double parse = 0, build = 0, open = 0;
+  for (auto _ : state) {
+    auto a = pt2::readArchive(modelPath("llama_deep_train"), {.loadWeights = false});
+    if (!a) state.SkipWithError(a.status().message().c_str());
+    parse += a->stats.parseMs;
+    build += a->stats.buildMs;
+    open += a->stats.openMs;
+  }
+  double n = static_cast<double>(state.iterations());
+  state.counters["open_ms"] = open / n;
+  state.counters["parse_ms"] = parse / n;
+  state.counters["build_ms"] = build / n;
+}
+BENCHMARK(BM_ReadArchive)->Unit(benchmark::kMillisecond);
+
+// spmdc compile end to end: read (with weights), compile, write the program.
+void compileBench(benchmark::State& state, const std::string& model, const std::string& schemaArg,
+                  std::vector<int64_t> mesh) {
+  auto schema = schema::loadSchemaOrPreset(schemaArg);
+  if (!schema) return state.SkipWithError(schema.status().message().c_str());
+  int64_t nodes = 0;
+  for (auto _ : state) {
+    auto archive = pt2::readArchive(modelPath(model));
+    passes::CompileOptions opts;
+    opts.mesh = mesh;
+    auto r = passes::compile(*archive, *schema, opts);
+    if (!r) return state.SkipWithError(r.status().message().c_str());
+    program::ArchiveWeightSource weights(*archive);
+    Status st = program::writeProgram("/tmp/spmdc-bench.spmd", r->program, weights);
+    if (!st.isOk()) return state.SkipWithError(st.message().c_str());
+    nodes = static_cast<int64_t>(archive->program.graph.nodes().size());
+  }
+  state.counters["nodes"] = static_cast<double>(nodes);
+  state.counters["us_per_node"] = benchmark::Counter(static_cast<double>(nodes) * state.iterations(),
+                                                     benchmark::Counter::kIsRate | benchmark::Counter::kInvert);
+}
+
+std::string example(const std::string& e) { return std::string(SPMD_SOURCE_DIR) + "/schemas/examples/" + e; }
+
+BENCHMARK_CAPTURE(compileBench, llama_train_fsdp_2, "llama_train", "fsdp", {2})->Unit(benchmark::kMillisecond);
+BENCHMARK_CAPTURE(compileBench, llama_deep_train_fsdp_2, "llama_deep_train", "fsdp", {2})->Unit(benchmark::kMillisecond);
+BENCHMARK_CAPTURE(compileBench, llama_train_megatron_4, "llama_train", example("llama_tp.json"), {4})
+    ->Unit(benchmark::kMillisecond);
+BENCHMARK_CAPTURE(compileBench, llama_deep_train_megatron_4, "llama_deep_train", example("llama_tp.json"), {4})
+    ->Unit(benchmark::kMillisecond);
+
+}  // namespace
+
+BENCHMARK_MAIN();
