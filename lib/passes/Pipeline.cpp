@@ -46,13 +46,19 @@ void fillWeights(const pt2::Archive& archive, program::Program& p) {
 
 }  // namespace
 
-Expected<CompileResult> compile(const pt2::Archive& archive, const schema::PlacementSchema& schema,
+Expected<CompileResult> compile(pt2::Archive& archive, const schema::PlacementSchema& schema,
                                 const CompileOptions& options) {
   CompileResult r;
   PhaseTimer timer(r.timingsMs);
+  if (!options.optimizer.kind.empty()) {
+    Status st = appendOptimizer(archive.program, options.optimizer);
+    if (!st.isOk()) return st.withContext(archive.path);
+    timer.done("optimizer");
+  }
   const ir::ExportedProgram& source = archive.program;
   SPMD_ASSIGN_OR_RETURN(schema::ResolvedPlacements placements,
                         schema::resolvePlacements(schema, source, options.mesh));
+  alignOptimizerStates(source, placements);
   r.notes = placements.notes;
   timer.done("placement");
 

@@ -14,6 +14,7 @@
 #include "pt2/Archive.h"
 #include "program/Program.h"
 #include "schema/PlacementSchema.h"
+#include "passes/Optimizer.h"
 #include "sharding/CostModel.h"
 
 namespace spmd::passes {
@@ -30,6 +31,8 @@ struct CompileOptions {
   std::vector<std::string> printAfter;
   std::function<void(const std::string& pass, const program::Program&)> onPrintAfter;
   sharding::CostModel cost = sharding::CostModel();
+  /// Append this optimizer's update (train-step graphs).
+  OptimizerOptions optimizer;
 };
 
 /// What compile() produced besides the program.
@@ -42,8 +45,10 @@ struct CompileResult {
 };
 
 /// Compiles `archive` under `schema`. Weight entries (FQN, placement,
-/// shapes) are filled; their bytes are written by program::writeProgram.
-Expected<CompileResult> compile(const pt2::Archive& archive, const schema::PlacementSchema& schema,
+/// shapes) are filled; their bytes are written by program::writeProgram
+/// (through an OptimizerWeightSource when an optimizer was appended). With
+/// an optimizer, the archive's program gets its update appended.
+Expected<CompileResult> compile(pt2::Archive& archive, const schema::PlacementSchema& schema,
                                 const CompileOptions& options);
 
 }  // namespace spmd::passes

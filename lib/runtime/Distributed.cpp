@@ -6,6 +6,7 @@
 #include <torch/csrc/distributed/c10d/TCPStore.hpp>
 #include <unistd.h>
 
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
@@ -83,6 +84,25 @@ bool verify(const DistributedOptions& o, const TensorMap& got, std::ostream& out
 
 }  // namespace
 
+Expected<std::vector<TensorMap>> readBatches(const std::string& path) {
+  std::vector<TensorMap> out;
+  if (!std::filesystem::is_directory(path)) {
+    SPMD_ASSIGN_OR_RETURN(TensorMap t, readTensors(path));
+    out.push_back(std::move(t));
+    return out;
+  }
+  std::vector<std::string> files;
+  for (const auto& e : std::filesystem::directory_iterator(path))
+    if (e.path().extension() == ".safetensors") files.push_back(e.path().string());
+  std::sort(files.begin(), files.end());
+  if (files.empty()) return Status::error(path + ": the folder holds no .safetensors batches");
+  for (const auto& f : files) {
+    SPMD_ASSIGN_OR_RETURN(TensorMap t, readTensors(f));
+    out.push_back(std::move(t));
+  }
+  return out;
+}
+
 int runDistributed(const DistributedOptions& o, std::ostream& out, std::ostream& err) {
   auto program = program::readProgram(o.program);
   if (!program) return fail(err, kBadInput, program.status().message());
@@ -95,11 +115,15 @@ int runDistributed(const DistributedOptions& o, std::ostream& out, std::ostream&
                                     std::to_string(o.nproc * o.nnodes) + "; pass -n " +
                                     std::to_string(ranks / std::max(o.nnodes, 1)));
   if (!o.inputs.empty()) {
-    auto inputs = readTensors(o.inputs);
-    if (!inputs) return fail(err, kBadInput, inputs.status().message());
-    Status st = checkGlobalInputs(p, *inputs);
-    if (!st.isOk()) return fail(err, kBadInput, o.inputs + ": " + st.message());
+    auto batches = readBatches(o.inputs);
+    if (!batches) return fail(err, kBadInput, batches.status().message());
+    for (const auto& b : *batches) {
+      Status st = checkGlobalInputs(p, b);
+      if (!st.isOk()) return fail(err, kBadInput, o.inputs + ": " + st.message());
+    }
   }
+  if (!o.resume.empty() && !std::filesystem::exists(o.resume + "/index.json"))
+    return fail(err, kBadInput, o.resume + ": not a checkpoint (no index.json)");
   std::string tmpDir = (std::filesystem::temp_directory_path() / ("spmd-run-" + std::to_string(::getpid()))).string();
   std::filesystem::create_directories(tmpDir);
   struct Cleanup {
@@ -116,7 +140,10 @@ int runDistributed(const DistributedOptions& o, std::ostream& out, std::ostream&
   cfg.masterPort = o.masterPort;
   cfg.quiet = o.quiet;
   cfg.workerArgv = {selfPath(), "--worker", o.program, "--device", o.device, "--timeout", std::to_string(o.timeoutSeconds),
-                    "--repeat", std::to_string(o.repeat), "--stats-dir", tmpDir};
+                    "--repeat", std::to_string(o.repeat), "--stats-dir", tmpDir, "--steps", std::to_string(o.steps)};
+  for (const auto& [flag, value] : {std::pair<const char*, std::string>{"--loss-log", o.lossLog}, {"--save", o.save},
+                                    {"--resume", o.resume}})
+    if (!value.empty()) cfg.workerArgv.insert(cfg.workerArgv.end(), {flag, value});
   if (!o.inputs.empty()) cfg.workerArgv.insert(cfg.workerArgv.end(), {"--inputs", o.inputs});
   if (!output.empty()) cfg.workerArgv.insert(cfg.workerArgv.end(), {"--output", output});
   if (o.quiet) cfg.workerArgv.push_back("--quiet");
@@ -154,14 +181,28 @@ int runWorker(const DistributedOptions& o, std::ostream& err) {
   if (program->program().mesh.numRanks() != env->worldSize)
     return fail(err, kBadInput, who + ": the program's mesh needs " + std::to_string(program->program().mesh.numRanks()) +
                                     " ranks, WORLD_SIZE is " + std::to_string(env->worldSize));
-  TensorMap inputs;
+  std::vector<TensorMap> batches(1);
   if (!o.inputs.empty()) {
-    auto read = readTensors(o.inputs);
+    auto read = readBatches(o.inputs);
     if (!read) return fail(err, kBadInput, read.status().message());
-    inputs = std::move(*read);
+    batches = std::move(*read);
   }
   RankOptions ro;
   ro.repeat = o.repeat;
+  ro.steps = o.steps;
+  ro.save = o.save;
+  ro.resume = o.resume;
+  ro.moreBatches.assign(batches.begin() + 1, batches.end());
+  std::ofstream lossLog;
+  if (env->rank == 0 && !o.lossLog.empty()) {
+    lossLog.open(o.lossLog, o.resume.empty() ? std::ios::trunc : std::ios::app);
+    ro.onStep = [&lossLog](int64_t step, double loss, double seconds) {
+      char line[160];
+      std::snprintf(line, sizeof line, "{\"step\": %lld, \"loss\": %.9g, \"step_ms\": %.3f}\n",
+                    static_cast<long long>(step), loss, seconds * 1e3);
+      lossLog << line << std::flush;
+    };
+  }
   ro.comm.timeout = std::chrono::seconds(o.timeoutSeconds);
   if (o.device == "cuda") {
     if (!at::hasCUDA()) return fail(err, kBadInput, who + ": --device cuda: this LibTorch build has no CUDA support");
@@ -182,7 +223,7 @@ int runWorker(const DistributedOptions& o, std::ostream& err) {
     return fail(err, kFailure, who + ": rendezvous at " + env->masterAddr + ":" + std::to_string(env->masterPort) +
                                    " failed: " + what.substr(0, what.find('\n')));
   }
-  auto r = runRank(*program, env->rank, store, inputs, ro);
+  auto r = runRank(*program, env->rank, store, batches[0], ro);
   if (!r) return fail(err, kFailure, who + ": " + r.status().message());
   if (env->rank == 0 && !o.output.empty()) {
     Status st = writeTensors(o.output, r->outputs);

@@ -10,6 +10,9 @@
 
 #include <ostream>
 #include <string>
+#include <vector>
+
+#include "runtime/TensorIO.h"
 
 namespace spmd::runtime {
 
@@ -32,7 +35,15 @@ struct DistributedOptions {
   int repeat = 1;           ///< executions per worker (benchmarks); the last one's outputs are written
   bool quiet = false;
   std::string statsDir;  ///< worker: where to write its statistics (set by the launcher)
+  int steps = 1;            ///< train steps (mutation outputs update the weights in between)
+  std::string lossLog;      ///< JSON lines {"step", "loss", "step_ms"}, written by rank 0
+  std::string save;         ///< sharded checkpoint folder written after the last step
+  std::string resume;       ///< checkpoint folder to start from
 };
+
+/// Reads the global inputs: one safetensors file, or a folder of them (one
+/// batch per file, sorted by name, cycled over the steps).
+Expected<std::vector<TensorMap>> readBatches(const std::string& path);
 
 /// Launches the workers and waits for them; returns the process exit code
 /// (0 ok, 1 failure or verification above tolerance, 2 bad input).

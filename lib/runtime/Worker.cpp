@@ -8,6 +8,7 @@
 #include <chrono>
 #include <thread>
 
+#include "runtime/Checkpoint.h"
 #include "runtime/Runner.h"
 #include "runtime/TypeMap.h"
 
@@ -150,26 +151,53 @@ Expected<RankResult> runRank(const program::LoadedProgram& lp, int64_t rank,
   const program::Program& p = lp.program();
   auto where = [&](const Status& s) { return s.withContext("rank " + std::to_string(rank)); };
   SPMD_ASSIGN_OR_RETURN(TensorMap weights, loadShardedWeights(lp, rank, options.device));
+  int64_t firstStep = 0;
+  if (!options.resume.empty()) {
+    auto step = loadCheckpoint(options.resume, p, rank, weights);
+    if (!step) return where(step.status());
+    firstStep = *step;
+  }
   auto runner = ProgramRunner::create(p.graph, weights, {options.device});
   if (!runner) return where(runner.status());
   std::vector<int64_t> coords = p.mesh.coords(rank);
-  auto local = shardInputs(p, inputs, coords);
-  if (!local) return local.status();
-  auto bound = runner->bindInputs(*local);
-  if (!bound) return bound.status();
+  std::vector<std::vector<c10::IValue>> batches;
+  for (size_t b = 0; b <= options.moreBatches.size(); ++b) {
+    const TensorMap& global = b == 0 ? inputs : options.moreBatches[b - 1];
+    auto local = shardInputs(p, global, coords);
+    if (!local) return local.status();
+    auto bound = runner->bindInputs(*local);
+    if (!bound) return bound.status();
+    batches.push_back(std::move(*bound));
+  }
   auto comm = MeshComm::create(store, p.mesh, rank, options.comm);
   if (!comm) return comm.status();
   CollectiveScope scope(comm->get());
+  // Outputs that update a weight in place after each step.
+  std::vector<std::pair<std::string, at::Tensor>> updates;
+  const auto& names = runner->outputNames();
+  for (size_t i = 0; i < p.graph.signature.outputs.size() && i < names.size(); ++i) {
+    const ir::OutputSpec& o = p.graph.signature.outputs[i];
+    bool mutation = o.kind == ir::OutputKind::ParameterMutation || o.kind == ir::OutputKind::BufferMutation;
+    if (mutation && weights.count(o.target)) updates.emplace_back(names[i], weights.at(o.target));
+  }
   RankResult result;
   Expected<TensorMap> outputs = Status::error("program did not run");
-  for (int i = 0; i < std::max(options.repeat, 1); ++i) {
+  int runs = std::max(options.repeat, 1) * std::max(options.steps, 1);
+  for (int i = 0; i < runs; ++i) {
     auto t0 = std::chrono::steady_clock::now();
-    outputs = runner->execute(*bound);
+    outputs = runner->execute(batches[static_cast<size_t>(i) % batches.size()]);
     if (!outputs) return where(outputs.status());
     SPMD_RETURN_IF_ERROR(where((*comm)->waitAll()));
+    for (auto& [name, weight] : updates) {
+      auto it = outputs->find(name);
+      if (it != outputs->end()) weight.copy_(it->second);
+    }
     result.stepSeconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    auto loss = outputs->find("loss");
+    double value = loss == outputs->end() ? std::nan("") : loss->second.to(at::kDouble).sum().item<double>();
+    if (loss != outputs->end()) result.losses.push_back(value);
+    if (options.onStep) options.onStep(firstStep + i, value, result.stepSeconds);
   }
-  const auto& names = runner->outputNames();
   try {
     for (size_t i = 0; i < names.size() && i < p.outputs.size(); ++i) {
       if (names[i].empty()) continue;
@@ -182,6 +210,8 @@ Expected<RankResult> runRank(const program::LoadedProgram& lp, int64_t rank,
     std::string what = e.what();
     return Status::error("rank " + std::to_string(rank) + ": gathering outputs failed: " + what.substr(0, what.find('\n')));
   }
+  if (!options.save.empty())
+    SPMD_RETURN_IF_ERROR(where(saveCheckpoint(options.save, p, rank, weights, firstStep + runs, *store)));
   result.stats = (*comm)->stats();
   return result;
 }

@@ -13,7 +13,9 @@
 #include <torch/csrc/distributed/c10d/Store.hpp>
 
 #include <chrono>
+#include <functional>
 #include <string>
+#include <vector>
 
 #include "program/Reader.h"
 #include "runtime/Comm.h"
@@ -27,6 +29,19 @@ struct RankOptions {
   CommOptions comm;
   /// Number of times the program runs (benchmarks); outputs are the last run's.
   int repeat = 1;
+  /// Train steps: after each run, parameter and buffer mutation outputs
+  /// (optimizer updates, running statistics) replace the weights they name.
+  int steps = 1;
+  /// Extra batches, cycled over the steps (step i uses batch i % (1 + n); the
+  /// first is runRank's `inputs`).
+  std::vector<TensorMap> moreBatches;
+  /// Load this rank's weights and optimizer states from a checkpoint folder.
+  std::string resume;
+  /// Save a sharded checkpoint to this folder after the last step.
+  std::string save;
+  /// Called on every rank after each step with the step number (counting
+  /// from the resumed step), the loss (NaN without one) and its seconds.
+  std::function<void(int64_t step, double loss, double seconds)> onStep;
 };
 
 /// What a rank produced.
@@ -36,6 +51,8 @@ struct RankResult {
   CommStats stats;
   /// Seconds of the last execution (without loading).
   double stepSeconds = 0;
+  /// The loss of each step (train-step programs).
+  std::vector<double> losses;
 };
 
 /// Runs rank `rank` of `program` with global inputs `inputs` (names as for

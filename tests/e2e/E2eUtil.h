@@ -22,7 +22,8 @@ inline std::string modelDir(const std::string& m) { return std::string(SPMD_TEST
 
 /// Compiles model `m` under `schema` (a preset name or a path relative to
 /// the source tree) on `mesh` into `out`.
-inline void compileTo(const std::string& m, std::string schema, std::vector<int64_t> mesh, const std::string& out) {
+inline void compileTo(const std::string& m, std::string schema, std::vector<int64_t> mesh, const std::string& out,
+                      const passes::OptimizerOptions& optimizer = {}) {
   auto archive = pt2::readArchive(modelDir(m) + "/model.pt2");
   REQUIRE(archive.hasValue());
   if (std::filesystem::exists(std::string(SPMD_SOURCE_DIR) + "/" + schema))
@@ -31,9 +32,11 @@ inline void compileTo(const std::string& m, std::string schema, std::vector<int6
   REQUIRE(s.hasValue());
   passes::CompileOptions opts;
   opts.mesh = mesh;
+  opts.optimizer = optimizer;
   auto r = passes::compile(*archive, *s, opts);
   if (!r) FAIL(r.status().message());
-  program::ArchiveWeightSource weights(*archive);
+  program::ArchiveWeightSource archiveWeights(*archive);
+  passes::OptimizerWeightSource weights(archiveWeights, r->program);
   Status st = program::writeProgram(out, r->program, weights);
   if (!st.isOk()) FAIL(st.message());
 }

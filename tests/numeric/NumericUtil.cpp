@@ -187,15 +187,19 @@ sharding::Propagation propagationOf(const ir::ExportedProgram& p, const std::vec
   return prop;
 }
 
+// TEMP
+uint64_t seedOffset() { const char* e = std::getenv("NUMERIC_SEED"); return e ? std::stoull(e) : 0; }
+
 /// Random shares of `x` for the 2 ranks, stacked: their `op`-reduction is x.
 at::Tensor sharesOf(const at::Tensor& x, ReduceOp op) {
   at::Tensor finite = at::where(at::isfinite(x), x.abs(), at::zeros_like(x));
   double scale = x.numel() ? finite.to(at::kDouble).mean().item<double>() : 1.0;
   if (!(scale > 0)) scale = 1.0;
-  // Shares an eighth of x's size: large enough that a non-linear op on
-  // them is far off, small enough that rounding of x - r stays within
-  // tolerance through long reductions (addmm over 2048).
-  at::Tensor r = at::randn(x.sizes(), x.options()) * (scale / 8);
+  // Shares of 1/64 of x's size: a non-linear op on them is still off by
+  // ~1e-2 relative (gelu, exp, a product of two pending operands), while
+  // the rounding of op(x - r) + op(r) stays within tolerance through long
+  // reductions (cnn_train's addmm contracts 2048 elements).
+  at::Tensor r = at::randn(x.sizes(), x.options()) * (scale / 64);
   at::Tensor pick = at::rand(x.sizes()) < 0.5;
   switch (op) {
     case ReduceOp::Sum:
@@ -317,6 +321,8 @@ struct Checker {
     auto loaded = program::readProgram(path);
     if (!loaded) return fail(ns, "readProgram: " + loaded.status().message());
     TensorMap inputs;
+    // Shares are random, but the same for a pair whatever runs before it.
+    at::manual_seed(std::hash<std::string>()(where + "/" + node.name() + "/" + std::to_string(index)) + seedOffset());
     for (const Feed& f : feeds) {
       const at::Tensor& x = operands.at(f.value->name());
       if (f.split)

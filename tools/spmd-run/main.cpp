@@ -19,6 +19,7 @@
 #include <string>
 
 #include "pt2/Archive.h"
+#include "runtime/Checkpoint.h"
 #include "runtime/Distributed.h"
 #include "runtime/Runner.h"
 #include "runtime/TensorIO.h"
@@ -99,7 +100,7 @@ int main(int argc, char** argv) {
   Options o;
   runtime::DistributedOptions d;
   bool worker = false;
-  app.add_option("model", o.model, "a torch.export archive (.pt2) or a compiled program (.spmd)")->required();
+  app.add_option("model", o.model, "a torch.export archive (.pt2) or a compiled program (.spmd)");
   app.add_option("--inputs", o.inputs, "safetensors file with input.<i> (or signature-named) tensors");
   app.add_option("--output", o.output, "safetensors file to write (output.<i>, loss, grad.<fqn>, ...)");
   app.add_option("--device", o.device, "cpu or cuda")->check(CLI::IsMember({"cpu", "cuda"}));
@@ -114,6 +115,12 @@ int main(int argc, char** argv) {
   app.add_option("--timeout", d.timeoutSeconds, "seconds before a collective or the rendezvous fails");
   app.add_option("--repeat", d.repeat, "execute the program this many times per worker (benchmarks)");
   app.add_flag("-q,--quiet", d.quiet, "print only errors");
+  app.add_option("--steps", d.steps, "train steps: parameter and buffer updates feed the next step");
+  app.add_option("--loss-log", d.lossLog, "write one JSON line per step: step, loss, step_ms");
+  app.add_option("--save", d.save, "save a sharded checkpoint to this folder after the last step");
+  app.add_option("--resume", d.resume, "start from a checkpoint folder");
+  std::string consolidate;
+  app.add_option("--consolidate", consolidate, "write --output from a sharded checkpoint folder (tensors by FQN)");
   app.add_flag("--worker", worker, "run as one worker (RANK, WORLD_SIZE, MASTER_ADDR, MASTER_PORT from the environment)");
   app.add_option("--stats-dir", d.statsDir, "worker: folder for its statistics")->group("");
   try {
@@ -121,6 +128,14 @@ int main(int argc, char** argv) {
   } catch (const CLI::ParseError& e) {
     if (e.get_exit_code() == 0) return app.exit(e);  // --help
     std::cerr << "error: " << e.what() << " (see --help)\n";
+    return kBadInput;
+  }
+  if (!consolidate.empty()) {
+    Status st = runtime::consolidateCheckpoint(consolidate, o.output);
+    return st.isOk() ? 0 : fail(kBadInput, "", st);
+  }
+  if (o.model.empty()) {
+    std::cerr << "error: name a program (.pt2 or .spmd), or --consolidate a checkpoint (see --help)\n";
     return kBadInput;
   }
   if (!worker && !isSpmdProgram(o.model)) return runSingle(o);

@@ -43,6 +43,8 @@ int runInspect(const std::string& path, const std::string& format, bool ir) {
 
 struct CompileArgs {
   std::string model, schema, output, report, mesh;
+  spmd::passes::OptimizerOptions optimizer;
+  std::vector<double> betas;
   std::vector<std::string> printAfter;
   bool replicateUnknown = false, noAsync = false, quiet = false;
 };
@@ -61,12 +63,18 @@ int runCompile(const CompileArgs& a) {
   opts.replicateUnknown = a.replicateUnknown;
   opts.async = !a.noAsync;
   opts.printAfter = a.printAfter;
+  opts.optimizer = a.optimizer;
+  if (a.betas.size() == 2) {
+    opts.optimizer.beta1 = a.betas[0];
+    opts.optimizer.beta2 = a.betas[1];
+  }
   opts.onPrintAfter = [](const std::string& pass, const spmd::program::Program& p) {
     std::cout << "// after " << pass << "\n" << spmd::program::dumpProgram(p);
   };
   auto result = spmd::passes::compile(*archive, *schema, opts);
   if (!result) return fail(result.status());
-  spmd::program::ArchiveWeightSource weights(*archive);
+  spmd::program::ArchiveWeightSource archiveWeights(*archive);
+  spmd::passes::OptimizerWeightSource weights(archiveWeights, result->program);
   if (auto st = spmd::program::writeProgram(a.output, result->program, weights); !st.isOk()) return fail(st);
   if (!a.report.empty())
     if (auto st = spmd::writeFileAtomic(a.report, spmd::passes::reportJson(*result)); !st.isOk()) return fail(st);
@@ -117,6 +125,13 @@ int main(int argc, char** argv) {
   compile->add_flag("--no-async", c.noAsync, "keep collectives synchronous");
   compile->add_option("--print-after", c.printAfter, "print the program after this pass (repeatable)");
   compile->add_flag("-q,--quiet", c.quiet, "print nothing on success");
+  compile->add_option("--optimizer", c.optimizer.kind, "append an optimizer update (train steps): sgd or adamw")
+      ->check(CLI::IsMember({"sgd", "adamw"}));
+  compile->add_option("--lr", c.optimizer.lr, "learning rate");
+  compile->add_option("--momentum", c.optimizer.momentum, "sgd momentum");
+  compile->add_option("--betas", c.betas, "adamw betas, e.g. --betas 0.9 0.999")->expected(2);
+  compile->add_option("--eps", c.optimizer.eps, "adamw epsilon");
+  compile->add_option("--weight-decay", c.optimizer.weightDecay, "weight decay (adamw: decoupled)");
 
   std::string dumpPath, diffA, diffB;
   auto* dump = app.add_subcommand("dump", "Print a .spmd program, one op per line");

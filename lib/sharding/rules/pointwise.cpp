@@ -53,11 +53,13 @@ void registerPointwiseRules(RuleRegistry& r) {
   r.add("aten.ne.Tensor", plain);
   r.add("aten.neg.default", linearUnary);
   r.add("aten.ones_like.default", valueIndependent);
+  r.add("aten.pow.Scalar", plain);
   r.add("aten.pow.Tensor_Scalar", plain);
   r.add("aten.pow.Tensor_Tensor", plain);
   r.add("aten.reciprocal.default", plain);
   r.add("aten.relu.default", plain);
   r.add("aten.rsqrt.default", plain);
+  r.add("aten.rsub.Scalar", plain);
   r.add("aten.sigmoid.default", plain);
   r.add("aten.sigmoid_backward.default", pointwise(Linearity::Each, {0}));
   r.add("aten.silu.default", plain);
