@@ -18,7 +18,9 @@ namespace {
 
 using namespace spmd;
 
-std::string modelPath(const std::string& m) { return std::string(SPMD_SOURCE_DIR) + "/testdata/pt2/" + m + "/model.pt2"; }
+std::string modelPath(const std::string& m) {
+  return std::string(SPMD_SOURCE_DIR) + "/testdata/pt2/" + m + "/model.pt2";
+}
 
 std::string modelJson(const std::string& m) {
   auto zip = io::ZipArchive::open(modelPath(m));
@@ -80,17 +82,21 @@ void compileBench(benchmark::State& state, const std::string& model, const std::
     nodes = static_cast<int64_t>(archive->program.graph.nodes().size());
   }
   state.counters["nodes"] = static_cast<double>(nodes);
-  state.counters["us_per_node"] = benchmark::Counter(static_cast<double>(nodes) * state.iterations(),
-                                                     benchmark::Counter::kIsRate | benchmark::Counter::kInvert);
+  state.counters["us_per_node"] =
+      benchmark::Counter(static_cast<double>(nodes) * state.iterations(),
+                         benchmark::Counter::kIsRate | benchmark::Counter::kInvert);
 }
 
 std::string example(const std::string& e) { return std::string(SPMD_SOURCE_DIR) + "/schemas/examples/" + e; }
 
-BENCHMARK_CAPTURE(compileBench, llama_train_fsdp_2, "llama_train", "fsdp", {2})->Unit(benchmark::kMillisecond);
-BENCHMARK_CAPTURE(compileBench, llama_deep_train_fsdp_2, "llama_deep_train", "fsdp", {2})->Unit(benchmark::kMillisecond);
+BENCHMARK_CAPTURE(compileBench, llama_train_fsdp_2, "llama_train", "fsdp", {2})
+    ->Unit(benchmark::kMillisecond);
+BENCHMARK_CAPTURE(compileBench, llama_deep_train_fsdp_2, "llama_deep_train", "fsdp", {2})
+    ->Unit(benchmark::kMillisecond);
 BENCHMARK_CAPTURE(compileBench, llama_train_megatron_4, "llama_train", example("llama_tp.json"), {4})
     ->Unit(benchmark::kMillisecond);
-BENCHMARK_CAPTURE(compileBench, llama_deep_train_megatron_4, "llama_deep_train", example("llama_tp.json"), {4})
+BENCHMARK_CAPTURE(compileBench, llama_deep_train_megatron_4, "llama_deep_train", example("llama_tp.json"),
+                  {4})
     ->Unit(benchmark::kMillisecond);
 
 }  // namespace

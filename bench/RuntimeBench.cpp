@@ -48,8 +48,8 @@ void BM_ExecutorAddChain(benchmark::State& state) {
   if (!ex) return state.SkipWithError(ex.status().message().c_str());
   at::Tensor x = at::ones({1}), y = at::ones({1});
   for (auto _ : state) benchmark::DoNotOptimize(ex->run({x, y}));
-  state.counters["ns_per_op"] =
-      benchmark::Counter(static_cast<double>(kOps) * state.iterations(), benchmark::Counter::kIsRate | benchmark::Counter::kInvert);
+  state.counters["ns_per_op"] = benchmark::Counter(static_cast<double>(kOps) * state.iterations(),
+                                                   benchmark::Counter::kIsRate | benchmark::Counter::kInvert);
 }
 BENCHMARK(BM_ExecutorAddChain)->Unit(benchmark::kMicrosecond);
 
@@ -61,8 +61,8 @@ void BM_DirectAddChain(benchmark::State& state) {
     for (int i = 0; i < kOps; ++i) c = at::add(c, y);
     benchmark::DoNotOptimize(c);
   }
-  state.counters["ns_per_op"] =
-      benchmark::Counter(static_cast<double>(kOps) * state.iterations(), benchmark::Counter::kIsRate | benchmark::Counter::kInvert);
+  state.counters["ns_per_op"] = benchmark::Counter(static_cast<double>(kOps) * state.iterations(),
+                                                   benchmark::Counter::kIsRate | benchmark::Counter::kInvert);
 }
 BENCHMARK(BM_DirectAddChain)->Unit(benchmark::kMicrosecond);
 

@@ -74,58 +74,98 @@ Argument Argument::device(const Device& d) {
 std::string_view argumentKindName(Argument::Kind k) {
   using K = Argument::Kind;
   switch (k) {
-    case K::None: return "as_none";
-    case K::Tensor: return "as_tensor";
-    case K::Tensors: return "as_tensors";
-    case K::OptionalTensor: return "as_optional_tensor";
-    case K::OptionalTensors: return "as_optional_tensors";
-    case K::Int: return "as_int";
-    case K::Ints: return "as_ints";
-    case K::Float: return "as_float";
-    case K::Floats: return "as_floats";
-    case K::Bool: return "as_bool";
-    case K::Bools: return "as_bools";
-    case K::String: return "as_string";
-    case K::Strings: return "as_strings";
-    case K::SymInt: return "as_sym_int";
-    case K::SymInts: return "as_sym_ints";
-    case K::SymFloat: return "as_sym_float";
-    case K::SymFloats: return "as_sym_floats";
-    case K::SymBool: return "as_sym_bool";
-    case K::SymBools: return "as_sym_bools";
-    case K::ScalarType: return "as_scalar_type";
-    case K::MemoryFormat: return "as_memory_format";
-    case K::Layout: return "as_layout";
-    case K::Device: return "as_device";
-    case K::Complex: return "as_complex";
-    case K::IntLists: return "as_int_lists";
+    case K::None:
+      return "as_none";
+    case K::Tensor:
+      return "as_tensor";
+    case K::Tensors:
+      return "as_tensors";
+    case K::OptionalTensor:
+      return "as_optional_tensor";
+    case K::OptionalTensors:
+      return "as_optional_tensors";
+    case K::Int:
+      return "as_int";
+    case K::Ints:
+      return "as_ints";
+    case K::Float:
+      return "as_float";
+    case K::Floats:
+      return "as_floats";
+    case K::Bool:
+      return "as_bool";
+    case K::Bools:
+      return "as_bools";
+    case K::String:
+      return "as_string";
+    case K::Strings:
+      return "as_strings";
+    case K::SymInt:
+      return "as_sym_int";
+    case K::SymInts:
+      return "as_sym_ints";
+    case K::SymFloat:
+      return "as_sym_float";
+    case K::SymFloats:
+      return "as_sym_floats";
+    case K::SymBool:
+      return "as_sym_bool";
+    case K::SymBools:
+      return "as_sym_bools";
+    case K::ScalarType:
+      return "as_scalar_type";
+    case K::MemoryFormat:
+      return "as_memory_format";
+    case K::Layout:
+      return "as_layout";
+    case K::Device:
+      return "as_device";
+    case K::Complex:
+      return "as_complex";
+    case K::IntLists:
+      return "as_int_lists";
   }
   return "?";
 }
 
 std::string_view inputKindName(InputKind k) {
   switch (k) {
-    case InputKind::UserInput: return "user_input";
-    case InputKind::Parameter: return "parameter";
-    case InputKind::Buffer: return "buffer";
-    case InputKind::TensorConstant: return "tensor_constant";
-    case InputKind::CustomObj: return "custom_obj";
-    case InputKind::Token: return "token";
-    case InputKind::ConstantInput: return "constant_input";
+    case InputKind::UserInput:
+      return "user_input";
+    case InputKind::Parameter:
+      return "parameter";
+    case InputKind::Buffer:
+      return "buffer";
+    case InputKind::TensorConstant:
+      return "tensor_constant";
+    case InputKind::CustomObj:
+      return "custom_obj";
+    case InputKind::Token:
+      return "token";
+    case InputKind::ConstantInput:
+      return "constant_input";
   }
   return "?";
 }
 
 std::string_view outputKindName(OutputKind k) {
   switch (k) {
-    case OutputKind::UserOutput: return "user_output";
-    case OutputKind::LossOutput: return "loss_output";
-    case OutputKind::BufferMutation: return "buffer_mutation";
-    case OutputKind::GradientToParameter: return "gradient_to_parameter";
-    case OutputKind::GradientToUserInput: return "gradient_to_user_input";
-    case OutputKind::UserInputMutation: return "user_input_mutation";
-    case OutputKind::Token: return "token";
-    case OutputKind::ParameterMutation: return "parameter_mutation";
+    case OutputKind::UserOutput:
+      return "user_output";
+    case OutputKind::LossOutput:
+      return "loss_output";
+    case OutputKind::BufferMutation:
+      return "buffer_mutation";
+    case OutputKind::GradientToParameter:
+      return "gradient_to_parameter";
+    case OutputKind::GradientToUserInput:
+      return "gradient_to_user_input";
+    case OutputKind::UserInputMutation:
+      return "user_input_mutation";
+    case OutputKind::Token:
+      return "token";
+    case OutputKind::ParameterMutation:
+      return "parameter_mutation";
   }
   return "?";
 }
@@ -141,12 +181,14 @@ std::string userSourceLine(const std::string& stackTrace) {
     std::string path = stackTrace.substr(pathStart, pathEnd - pathStart);
     size_t lineTag = stackTrace.find("line ", pathEnd);
     size_t lineEnd = stackTrace.find_first_not_of("0123456789", lineTag + 5);
-    std::string line = lineTag == std::string::npos ? "" : stackTrace.substr(lineTag + 5, lineEnd - lineTag - 5);
+    std::string line =
+        lineTag == std::string::npos ? "" : stackTrace.substr(lineTag + 5, lineEnd - lineTag - 5);
     size_t codeStart = stackTrace.find('\n', pathEnd);
     std::string code;
     if (codeStart != std::string::npos) {
       size_t codeEnd = stackTrace.find('\n', codeStart + 1);
-      code = stackTrace.substr(codeStart + 1, codeEnd == std::string::npos ? std::string::npos : codeEnd - codeStart - 1);
+      code = stackTrace.substr(codeStart + 1,
+                               codeEnd == std::string::npos ? std::string::npos : codeEnd - codeStart - 1);
       size_t first = code.find_first_not_of(' ');
       code = first == std::string::npos ? "" : code.substr(first);
       if (code.rfind("File \"", 0) == 0) code.clear();
@@ -253,7 +295,8 @@ void Graph::eraseNodes(const std::function<bool(const Node&)>& pred) {
   for (const auto& n : nodes_)
     if (pred(*n))
       for (Value* v : n->outputValues()) v->producer_ = nullptr;
-  nodes_.erase(std::remove_if(nodes_.begin(), nodes_.end(), [&](const auto& n) { return pred(*n); }), nodes_.end());
+  nodes_.erase(std::remove_if(nodes_.begin(), nodes_.end(), [&](const auto& n) { return pred(*n); }),
+               nodes_.end());
   rebuildUses();
 }
 
@@ -268,7 +311,8 @@ void Graph::replaceUses(Value* from, Value* to, int fromIndex) {
   rebuildUses();
 }
 
-void Graph::replaceUses(const std::unordered_map<Value*, Value*>& m, const std::function<bool(const Node&)>& skip) {
+void Graph::replaceUses(const std::unordered_map<Value*, Value*>& m,
+                        const std::function<bool(const Node&)>& skip) {
   auto swap = [&](Value*& v) {
     if (!v) return;
     auto it = m.find(v);

@@ -66,9 +66,31 @@ class Value {
 /// One argument, as the export schema's Argument union.
 struct Argument {
   enum class Kind : uint8_t {
-    None, Tensor, Tensors, OptionalTensor, OptionalTensors, Int, Ints, Float, Floats,
-    Bool, Bools, String, Strings, SymInt, SymInts, SymFloat, SymFloats, SymBool, SymBools,
-    ScalarType, MemoryFormat, Layout, Device, Complex, IntLists,
+    None,
+    Tensor,
+    Tensors,
+    OptionalTensor,
+    OptionalTensors,
+    Int,
+    Ints,
+    Float,
+    Floats,
+    Bool,
+    Bools,
+    String,
+    Strings,
+    SymInt,
+    SymInts,
+    SymFloat,
+    SymFloats,
+    SymBool,
+    SymBools,
+    ScalarType,
+    MemoryFormat,
+    Layout,
+    Device,
+    Complex,
+    IntLists,
   };
   Kind kind = Kind::None;
   /// Tensor(s), OptionalTensor(s) (null = None), Sym*(s) (null where constant).
@@ -162,11 +184,25 @@ class Node {
 };
 
 /// What a graph input is, as the export signature's InputSpec.
-enum class InputKind : uint8_t { UserInput, Parameter, Buffer, TensorConstant, CustomObj, Token, ConstantInput };
+enum class InputKind : uint8_t {
+  UserInput,
+  Parameter,
+  Buffer,
+  TensorConstant,
+  CustomObj,
+  Token,
+  ConstantInput
+};
 /// What a graph output is, as the export signature's OutputSpec.
 enum class OutputKind : uint8_t {
-  UserOutput, LossOutput, BufferMutation, GradientToParameter, GradientToUserInput,
-  UserInputMutation, Token, ParameterMutation,
+  UserOutput,
+  LossOutput,
+  BufferMutation,
+  GradientToParameter,
+  GradientToUserInput,
+  UserInputMutation,
+  Token,
+  ParameterMutation,
 };
 /// "parameter", "user_input", ... (the export schema's field names).
 std::string_view inputKindName(InputKind k);
@@ -223,8 +259,8 @@ class Graph {
   Value* findValue(std::string_view name) const;
   /// Appends a node (its output values must already exist and have no
   /// producer); links producers and users.
-  Expected<Node*> addNode(std::string name, std::string target,
-                          std::vector<NamedArgument> inputs, std::vector<Argument> outputs);
+  Expected<Node*> addNode(std::string name, std::string target, std::vector<NamedArgument> inputs,
+                          std::vector<Argument> outputs);
   /// Appends a graph input.
   void addInput(Value* v) { inputs_.push_back(v); }
   /// Appends a graph output.

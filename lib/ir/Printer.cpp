@@ -44,12 +44,18 @@ std::string valueDecl(const Value* v) {
   if (!v) return "none";
   std::string s = "%" + v->name() + ": ";
   switch (v->kind()) {
-    case ValueKind::Tensor: return s + v->type().str();
-    case ValueKind::SymInt: return s + "sym(" + v->symValue().str() + ")";
-    case ValueKind::SymFloat: return s + "symfloat";
-    case ValueKind::SymBool: return s + "symbool";
-    case ValueKind::Token: return s + "token";
-    case ValueKind::CustomObj: return s + "object";
+    case ValueKind::Tensor:
+      return s + v->type().str();
+    case ValueKind::SymInt:
+      return s + "sym(" + v->symValue().str() + ")";
+    case ValueKind::SymFloat:
+      return s + "symfloat";
+    case ValueKind::SymBool:
+      return s + "symbool";
+    case ValueKind::Token:
+      return s + "token";
+    case ValueKind::CustomObj:
+      return s + "object";
   }
   return s;
 }
@@ -60,41 +66,62 @@ std::string printArgument(const Argument& a) {
   using K = Argument::Kind;
   auto symItem = [&](size_t i) { return a.values[i] ? valueRef(a.values[i]) : std::to_string(a.ints[i]); };
   switch (a.kind) {
-    case K::None: return "none";
+    case K::None:
+      return "none";
     case K::Tensor:
-    case K::OptionalTensor: return valueRef(a.value());
+    case K::OptionalTensor:
+      return valueRef(a.value());
     case K::Tensors:
-    case K::OptionalTensors: return list(a.values.size(), [&](size_t i) { return valueRef(a.values[i]); });
-    case K::Int: return std::to_string(a.ints[0]);
-    case K::Ints: return list(a.ints.size(), [&](size_t i) { return std::to_string(a.ints[i]); });
-    case K::Float: return printFloat(a.floats[0]);
-    case K::Floats: return list(a.floats.size(), [&](size_t i) { return printFloat(a.floats[i]); });
-    case K::Bool: return a.ints[0] ? "true" : "false";
-    case K::Bools: return list(a.ints.size(), [&](size_t i) { return std::string(a.ints[i] ? "true" : "false"); });
-    case K::String: return "\"" + a.strings[0] + "\"";
-    case K::Strings: return list(a.strings.size(), [&](size_t i) { return "\"" + a.strings[i] + "\""; });
+    case K::OptionalTensors:
+      return list(a.values.size(), [&](size_t i) { return valueRef(a.values[i]); });
+    case K::Int:
+      return std::to_string(a.ints[0]);
+    case K::Ints:
+      return list(a.ints.size(), [&](size_t i) { return std::to_string(a.ints[i]); });
+    case K::Float:
+      return printFloat(a.floats[0]);
+    case K::Floats:
+      return list(a.floats.size(), [&](size_t i) { return printFloat(a.floats[i]); });
+    case K::Bool:
+      return a.ints[0] ? "true" : "false";
+    case K::Bools:
+      return list(a.ints.size(), [&](size_t i) { return std::string(a.ints[i] ? "true" : "false"); });
+    case K::String:
+      return "\"" + a.strings[0] + "\"";
+    case K::Strings:
+      return list(a.strings.size(), [&](size_t i) { return "\"" + a.strings[i] + "\""; });
     case K::SymInt:
     case K::SymFloat:
-    case K::SymBool: return symItem(0);
+    case K::SymBool:
+      return symItem(0);
     case K::SymInts:
-    case K::SymBools: return list(a.values.size(), symItem);
+    case K::SymBools:
+      return list(a.values.size(), symItem);
     case K::SymFloats:
-      return list(a.values.size(), [&](size_t i) { return a.values[i] ? valueRef(a.values[i]) : printFloat(a.floats[i]); });
-    case K::ScalarType: return std::string(scalarTypeName(static_cast<ScalarType>(a.ints[0])));
+      return list(a.values.size(),
+                  [&](size_t i) { return a.values[i] ? valueRef(a.values[i]) : printFloat(a.floats[i]); });
+    case K::ScalarType:
+      return std::string(scalarTypeName(static_cast<ScalarType>(a.ints[0])));
     case K::MemoryFormat: {
-      static const char* kNames[] = {"unknown_format", "contiguous_format", "channels_last", "channels_last_3d", "preserve_format"};
+      static const char* kNames[] = {"unknown_format", "contiguous_format", "channels_last",
+                                     "channels_last_3d", "preserve_format"};
       int64_t c = a.ints[0];
       return c >= 0 && c <= 4 ? kNames[c] : "memory_format(" + std::to_string(c) + ")";
     }
-    case K::Layout: return a.ints[0] == static_cast<int64_t>(Layout::Strided) ? "strided" : "layout(" + std::to_string(a.ints[0]) + ")";
-    case K::Device: return deviceStr(a.strings[0], a.ints[0]);
-    case K::Complex: return "complex(" + printFloat(a.floats[0]) + ", " + printFloat(a.floats[1]) + ")";
+    case K::Layout:
+      return a.ints[0] == static_cast<int64_t>(Layout::Strided) ? "strided"
+                                                                : "layout(" + std::to_string(a.ints[0]) + ")";
+    case K::Device:
+      return deviceStr(a.strings[0], a.ints[0]);
+    case K::Complex:
+      return "complex(" + printFloat(a.floats[0]) + ", " + printFloat(a.floats[1]) + ")";
     case K::IntLists: {
       std::string s = "[";
       size_t off = 0;
       for (size_t i = 0; i < a.listSizes.size(); ++i) {
         if (i) s += ", ";
-        s += list(static_cast<size_t>(a.listSizes[i]), [&](size_t j) { return std::to_string(a.ints[off + j]); });
+        s += list(static_cast<size_t>(a.listSizes[i]),
+                  [&](size_t j) { return std::to_string(a.ints[off + j]); });
         off += static_cast<size_t>(a.listSizes[i]);
       }
       return s + "]";

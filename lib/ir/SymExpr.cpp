@@ -24,8 +24,8 @@ class SreprParser {
 
  private:
   Status fail(const std::string& what) const {
-    return Status::error("cannot parse symbolic size '" + std::string(s_) + "': " + what +
-                         " at offset " + std::to_string(pos_));
+    return Status::error("cannot parse symbolic size '" + std::string(s_) + "': " + what + " at offset " +
+                         std::to_string(pos_));
   }
   void skipSpace() {
     while (pos_ < s_.size() && std::isspace(static_cast<unsigned char>(s_[pos_]))) ++pos_;
@@ -107,11 +107,16 @@ class SreprParser {
       return ExprPtr(e);
     }
     static const std::pair<std::string_view, SymExpr::Kind> kOps[] = {
-        {"Add", SymExpr::Kind::Add},           {"Mul", SymExpr::Kind::Mul},
-        {"FloorDiv", SymExpr::Kind::FloorDiv}, {"Mod", SymExpr::Kind::Mod},
-        {"PythonMod", SymExpr::Kind::Mod},     {"Max", SymExpr::Kind::Max},
-        {"Min", SymExpr::Kind::Min},           {"Pow", SymExpr::Kind::Pow},
-        {"CeilingDiv", SymExpr::Kind::CeilDiv}, {"CeilDiv", SymExpr::Kind::CeilDiv},
+        {"Add", SymExpr::Kind::Add},
+        {"Mul", SymExpr::Kind::Mul},
+        {"FloorDiv", SymExpr::Kind::FloorDiv},
+        {"Mod", SymExpr::Kind::Mod},
+        {"PythonMod", SymExpr::Kind::Mod},
+        {"Max", SymExpr::Kind::Max},
+        {"Min", SymExpr::Kind::Min},
+        {"Pow", SymExpr::Kind::Pow},
+        {"CeilingDiv", SymExpr::Kind::CeilDiv},
+        {"CeilDiv", SymExpr::Kind::CeilDiv},
     };
     auto it = std::find_if(std::begin(kOps), std::end(kOps), [&](const auto& p) { return p.first == head; });
     if (it == std::end(kOps)) return fail("unsupported function '" + std::string(head) + "'");

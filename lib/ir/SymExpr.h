@@ -25,8 +25,8 @@ namespace spmd::ir {
 struct SymExpr {
   enum class Kind { Integer, Symbol, Add, Mul, FloorDiv, Mod, Max, Min, Pow, CeilDiv };
   Kind kind = Kind::Integer;
-  int64_t value = 0;                              ///< for Integer
-  std::string name;                               ///< for Symbol
+  int64_t value = 0;                                 ///< for Integer
+  std::string name;                                  ///< for Symbol
   std::vector<std::shared_ptr<const SymExpr>> args;  ///< operands otherwise
 };
 

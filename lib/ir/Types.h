@@ -52,9 +52,24 @@ std::optional<ScalarType> scalarTypeFromSafetensorsName(std::string_view name);
 int64_t elementSize(ScalarType t);
 
 /// torch.export schema Layout numbers (7 = strided).
-enum class Layout : int8_t { Unknown = 0, SparseCoo = 1, SparseCsr = 2, SparseCsc = 3, SparseBsr = 4, SparseBsc = 5, Mkldnn = 6, Strided = 7 };
+enum class Layout : int8_t {
+  Unknown = 0,
+  SparseCoo = 1,
+  SparseCsr = 2,
+  SparseCsc = 3,
+  SparseBsr = 4,
+  SparseBsc = 5,
+  Mkldnn = 6,
+  Strided = 7
+};
 /// torch.export schema MemoryFormat numbers.
-enum class MemoryFormat : int8_t { Unknown = 0, Contiguous = 1, ChannelsLast = 2, ChannelsLast3d = 3, Preserve = 4 };
+enum class MemoryFormat : int8_t {
+  Unknown = 0,
+  Contiguous = 1,
+  ChannelsLast = 2,
+  ChannelsLast3d = 3,
+  Preserve = 4
+};
 
 /// A device as torch.export writes it: type ("cpu", "cuda") and index (-1: none).
 struct Device {

@@ -54,9 +54,9 @@ Status AsyncCollectives::run(program::Program& program) {
     const ir::Node* first = nullptr;
     for (ir::Node* u : y->users())
       if (!first || u->index() < first->index()) first = u;
-    SPMD_ASSIGN_OR_RETURN(ir::Node * wait, g.addNode(name, std::string(ir::kWait),
-                                                     {{"self", ir::Argument::tensor(y), false}},
-                                                     {ir::Argument::tensor(w)}));
+    SPMD_ASSIGN_OR_RETURN(ir::Node * wait,
+                          g.addNode(name, std::string(ir::kWait), {{"self", ir::Argument::tensor(y), false}},
+                                    {ir::Argument::tensor(w)}));
     wait->mutableMetadata() = c->metadata();
     (first ? waitsBefore[first] : waitsAtEnd).push_back(wait);
     replacement.emplace(y, w);

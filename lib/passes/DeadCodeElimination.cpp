@@ -18,7 +18,8 @@ Status DeadCodeElimination::run(program::Program& program) {
   std::unordered_set<const ir::Node*> dead;
   for (auto it = g.nodes().rbegin(); it != g.nodes().rend(); ++it) {
     const ir::Node& n = **it;
-    bool used = n.target() == "aten._assert_tensor_metadata.default" || n.target() == "aten._assert_scalar.default";
+    bool used =
+        n.target() == "aten._assert_tensor_metadata.default" || n.target() == "aten._assert_scalar.default";
     for (ir::Value* v : n.outputValues()) used |= live.count(v) > 0;
     if (!used) {
       dead.insert(&n);

@@ -17,7 +17,7 @@ namespace {
 // shape of result 0.
 const char* sizeArgOf(std::string_view target) {
   static const std::pair<std::string_view, const char*> kSizeArgs[] = {
-      {"aten._unsafe_view.default", "size"},  {"aten.empty.memory_format", "size"},
+      {"aten._unsafe_view.default", "size"},   {"aten.empty.memory_format", "size"},
       {"aten.empty_permuted.default", "size"}, {"aten.expand.default", "size"},
       {"aten.full.default", "size"},           {"aten.new_empty.default", "size"},
       {"aten.new_full.default", "size"},       {"aten.new_ones.default", "size"},
@@ -65,8 +65,8 @@ Status Expander::localizeArgs(const ir::Node& n, const sharding::NodeSharding& n
       }
       if (a.ints[j] == -1) continue;
       if (!local.sizes[j].isStatic() && shardCount(ns.results[0], static_cast<int64_t>(j), mesh_) != 1)
-        return Status::error("node %" + n.name() + " (" + n.target() + "): size " + std::to_string(a.ints[j]) +
-                             " of a symbolic, sharded dim cannot be made local");
+        return Status::error("node %" + n.name() + " (" + n.target() + "): size " +
+                             std::to_string(a.ints[j]) + " of a symbolic, sharded dim cannot be made local");
       if (local.sizes[j].isStatic()) a.ints[j] = local.sizes[j].value();
     }
   }

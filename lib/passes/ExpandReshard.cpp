@@ -17,8 +17,8 @@ std::vector<ir::NamedArgument> collectiveArgs(ir::Value* x, const std::string& a
 
 }  // namespace
 
-Expected<ir::Value*> Expander::reshard(const ir::Value& v, const ShardingSpec& want, const std::string& consumer,
-                                       const std::string& sourceLine) {
+Expected<ir::Value*> Expander::reshard(const ir::Value& v, const ShardingSpec& want,
+                                       const std::string& consumer, const std::string& sourceLine) {
   const ShardingSpec& cur = prop_.values[static_cast<size_t>(v.id())];
   ir::Value* x = map_[static_cast<size_t>(v.id())];
   SPMD_CHECK(x != nullptr);
@@ -33,8 +33,8 @@ Expected<ir::Value*> Expander::reshard(const ir::Value& v, const ShardingSpec& w
                   const std::string& suffix, const char* kind, int64_t axis, int64_t bytes) -> Status {
     SPMD_ASSIGN_OR_RETURN(x, emit(target, std::move(args), v, after, v.name() + "_" + suffix, meta));
     if (kind)
-      records_.push_back({x->name(), kind, mesh_.axisNames()[static_cast<size_t>(axis)], bytes, consumer, v.name(),
-                          spec.str(), after.str(), sourceLine});
+      records_.push_back({x->name(), kind, mesh_.axisNames()[static_cast<size_t>(axis)], bytes, consumer,
+                          v.name(), spec.str(), after.str(), sourceLine});
     spec = after;
     return Status::ok();
   };
@@ -59,7 +59,8 @@ Expected<ir::Value*> Expander::reshard(const ir::Value& v, const ShardingSpec& w
     args.push_back({"split_factor", Argument::integer(p.splitFactor), true});
     int64_t bytes = sharding::CostModel::bytesMoved(sharding::CollectiveKind::AllGather, mesh_.size(a),
                                                     localBytes(spec), localBytes(after));
-    SPMD_RETURN_IF_ERROR(step(std::string(ir::kAllGather), std::move(args), after, "all_gather", "all_gather", a, bytes));
+    SPMD_RETURN_IF_ERROR(
+        step(std::string(ir::kAllGather), std::move(args), after, "all_gather", "all_gather", a, bytes));
   }
   // 2. The cheapest plan to the target with strided targets replicated.
   ShardingSpec plain = want;
@@ -74,36 +75,43 @@ Expected<ir::Value*> Expander::reshard(const ir::Value& v, const ShardingSpec& w
     switch (s.kind) {
       case K::AllGather:
         args.push_back({"dim", Argument::integer(s.dim), false});
-        SPMD_RETURN_IF_ERROR(step(std::string(ir::kAllGather), args, s.after, "all_gather", "all_gather", s.axis, s.bytesPerRank));
+        SPMD_RETURN_IF_ERROR(step(std::string(ir::kAllGather), args, s.after, "all_gather", "all_gather",
+                                  s.axis, s.bytesPerRank));
         break;
       case K::AllReduce:
         args.push_back({"op", stringArg(std::string(sharding::reduceOpName(s.op))), false});
-        SPMD_RETURN_IF_ERROR(step(std::string(ir::kAllReduce), args, s.after, "all_reduce", "all_reduce", s.axis, s.bytesPerRank));
+        SPMD_RETURN_IF_ERROR(step(std::string(ir::kAllReduce), args, s.after, "all_reduce", "all_reduce",
+                                  s.axis, s.bytesPerRank));
         break;
       case K::ReduceScatter:
         args.push_back({"dim", Argument::integer(s.dim), false});
         args.push_back({"op", stringArg(std::string(sharding::reduceOpName(s.op))), false});
-        SPMD_RETURN_IF_ERROR(step(std::string(ir::kReduceScatter), args, s.after, "reduce_scatter", "reduce_scatter", s.axis,
-                                  s.bytesPerRank));
+        SPMD_RETURN_IF_ERROR(step(std::string(ir::kReduceScatter), args, s.after, "reduce_scatter",
+                                  "reduce_scatter", s.axis, s.bytesPerRank));
         break;
       case K::AllToAll:
         args.push_back({"split_dim", Argument::integer(s.dim), false});
         args.push_back({"concat_dim", Argument::integer(s.dim2), false});
-        SPMD_RETURN_IF_ERROR(step(std::string(ir::kAllToAll), args, s.after, "all_to_all", "all_to_all", s.axis, s.bytesPerRank));
+        SPMD_RETURN_IF_ERROR(step(std::string(ir::kAllToAll), args, s.after, "all_to_all", "all_to_all",
+                                  s.axis, s.bytesPerRank));
         break;
       case K::LocalSlice:
         args.push_back({"dim", Argument::integer(s.dim), false});
-        SPMD_RETURN_IF_ERROR(step(std::string(ir::kLocalSlice), args, s.after, "local_slice", nullptr, s.axis, 0));
+        SPMD_RETURN_IF_ERROR(
+            step(std::string(ir::kLocalSlice), args, s.after, "local_slice", nullptr, s.axis, 0));
         break;
       case K::ZeroPartial:
-        SPMD_RETURN_IF_ERROR(step(std::string(ir::kZeroPartial), args, s.after, "zero_partial", nullptr, s.axis, 0));
+        SPMD_RETURN_IF_ERROR(
+            step(std::string(ir::kZeroPartial), args, s.after, "zero_partial", nullptr, s.axis, 0));
         break;
       case K::MarkPartial:
         spec = s.after;  // equal copies already reduce to the value: relabel only
         break;
       case K::ScalePartial:
-        SPMD_RETURN_IF_ERROR(step("aten.mul.Tensor", {{"self", Argument::tensor(x), false}, {"other", Argument::floating(s.scale), false}},
-                                  s.after, "scale", nullptr, s.axis, 0));
+        SPMD_RETURN_IF_ERROR(
+            step("aten.mul.Tensor",
+                 {{"self", Argument::tensor(x), false}, {"other", Argument::floating(s.scale), false}},
+                 s.after, "scale", nullptr, s.axis, 0));
         break;
     }
   }
@@ -116,7 +124,8 @@ Expected<ir::Value*> Expander::reshard(const ir::Value& v, const ShardingSpec& w
     auto args = collectiveArgs(x, mesh_.axisNames()[static_cast<size_t>(a)]);
     args.push_back({"dim", Argument::integer(p.dim), false});
     args.push_back({"split_factor", Argument::integer(p.splitFactor), true});
-    SPMD_RETURN_IF_ERROR(step(std::string(ir::kLocalSlice), std::move(args), after, "local_slice", nullptr, a, 0));
+    SPMD_RETURN_IF_ERROR(
+        step(std::string(ir::kLocalSlice), std::move(args), after, "local_slice", nullptr, a, 0));
   }
   SPMD_CHECK(spec.str() == want.str());
   cache_.emplace(key, x);

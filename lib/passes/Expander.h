@@ -24,7 +24,8 @@ Argument stringArg(const std::string& s);
 /// Builds the local graph node by node (see Expand.h).
 class Expander {
  public:
-  explicit Expander(const ExpandInput& in) : in_(in), src_(*in.source), prop_(*in.propagation), mesh_(in.mesh) {}
+  explicit Expander(const ExpandInput& in)
+      : in_(in), src_(*in.source), prop_(*in.propagation), mesh_(in.mesh) {}
 
   Expected<program::Program> run() {
     program::Program out;
@@ -87,7 +88,8 @@ class Expander {
 
   std::string uniqueName(const std::string& base) {
     std::string name = base;
-    for (int i = 1; g_->findValue(name) || src_.graph.findValue(name); ++i) name = base + "_" + std::to_string(i);
+    for (int i = 1; g_->findValue(name) || src_.graph.findValue(name); ++i)
+      name = base + "_" + std::to_string(i);
     return name;
   }
 
@@ -100,8 +102,9 @@ class Expander {
   }
 
   // Appends a node computing `target(args)` with one local tensor result.
-  Expected<ir::Value*> emit(const std::string& target, std::vector<ir::NamedArgument> args, const ir::Value& like,
-                            const ShardingSpec& spec, const std::string& base, const ir::NodeMetadata& meta) {
+  Expected<ir::Value*> emit(const std::string& target, std::vector<ir::NamedArgument> args,
+                            const ir::Value& like, const ShardingSpec& spec, const std::string& base,
+                            const ir::NodeMetadata& meta) {
     std::string name = uniqueName(base);
     SPMD_ASSIGN_OR_RETURN(ir::Value * nv, cloneValue(like, name, spec));
     SPMD_ASSIGN_OR_RETURN(ir::Node * n, g_->addNode(name, target, std::move(args), {Argument::tensor(nv)}));
@@ -115,7 +118,8 @@ class Expander {
                                const std::string& sourceLine);
 
   Status expandNode(const ir::Node& n);
-  Status localizeArgs(const ir::Node& n, const sharding::NodeSharding& ns, std::vector<ir::NamedArgument>& args);
+  Status localizeArgs(const ir::Node& n, const sharding::NodeSharding& ns,
+                      std::vector<ir::NamedArgument>& args);
   Expected<ir::Value*> localSize(ir::Value* globalSym, int64_t k, const ir::Node& n);
   // The normalized "dim" argument of sym_size.int.
   static int64_t normalizeDimArg(const ir::Node& n) {
@@ -133,8 +137,6 @@ class Expander {
   std::vector<ir::Value*> map_;  // source value id -> new value (in its propagated layout)
   std::map<std::pair<int, std::string>, ir::Value*> cache_;
   std::vector<program::CollectiveRecord> records_;
-
 };
-
 
 }  // namespace spmd::passes::detail

@@ -24,8 +24,8 @@ class Builder {
     return name;
   }
 
-  Expected<ir::Value*> op(const std::string& target, std::vector<ir::NamedArgument> args, const ir::TensorType& type,
-                          const std::string& base) {
+  Expected<ir::Value*> op(const std::string& target, std::vector<ir::NamedArgument> args,
+                          const ir::TensorType& type, const std::string& base) {
     std::string name = unique(base);
     SPMD_ASSIGN_OR_RETURN(ir::Value * v, g_.addValue(name, ir::ValueKind::Tensor));
     v->mutableType() = type;
@@ -35,35 +35,40 @@ class Builder {
     return v;
   }
   Expected<ir::Value*> mul(ir::Value* a, double s, const std::string& base) {
-    return op("aten.mul.Tensor", {{"self", Argument::tensor(a), false}, {"other", Argument::floating(s), false}},
-              a->type(), base);
+    return op("aten.mul.Tensor",
+              {{"self", Argument::tensor(a), false}, {"other", Argument::floating(s), false}}, a->type(),
+              base);
   }
   Expected<ir::Value*> mulT(ir::Value* a, ir::Value* b, const std::string& base) {
-    return op("aten.mul.Tensor", {{"self", Argument::tensor(a), false}, {"other", Argument::tensor(b), false}},
-              a->type(), base);
+    return op("aten.mul.Tensor",
+              {{"self", Argument::tensor(a), false}, {"other", Argument::tensor(b), false}}, a->type(), base);
   }
   Expected<ir::Value*> add(ir::Value* a, ir::Value* b, double alpha, const std::string& base) {
-    std::vector<ir::NamedArgument> args = {{"self", Argument::tensor(a), false}, {"other", Argument::tensor(b), false}};
+    std::vector<ir::NamedArgument> args = {{"self", Argument::tensor(a), false},
+                                           {"other", Argument::tensor(b), false}};
     if (alpha != 1.0) args.push_back({"alpha", Argument::floating(alpha), true});
     return op("aten.add.Tensor", std::move(args), a->type(), base);
   }
   Expected<ir::Value*> addScalar(ir::Value* a, double s, const std::string& base) {
-    return op("aten.add.Tensor", {{"self", Argument::tensor(a), false}, {"other", Argument::floating(s), false}},
-              a->type(), base);
+    return op("aten.add.Tensor",
+              {{"self", Argument::tensor(a), false}, {"other", Argument::floating(s), false}}, a->type(),
+              base);
   }
   Expected<ir::Value*> div(ir::Value* a, ir::Value* b, const std::string& base) {
-    return op("aten.div.Tensor", {{"self", Argument::tensor(a), false}, {"other", Argument::tensor(b), false}},
-              a->type(), base);
+    return op("aten.div.Tensor",
+              {{"self", Argument::tensor(a), false}, {"other", Argument::tensor(b), false}}, a->type(), base);
   }
   Expected<ir::Value*> sqrt(ir::Value* a, const std::string& base) {
     return op("aten.sqrt.default", {{"self", Argument::tensor(a), false}}, a->type(), base);
   }
   // 1 - base^exponent, as a tensor shaped like `exponent`.
   Expected<ir::Value*> oneMinusPow(double base, ir::Value* exponent, const std::string& name) {
-    SPMD_ASSIGN_OR_RETURN(ir::Value * pw, op("aten.pow.Scalar", {{"self", Argument::floating(base), false},
-                                                                  {"exponent", Argument::tensor(exponent), false}},
+    SPMD_ASSIGN_OR_RETURN(ir::Value * pw, op("aten.pow.Scalar",
+                                             {{"self", Argument::floating(base), false},
+                                              {"exponent", Argument::tensor(exponent), false}},
                                              exponent->type(), name + "_pow"));
-    return op("aten.rsub.Scalar", {{"self", Argument::tensor(pw), false}, {"other", Argument::floating(1.0), false}},
+    return op("aten.rsub.Scalar",
+              {{"self", Argument::tensor(pw), false}, {"other", Argument::floating(1.0), false}},
               exponent->type(), name);
   }
 
@@ -113,10 +118,12 @@ Status appendOptimizer(ir::ExportedProgram& program, const OptimizerOptions& o) 
     if (in.kind == ir::InputKind::Parameter && in.value) params[in.target] = in.value;
   std::vector<std::pair<std::string, ir::Value*>> grads;
   for (const auto& out : program.signature.outputs)
-    if (out.kind == ir::OutputKind::GradientToParameter && out.arg.value()) grads.emplace_back(out.target, out.arg.value());
+    if (out.kind == ir::OutputKind::GradientToParameter && out.arg.value())
+      grads.emplace_back(out.target, out.arg.value());
   if (grads.empty())
-    return Status::error("--optimizer needs a train-step graph with gradient outputs (torch.export's "
-                         "_export_forward_backward); this program has none");
+    return Status::error(
+        "--optimizer needs a train-step graph with gradient outputs (torch.export's "
+        "_export_forward_backward); this program has none");
   Builder b(program);
   ir::Value* step = nullptr;
   ir::Value* bc1 = nullptr;
@@ -177,7 +184,8 @@ Status appendOptimizer(ir::ExportedProgram& program, const OptimizerOptions& o) 
   return program.graph.verify();
 }
 
-OptimizerWeightSource::OptimizerWeightSource(const program::WeightSource& base, const program::Program& program)
+OptimizerWeightSource::OptimizerWeightSource(const program::WeightSource& base,
+                                             const program::Program& program)
     : base_(base) {
   for (const auto& w : program.weights) {
     if (w.fqn.rfind(kOptimizerPrefix, 0) != 0) continue;

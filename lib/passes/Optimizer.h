@@ -30,11 +30,11 @@ namespace spmd::passes {
 struct OptimizerOptions {
   std::string kind;  ///< "sgd" or "adamw"; empty: none
   double lr = 1e-3;
-  double momentum = 0.0;      ///< sgd
-  double beta1 = 0.9;         ///< adamw
-  double beta2 = 0.999;       ///< adamw
-  double eps = 1e-8;          ///< adamw
-  double weightDecay = 0.0;   ///< sgd: L2 added to the gradient; adamw: decoupled
+  double momentum = 0.0;     ///< sgd
+  double beta1 = 0.9;        ///< adamw
+  double beta2 = 0.999;      ///< adamw
+  double eps = 1e-8;         ///< adamw
+  double weightDecay = 0.0;  ///< sgd: L2 added to the gradient; adamw: decoupled
 };
 
 /// The FQN prefix of optimizer state buffers ("optim.<param fqn>.exp_avg",

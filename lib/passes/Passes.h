@@ -9,9 +9,7 @@ namespace spmd::passes {
 class DedupCollectives : public Pass {
  public:
   std::string_view name() const override { return "dedup-collectives"; }
-  std::string_view description() const override {
-    return "merge identical collectives on the same value";
-  }
+  std::string_view description() const override { return "merge identical collectives on the same value"; }
   Status run(program::Program& program) override;
 };
 

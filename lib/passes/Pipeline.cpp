@@ -65,7 +65,8 @@ Expected<CompileResult> compile(pt2::Archive& archive, const schema::PlacementSc
   sharding::PropagationOptions popts;
   popts.cost = options.cost;
   popts.replicateUnknown = options.replicateUnknown;
-  auto prop = sharding::propagate(source, placements.inputs, placements.mesh, sharding::defaultRuleRegistry(), popts);
+  auto prop =
+      sharding::propagate(source, placements.inputs, placements.mesh, sharding::defaultRuleRegistry(), popts);
   if (!prop) return prop.status().withContext(archive.path);
   r.warnings = prop->warnings;
   timer.done("propagation");
@@ -92,7 +93,8 @@ Expected<CompileResult> compile(pt2::Archive& archive, const schema::PlacementSc
   fillWeights(archive, r.program);
   // File names only: provenance must not depend on where the files live.
   auto base = [](const std::string& path) { return path.substr(path.rfind('/') + 1); };
-  r.program.provenance = {{"source", base(archive.path)}, {"schema", base(schema.source)}, {"compiler", "spmdc 0.1.0"}};
+  r.program.provenance = {
+      {"source", base(archive.path)}, {"schema", base(schema.source)}, {"compiler", "spmdc 0.1.0"}};
   return r;
 }
 

@@ -11,10 +11,10 @@
 #include <string>
 #include <vector>
 
-#include "pt2/Archive.h"
-#include "program/Program.h"
-#include "schema/PlacementSchema.h"
 #include "passes/Optimizer.h"
+#include "program/Program.h"
+#include "pt2/Archive.h"
+#include "schema/PlacementSchema.h"
 #include "sharding/CostModel.h"
 
 namespace spmd::passes {

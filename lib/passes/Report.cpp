@@ -63,7 +63,8 @@ std::string reportJson(const CompileResult& r) {
   nlohmann::ordered_json counts = nlohmann::ordered_json::object();
   for (const char* kind : {"all_reduce", "all_gather", "reduce_scatter", "all_to_all"}) counts[kind] = 0;
   for (const auto& n : p.graph.graph.nodes())
-    if (ir::isCommunicating(n->target())) counts[n->target().substr(5)] = counts[n->target().substr(5)].get<int>() + 1;
+    if (ir::isCommunicating(n->target()))
+      counts[n->target().substr(5)] = counts[n->target().substr(5)].get<int>() + 1;
   j["collective_counts"] = counts;
   nlohmann::ordered_json list = nlohmann::ordered_json::array();
   for (const auto& c : p.collectives) {
@@ -102,22 +103,24 @@ std::string summaryText(const CompileResult& r, const std::string& input, const 
   std::string kinds;
   for (const auto& [kind, s] : summary) {
     total += s.count;
-    kinds += (kinds.empty() ? "" : ", ") + kind + " " + std::to_string(s.count) + ": " + withCommas(s.bytesPerRank) +
-             " B/rank";
+    kinds += (kinds.empty() ? "" : ", ") + kind + " " + std::to_string(s.count) + ": " +
+             withCommas(s.bytesPerRank) + " B/rank";
   }
   std::string out = input + " -> " + output + ": mesh " + p.mesh.str() + ", " +
-                    std::to_string(p.graph.graph.nodes().size()) + " ops, " + std::to_string(total) + " collective" +
-                    (total == 1 ? "" : "s") + (kinds.empty() ? "" : " (" + kinds + ")") + "\n";
+                    std::to_string(p.graph.graph.nodes().size()) + " ops, " + std::to_string(total) +
+                    " collective" + (total == 1 ? "" : "s") + (kinds.empty() ? "" : " (" + kinds + ")") +
+                    "\n";
   const size_t kShown = 8;
   for (size_t i = 0; i < p.collectives.size() && i < kShown; ++i) {
     const auto& c = p.collectives[i];
-    out += "  " + c.kind + " " + c.value + " on " + c.axis + ": " + c.from + " -> " + c.to + " for " + c.consumer +
-           (c.sourceLine.empty() ? "" : " (" + c.sourceLine + ")") + "\n";
+    out += "  " + c.kind + " " + c.value + " on " + c.axis + ": " + c.from + " -> " + c.to + " for " +
+           c.consumer + (c.sourceLine.empty() ? "" : " (" + c.sourceLine + ")") + "\n";
   }
   if (p.collectives.size() > kShown)
     out += "  ... " + std::to_string(p.collectives.size() - kShown) + " more (see --report)\n";
   MemoryEstimate m = estimateMemory(p);
-  out += "  per rank: " + withCommas(m.paramBytes) + " B of weights, peak estimate " + withCommas(m.peakBytes) + " B\n";
+  out += "  per rank: " + withCommas(m.paramBytes) + " B of weights, peak estimate " +
+         withCommas(m.peakBytes) + " B\n";
   for (const auto& n : r.notes) out += "note: " + n + "\n";
   for (const auto& w : r.warnings) out += "warning: " + w + "\n";
   return out;

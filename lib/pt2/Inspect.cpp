@@ -29,7 +29,8 @@ struct Summary {
 
 std::string withCommas(int64_t v) {
   std::string s = std::to_string(v);
-  for (int i = static_cast<int>(s.size()) - 3; i > (v < 0 ? 1 : 0); i -= 3) s.insert(static_cast<size_t>(i), ",");
+  for (int i = static_cast<int>(s.size()) - 3; i > (v < 0 ? 1 : 0); i -= 3)
+    s.insert(static_cast<size_t>(i), ",");
   return s;
 }
 
@@ -49,9 +50,19 @@ std::vector<Entry>& group(Groups& groups, std::string_view kind) {
 
 // Kinds in the order users read them: weights first, then user data.
 int kindRank(const std::string& kind) {
-  static const char* kOrder[] = {"parameter", "buffer", "tensor_constant", "custom_obj", "constant_input",
-                                 "user_input", "token", "user_output", "loss_output", "gradient_to_parameter",
-                                 "gradient_to_user_input", "buffer_mutation", "parameter_mutation",
+  static const char* kOrder[] = {"parameter",
+                                 "buffer",
+                                 "tensor_constant",
+                                 "custom_obj",
+                                 "constant_input",
+                                 "user_input",
+                                 "token",
+                                 "user_output",
+                                 "loss_output",
+                                 "gradient_to_parameter",
+                                 "gradient_to_user_input",
+                                 "buffer_mutation",
+                                 "parameter_mutation",
                                  "user_input_mutation"};
   for (int i = 0; i < static_cast<int>(std::size(kOrder)); ++i)
     if (kind == kOrder[i]) return i;
@@ -103,8 +114,8 @@ Summary summarize(const Archive& a) {
 std::string inspectText(const Archive& a) {
   Summary s = summarize(a);
   std::string o = s.file + ": export schema " + s.schema + ", torch " + s.torch + "\n";
-  o += "parameters: " + withCommas(s.paramCount) + " elements, " + withCommas(s.paramBytes) + " bytes; buffers: " +
-       withCommas(s.bufferBytes) + " bytes\n";
+  o += "parameters: " + withCommas(s.paramCount) + " elements, " + withCommas(s.paramBytes) +
+       " bytes; buffers: " + withCommas(s.bufferBytes) + " bytes\n";
   for (const auto& [sym, r] : s.ranges) o += "symbol " + sym + " in " + r + "\n";
   auto section = [&](const std::string& title, const Groups& groups) {
     for (const auto& [kind, entries] : groups) {

@@ -137,8 +137,9 @@ class IrBuilder {
     if (key == "as_tensor" || key == "as_token" || key == "as_custom_obj") {
       a.kind = Argument::Kind::Tensor;
       SPMD_ASSIGN_OR_RETURN(std::string_view name, getString(val, "name"));
-      ir::ValueKind k = key == "as_tensor" ? ir::ValueKind::Tensor
-                        : key == "as_token" ? ir::ValueKind::Token : ir::ValueKind::CustomObj;
+      ir::ValueKind k = key == "as_tensor"  ? ir::ValueKind::Tensor
+                        : key == "as_token" ? ir::ValueKind::Token
+                                            : ir::ValueKind::CustomObj;
       SPMD_ASSIGN_OR_RETURN(ir::Value * v, defineValue(name, k));
       a.values = {v};
       return a;
@@ -154,13 +155,15 @@ class IrBuilder {
       return a;
     }
     if (key == "as_sym_int" || key == "as_sym_float" || key == "as_sym_bool") {
-      a.kind = key == "as_sym_int" ? Argument::Kind::SymInt
-               : key == "as_sym_float" ? Argument::Kind::SymFloat : Argument::Kind::SymBool;
+      a.kind = key == "as_sym_int"     ? Argument::Kind::SymInt
+               : key == "as_sym_float" ? Argument::Kind::SymFloat
+                                       : Argument::Kind::SymBool;
       std::string_view name;
       if (val["as_name"].get_string().get(name) != simdjson::SUCCESS)
         return useArgument(e, where);  // a constant, defines nothing
-      ir::ValueKind k = key == "as_sym_int" ? ir::ValueKind::SymInt
-                        : key == "as_sym_float" ? ir::ValueKind::SymFloat : ir::ValueKind::SymBool;
+      ir::ValueKind k = key == "as_sym_int"     ? ir::ValueKind::SymInt
+                        : key == "as_sym_float" ? ir::ValueKind::SymFloat
+                                                : ir::ValueKind::SymBool;
       SPMD_ASSIGN_OR_RETURN(ir::Value * v, defineValue(name, k));
       a.values = {v};
       a.ints = {0};
@@ -170,7 +173,8 @@ class IrBuilder {
     return useArgument(e, where);
   }
 
-  Expected<Argument> symList(element val, Argument::Kind kind, const char* constKey, const std::string& where) {
+  Expected<Argument> symList(element val, Argument::Kind kind, const char* constKey,
+                             const std::string& where) {
     Argument a;
     a.kind = kind;
     SPMD_ASSIGN_OR_RETURN(array items, asArray(val, where));
@@ -183,7 +187,8 @@ class IrBuilder {
     return a;
   }
 
-  Expected<Argument> symScalar(element val, Argument::Kind kind, const char* constKey, const std::string& where) {
+  Expected<Argument> symScalar(element val, Argument::Kind kind, const char* constKey,
+                               const std::string& where) {
     Argument a;
     a.kind = kind;
     std::string_view name;
@@ -256,8 +261,10 @@ class IrBuilder {
       return a;
     }
     if (key == "as_int" || key == "as_scalar_type" || key == "as_memory_format" || key == "as_layout") {
-      a.kind = key == "as_int" ? K::Int : key == "as_scalar_type" ? K::ScalarType
-               : key == "as_layout" ? K::Layout : K::MemoryFormat;
+      a.kind = key == "as_int"           ? K::Int
+               : key == "as_scalar_type" ? K::ScalarType
+               : key == "as_layout"      ? K::Layout
+                                         : K::MemoryFormat;
       SPMD_ASSIGN_OR_RETURN(int64_t i, toInt(val, where));
       if (a.kind == K::ScalarType && !ir::scalarTypeFromSchema(i))
         return Status::error(where + ": unknown scalar type " + std::to_string(i));
@@ -300,14 +307,16 @@ class IrBuilder {
       a.kind = key == "as_string" ? K::String : K::Strings;
       if (a.kind == K::String) {
         std::string_view s;
-        if (val.get_string().get(s) != simdjson::SUCCESS) return Status::error(where + ": as_string is not a string");
+        if (val.get_string().get(s) != simdjson::SUCCESS)
+          return Status::error(where + ": as_string is not a string");
         a.strings = {std::string(s)};
         return a;
       }
       SPMD_ASSIGN_OR_RETURN(array items, asArray(val, where));
       for (element it : items) {
         std::string_view s;
-        if (it.get_string().get(s) != simdjson::SUCCESS) return Status::error(where + ": as_strings holds a non-string");
+        if (it.get_string().get(s) != simdjson::SUCCESS)
+          return Status::error(where + ": as_strings holds a non-string");
         a.strings.emplace_back(s);
       }
       return a;
@@ -345,9 +354,11 @@ class IrBuilder {
       }
       return a;
     }
-    if (key == "as_graph" || key == "as_operator" || key == "as_nested_tensors" || key == "as_string_to_argument")
-      return Status::error(where + ": argument kind '" + std::string(key) +
-                           "' is not supported (higher-order ops and nested containers cannot be compiled yet)");
+    if (key == "as_graph" || key == "as_operator" || key == "as_nested_tensors" ||
+        key == "as_string_to_argument")
+      return Status::error(
+          where + ": argument kind '" + std::string(key) +
+          "' is not supported (higher-order ops and nested containers cannot be compiled yet)");
     return Status::error(where + ": unknown argument kind '" + std::string(key) + "'");
   }
 
@@ -368,7 +379,8 @@ class IrBuilder {
       if (in["kind"].get_int64().get(kind) != simdjson::SUCCESS) kind = 1;
       na.keyword = kind == 2;
       element arg;
-      if (in["arg"].get(arg) != simdjson::SUCCESS) return Status::error(where + ": input '" + na.name + "' has no arg");
+      if (in["arg"].get(arg) != simdjson::SUCCESS)
+        return Status::error(where + ": input '" + na.name + "' has no arg");
       SPMD_ASSIGN_OR_RETURN(na.arg, useArgument(arg, where + " argument '" + na.name + "'"));
       inputs.push_back(std::move(na));
     }
@@ -379,17 +391,22 @@ class IrBuilder {
       outputs.push_back(std::move(a));
     }
     if (name.empty() && !outputs.empty() && outputs[0].value()) name = outputs[0].value()->name();
-    SPMD_ASSIGN_OR_RETURN(ir::Node * node, g_.addNode(std::string(name), std::move(t), std::move(inputs), std::move(outputs)));
+    SPMD_ASSIGN_OR_RETURN(ir::Node * node,
+                          g_.addNode(std::string(name), std::move(t), std::move(inputs), std::move(outputs)));
     object meta = optObject(n, "metadata");
     auto& md = node->mutableMetadata();
     for (auto field : meta) {
       std::string_view v;
       if (field.value.get_string().get(v) != simdjson::SUCCESS) continue;
-      if (field.key == "stack_trace") md.stackTrace = std::string(v);
-      else if (field.key == "nn_module_stack") md.nnModuleStack = std::string(v);
-      else if (field.key == "torch_fn") md.torchFn = std::string(v);
+      if (field.key == "stack_trace")
+        md.stackTrace = std::string(v);
+      else if (field.key == "nn_module_stack")
+        md.nnModuleStack = std::string(v);
+      else if (field.key == "torch_fn")
+        md.torchFn = std::string(v);
       // from_node (provenance through export passes) is long and unused: dropped.
-      else if (field.key != "from_node") md.other.emplace(std::string(field.key), std::string(v));
+      else if (field.key != "from_node")
+        md.other.emplace(std::string(field.key), std::string(v));
     }
     return Status::ok();
   }
@@ -406,15 +423,16 @@ class IrBuilder {
       ++i;
     }
     if (i != inputArgs.size())
-      return Status::error("graph has " + std::to_string(inputArgs.size()) + " inputs but the signature describes " +
-                           std::to_string(i));
+      return Status::error("graph has " + std::to_string(inputArgs.size()) +
+                           " inputs but the signature describes " + std::to_string(i));
     SPMD_ASSIGN_OR_RETURN(array outs, getArray(sig, "output_specs"));
     for (element spec : outs) {
       SPMD_ASSIGN_OR_RETURN(ir::OutputSpec s, parseOutputSpec(spec));
       p_.signature.outputs.push_back(std::move(s));
     }
     if (p_.signature.outputs.size() != g_.outputs().size())
-      return Status::error("graph has " + std::to_string(g_.outputs().size()) + " outputs but the signature describes " +
+      return Status::error("graph has " + std::to_string(g_.outputs().size()) +
+                           " outputs but the signature describes " +
                            std::to_string(p_.signature.outputs.size()));
     return Status::ok();
   }
@@ -451,7 +469,9 @@ class IrBuilder {
       return s;
     }
     s.value = graphArg.value();
-    if (!s.value) return Status::error("input spec '" + std::string(key) + "' lines up with a graph input that is not a value");
+    if (!s.value)
+      return Status::error("input spec '" + std::string(key) +
+                           "' lines up with a graph input that is not a value");
     s.name = s.value->name();
     return s;
   }
@@ -478,7 +498,8 @@ class IrBuilder {
       s.target = std::string(t);
     }
     element arg;
-    if (val["arg"].get(arg) != simdjson::SUCCESS) return Status::error("output spec '" + std::string(key) + "' has no arg");
+    if (val["arg"].get(arg) != simdjson::SUCCESS)
+      return Status::error("output spec '" + std::string(key) + "' has no arg");
     if (s.kind == ir::OutputKind::UserOutput) {
       SPMD_ASSIGN_OR_RETURN(s.arg, useArgument(arg, "output spec"));
     } else {

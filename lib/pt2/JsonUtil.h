@@ -40,7 +40,7 @@ Expected<int64_t> toInt(simdjson::dom::element e, const std::string& where);
 Expected<double> toDouble(simdjson::dom::element e, const std::string& where);
 /// The only field of a union object ({"as_tensor": {...}}).
 Expected<std::pair<std::string_view, simdjson::dom::element>> singleField(simdjson::dom::element e,
-                                                                           const std::string& where);
+                                                                          const std::string& where);
 /// A SymInt ({"as_int": 3} or {"as_expr": {"expr_str", "hint"}}).
 Expected<ir::Dim> parseSymInt(simdjson::dom::element e, std::string_view where);
 /// A TensorMeta (dtype, sizes, strides, device, requires_grad).

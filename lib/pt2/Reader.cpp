@@ -47,14 +47,17 @@ Expected<Layout> findLayout(const io::ZipArchive& zip) {
     if (startsWith(rest, "models/") && endsWith(rest, ".json") && rest.find('/', 7) == std::string_view::npos)
       models.push_back(n);
     if (startsWith(rest, "data/weights/") && endsWith(rest, "_weights_config.json")) l.weightsConfig = n;
-    if (startsWith(rest, "data/constants/") && endsWith(rest, "_constants_config.json")) l.constantsConfig = n;
+    if (startsWith(rest, "data/constants/") && endsWith(rest, "_constants_config.json"))
+      l.constantsConfig = n;
   }
   if (models.empty())
-    return Status::error("no models/<name>.json in the archive; is this a torch.export archive written by torch.export.save?");
+    return Status::error(
+        "no models/<name>.json in the archive; is this a torch.export archive written by torch.export.save?");
   if (models.size() > 1) {
     std::string list;
     for (const auto& m : models) list += (list.empty() ? "" : ", ") + m;
-    return Status::error("the archive holds several models (" + list + "); only single-model archives are supported");
+    return Status::error("the archive holds several models (" + list +
+                         "); only single-model archives are supported");
   }
   l.modelJson = models[0];
   l.top = models[0].substr(0, models[0].find('/'));
@@ -93,7 +96,9 @@ Status readPayloadConfig(const io::ZipArchive& zip, const Layout& layout, const 
     bool b = false;
     if (e["is_param"].get_bool().get(b) == simdjson::SUCCESS) t.isParam = b;
     if (e["use_pickle"].get_bool().get(b) == simdjson::SUCCESS && b)
-      return Status::error(where + " is stored pickled (a tensor subclass or custom object); only plain tensors are supported");
+      return Status::error(
+          where +
+          " is stored pickled (a tensor subclass or custom object); only plain tensors are supported");
     simdjson::dom::object meta;
     if (e["tensor_meta"].get_object().get(meta) != simdjson::SUCCESS)
       return Status::error(where + " has no tensor_meta");
@@ -170,7 +175,8 @@ Expected<Archive> readArchive(const std::string& path, const ReadOptions& option
   simdjson::dom::element root;
   simdjson::padded_string padded(*text);
   if (auto err = parser.parse(padded).get(root); err != simdjson::SUCCESS)
-    return Status::error(path + ": " + layout->modelJson + " does not parse as JSON: " + simdjson::error_message(err));
+    return Status::error(path + ": " + layout->modelJson +
+                         " does not parse as JSON: " + simdjson::error_message(err));
   a.stats.parseMs = msSince(t0);
 
   t0 = Clock::now();

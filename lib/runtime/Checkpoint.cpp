@@ -14,7 +14,9 @@ namespace {
 
 namespace fs = std::filesystem;
 
-std::string rankFile(const std::string& dir, int64_t rank) { return dir + "/rank" + std::to_string(rank) + ".safetensors"; }
+std::string rankFile(const std::string& dir, int64_t rank) {
+  return dir + "/rank" + std::to_string(rank) + ".safetensors";
+}
 
 // Waits until every rank has added itself to `key`.
 void barrier(c10d::Store& store, const std::string& key, int64_t world) {
@@ -53,7 +55,9 @@ Status saveCheckpoint(const std::string& dir, const program::Program& program, i
       for (const auto& w : program.weights) {
         std::vector<std::string> spec;
         for (const auto& p : w.spec.placements) spec.push_back(p.str());
-        list.push_back({{"fqn", w.fqn}, {"spec", spec}, {"global_shape", w.globalShape},
+        list.push_back({{"fqn", w.fqn},
+                        {"spec", spec},
+                        {"global_shape", w.globalShape},
                         {"dtype", std::string(ir::scalarTypeName(w.dtype))}});
       }
       index["weights"] = list;
@@ -79,10 +83,11 @@ Expected<int64_t> loadCheckpoint(const std::string& dir, const program::Program&
   try {
     index = nlohmann::json::parse(text);
     if (index.at("mesh").at("shape").get<std::vector<int64_t>>() != program.mesh.shape())
-      return Status::error(dir + ": the checkpoint was saved on mesh " +
-                           index.at("mesh").at("shape").dump() + ", this program runs on " + program.mesh.str());
+      return Status::error(dir + ": the checkpoint was saved on mesh " + index.at("mesh").at("shape").dump() +
+                           ", this program runs on " + program.mesh.str());
   } catch (const std::exception& e) {
-    return Status::error(dir + "/index.json: not a checkpoint index: " + std::string(e.what()).substr(0, 200));
+    return Status::error(dir +
+                         "/index.json: not a checkpoint index: " + std::string(e.what()).substr(0, 200));
   }
   SPMD_ASSIGN_OR_RETURN(TensorMap saved, readTensors(rankFile(dir, rank)));
   c10::InferenceMode off(false);
@@ -90,7 +95,8 @@ Expected<int64_t> loadCheckpoint(const std::string& dir, const program::Program&
     auto it = saved.find(fqn);
     if (it == saved.end()) return Status::error(rankFile(dir, rank) + ": no tensor '" + fqn + "'");
     if (it->second.sizes() != w.sizes())
-      return Status::error(rankFile(dir, rank) + ": tensor '" + fqn + "' has another shape than this program's shard");
+      return Status::error(rankFile(dir, rank) + ": tensor '" + fqn +
+                           "' has another shape than this program's shard");
     w.copy_(it->second);
   }
   return index.value("step", int64_t{0});
@@ -117,7 +123,8 @@ Status consolidateCheckpoint(const std::string& dir, const std::string& output) 
       for (int64_t r = 0; r < mesh.numRanks(); ++r) {
         auto chunks = sharding::localChunks(shape, spec, mesh, mesh.coords(r));
         at::Tensor view = global;
-        for (size_t d = 0; d < chunks.size(); ++d) view = view.narrow(static_cast<int64_t>(d), chunks[d].offset, chunks[d].size);
+        for (size_t d = 0; d < chunks.size(); ++d)
+          view = view.narrow(static_cast<int64_t>(d), chunks[d].offset, chunks[d].size);
         view.copy_(ranks[static_cast<size_t>(r)].at(fqn));
       }
       out.emplace(fqn, global);

@@ -1,7 +1,7 @@
 // Sharded checkpoints of a distributed train step.
 //
-//   ckpt/index.json            {"format": 1, "step": 5, "mesh": {...}, "weights": [{fqn, spec, global_shape, dtype}]}
-//   ckpt/rank0.safetensors     rank 0's local weights and optimizer states, by FQN
+//   ckpt/index.json            {"format": 1, "step": 5, "mesh": {...}, "weights": [{fqn, spec, global_shape,
+//   dtype}]} ckpt/rank0.safetensors     rank 0's local weights and optimizer states, by FQN
 //   ckpt/rank1.safetensors     ...
 //
 // Saving is atomic for the folder: every rank writes into "<dir>.partial",

@@ -3,8 +3,8 @@
 #include "runtime/Distributed.h"
 
 #include <ATen/ATen.h>
-#include <torch/csrc/distributed/c10d/TCPStore.hpp>
 #include <unistd.h>
+#include <torch/csrc/distributed/c10d/TCPStore.hpp>
 
 #include <algorithm>
 #include <filesystem>
@@ -109,11 +109,12 @@ int runDistributed(const DistributedOptions& o, std::ostream& out, std::ostream&
   const program::Program& p = program->program();
   int64_t ranks = p.mesh.numRanks();
   if (static_cast<int64_t>(o.nproc) * o.nnodes != ranks)
-    return fail(err, kBadInput, o.program + ": the program's mesh " + p.mesh.str() + " needs " + std::to_string(ranks) +
-                                    " ranks, but -n " + std::to_string(o.nproc) +
-                                    (o.nnodes > 1 ? " x --nnodes " + std::to_string(o.nnodes) : "") + " starts " +
-                                    std::to_string(o.nproc * o.nnodes) + "; pass -n " +
-                                    std::to_string(ranks / std::max(o.nnodes, 1)));
+    return fail(err, kBadInput,
+                o.program + ": the program's mesh " + p.mesh.str() + " needs " + std::to_string(ranks) +
+                    " ranks, but -n " + std::to_string(o.nproc) +
+                    (o.nnodes > 1 ? " x --nnodes " + std::to_string(o.nnodes) : "") + " starts " +
+                    std::to_string(o.nproc * o.nnodes) + "; pass -n " +
+                    std::to_string(ranks / std::max(o.nnodes, 1)));
   if (!o.inputs.empty()) {
     auto batches = readBatches(o.inputs);
     if (!batches) return fail(err, kBadInput, batches.status().message());
@@ -124,7 +125,8 @@ int runDistributed(const DistributedOptions& o, std::ostream& out, std::ostream&
   }
   if (!o.resume.empty() && !std::filesystem::exists(o.resume + "/index.json"))
     return fail(err, kBadInput, o.resume + ": not a checkpoint (no index.json)");
-  std::string tmpDir = (std::filesystem::temp_directory_path() / ("spmd-run-" + std::to_string(::getpid()))).string();
+  std::string tmpDir =
+      (std::filesystem::temp_directory_path() / ("spmd-run-" + std::to_string(::getpid()))).string();
   std::filesystem::create_directories(tmpDir);
   struct Cleanup {
     std::string dir;
@@ -139,9 +141,21 @@ int runDistributed(const DistributedOptions& o, std::ostream& out, std::ostream&
   cfg.masterAddr = o.masterAddr;
   cfg.masterPort = o.masterPort;
   cfg.quiet = o.quiet;
-  cfg.workerArgv = {selfPath(), "--worker", o.program, "--device", o.device, "--timeout", std::to_string(o.timeoutSeconds),
-                    "--repeat", std::to_string(o.repeat), "--stats-dir", tmpDir, "--steps", std::to_string(o.steps)};
-  for (const auto& [flag, value] : {std::pair<const char*, std::string>{"--loss-log", o.lossLog}, {"--save", o.save},
+  cfg.workerArgv = {selfPath(),
+                    "--worker",
+                    o.program,
+                    "--device",
+                    o.device,
+                    "--timeout",
+                    std::to_string(o.timeoutSeconds),
+                    "--repeat",
+                    std::to_string(o.repeat),
+                    "--stats-dir",
+                    tmpDir,
+                    "--steps",
+                    std::to_string(o.steps)};
+  for (const auto& [flag, value] : {std::pair<const char*, std::string>{"--loss-log", o.lossLog},
+                                    {"--save", o.save},
                                     {"--resume", o.resume}})
     if (!value.empty()) cfg.workerArgv.insert(cfg.workerArgv.end(), {flag, value});
   if (!o.inputs.empty()) cfg.workerArgv.insert(cfg.workerArgv.end(), {"--inputs", o.inputs});
@@ -149,7 +163,8 @@ int runDistributed(const DistributedOptions& o, std::ostream& out, std::ostream&
   if (o.quiet) cfg.workerArgv.push_back("--quiet");
   auto result = launch::launchWorkers(cfg, out, err);
   if (!result) return fail(err, kBadInput, result.status().message());
-  if (result->exitCode != 0) return fail(err, result->exitCode == kBadInput ? kBadInput : kFailure, result->failure);
+  if (result->exitCode != 0)
+    return fail(err, result->exitCode == kBadInput ? kBadInput : kFailure, result->failure);
 
   int64_t maxBytes = 0;
   double maxStep = 0;
@@ -163,8 +178,9 @@ int runDistributed(const DistributedOptions& o, std::ostream& out, std::ostream&
     }
   }
   char line[256];
-  std::snprintf(line, sizeof line, "spmd-run: %lld ranks, %.2f s wall, step %.2f ms, %s B sent per rank (max)\n",
-                static_cast<long long>(ranks), result->wallSeconds, maxStep * 1e3, withCommas(maxBytes).c_str());
+  std::snprintf(
+      line, sizeof line, "spmd-run: %lld ranks, %.2f s wall, step %.2f ms, %s B sent per rank (max)\n",
+      static_cast<long long>(ranks), result->wallSeconds, maxStep * 1e3, withCommas(maxBytes).c_str());
   out << line;
   if (o.verify.empty() || o.nodeRank != 0) return 0;
   auto got = readTensors(output);
@@ -179,8 +195,9 @@ int runWorker(const DistributedOptions& o, std::ostream& err) {
   auto program = program::readProgram(o.program);
   if (!program) return fail(err, kBadInput, program.status().message());
   if (program->program().mesh.numRanks() != env->worldSize)
-    return fail(err, kBadInput, who + ": the program's mesh needs " + std::to_string(program->program().mesh.numRanks()) +
-                                    " ranks, WORLD_SIZE is " + std::to_string(env->worldSize));
+    return fail(err, kBadInput,
+                who + ": the program's mesh needs " + std::to_string(program->program().mesh.numRanks()) +
+                    " ranks, WORLD_SIZE is " + std::to_string(env->worldSize));
   std::vector<TensorMap> batches(1);
   if (!o.inputs.empty()) {
     auto read = readBatches(o.inputs);
@@ -205,9 +222,11 @@ int runWorker(const DistributedOptions& o, std::ostream& err) {
   }
   ro.comm.timeout = std::chrono::seconds(o.timeoutSeconds);
   if (o.device == "cuda") {
-    if (!at::hasCUDA()) return fail(err, kBadInput, who + ": --device cuda: this LibTorch build has no CUDA support");
+    if (!at::hasCUDA())
+      return fail(err, kBadInput, who + ": --device cuda: this LibTorch build has no CUDA support");
     int64_t gpus = static_cast<int64_t>(at::getNumGPUs());
-    ro.device = c10::Device(c10::kCUDA, static_cast<c10::DeviceIndex>(env->localRank % std::max<int64_t>(gpus, 1)));
+    ro.device =
+        c10::Device(c10::kCUDA, static_cast<c10::DeviceIndex>(env->localRank % std::max<int64_t>(gpus, 1)));
     ro.comm.nccl = env->localWorldSize <= gpus;
   }
   c10::intrusive_ptr<c10d::Store> store;
@@ -220,8 +239,9 @@ int runWorker(const DistributedOptions& o, std::ostream& err) {
     store = c10::make_intrusive<c10d::TCPStore>(env->masterAddr, so);
   } catch (const std::exception& e) {
     std::string what = e.what();
-    return fail(err, kFailure, who + ": rendezvous at " + env->masterAddr + ":" + std::to_string(env->masterPort) +
-                                   " failed: " + what.substr(0, what.find('\n')));
+    return fail(err, kFailure,
+                who + ": rendezvous at " + env->masterAddr + ":" + std::to_string(env->masterPort) +
+                    " failed: " + what.substr(0, what.find('\n')));
   }
   auto r = runRank(*program, env->rank, store, batches[0], ro);
   if (!r) return fail(err, kFailure, who + ": " + r.status().message());
@@ -235,7 +255,8 @@ int runWorker(const DistributedOptions& o, std::ostream& err) {
   }
   // Keep the store's server (rank 0) up until every rank is done with it.
   try {
-    if (store->add("spmd/finished", 1) == env->worldSize) store->set("spmd/all_done", std::vector<uint8_t>{1});
+    if (store->add("spmd/finished", 1) == env->worldSize)
+      store->set("spmd/all_done", std::vector<uint8_t>{1});
     if (env->rank == 0) store->wait({"spmd/all_done"}, std::chrono::seconds(o.timeoutSeconds));
   } catch (const std::exception&) {
     // Another rank is gone; the launcher reports it.

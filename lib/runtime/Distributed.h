@@ -35,10 +35,10 @@ struct DistributedOptions {
   int repeat = 1;           ///< executions per worker (benchmarks); the last one's outputs are written
   bool quiet = false;
   std::string statsDir;  ///< worker: where to write its statistics (set by the launcher)
-  int steps = 1;            ///< train steps (mutation outputs update the weights in between)
-  std::string lossLog;      ///< JSON lines {"step", "loss", "step_ms"}, written by rank 0
-  std::string save;         ///< sharded checkpoint folder written after the last step
-  std::string resume;       ///< checkpoint folder to start from
+  int steps = 1;         ///< train steps (mutation outputs update the weights in between)
+  std::string lossLog;   ///< JSON lines {"step", "loss", "step_ms"}, written by rank 0
+  std::string save;      ///< sharded checkpoint folder written after the last step
+  std::string resume;    ///< checkpoint folder to start from
 };
 
 /// Reads the global inputs: one safetensors file, or a folder of them (one

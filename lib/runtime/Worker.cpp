@@ -55,12 +55,14 @@ void forEachUserInput(const program::Program& p, const TensorMap& inputs, F f) {
 }
 
 // Global user inputs -> this rank's shards, keyed "input.<i>".
-Expected<TensorMap> shardInputs(const program::Program& p, const TensorMap& inputs, const std::vector<int64_t>& coords) {
+Expected<TensorMap> shardInputs(const program::Program& p, const TensorMap& inputs,
+                                const std::vector<int64_t>& coords) {
   SPMD_RETURN_IF_ERROR(checkGlobalInputs(p, inputs));
   TensorMap out;
-  forEachUserInput(p, inputs, [&](size_t i, const std::string& byIndex, const std::string&, const at::Tensor* g) {
-    if (g) out.emplace(byIndex, shardOf(*g, p.inputs[i].spec, p.mesh, coords));
-  });
+  forEachUserInput(p, inputs,
+                   [&](size_t i, const std::string& byIndex, const std::string&, const at::Tensor* g) {
+                     if (g) out.emplace(byIndex, shardOf(*g, p.inputs[i].spec, p.mesh, coords));
+                   });
   return out;
 }
 
@@ -107,26 +109,28 @@ at::Tensor toGlobal(at::Tensor t, const ShardingSpec& spec, MeshComm& comm) {
 
 Status checkGlobalInputs(const program::Program& p, const TensorMap& inputs) {
   Status st;
-  forEachUserInput(p, inputs, [&](size_t i, const std::string& byIndex, const std::string& name, const at::Tensor* g) {
-    if (!st.isOk()) return;
-    const ir::TensorType& gt = p.inputs[i].globalType;
-    if (!g) {
-      st = Status::error("missing input '" + name + "' (" + byIndex + "), " + gt.str());
-      return;
-    }
-    bool same = g->dim() == gt.rank();
-    for (int64_t d = 0; same && d < gt.rank(); ++d) {
-      const ir::Dim& want = gt.sizes[static_cast<size_t>(d)];
-      same = !want.isStatic() || want.value() == g->size(d);
-    }
-    if (!same) {
-      st = Status::error("input '" + name + "' has shape " + shapeStr(g->sizes()) + ", the program expects " + gt.str());
-      return;
-    }
-    Status div = sharding::checkEvenlyDivisible(std::vector<int64_t>(g->sizes().begin(), g->sizes().end()),
-                                                p.inputs[i].spec, p.mesh);
-    if (!div.isOk()) st = div.withContext("input '" + name + "'");
-  });
+  forEachUserInput(
+      p, inputs, [&](size_t i, const std::string& byIndex, const std::string& name, const at::Tensor* g) {
+        if (!st.isOk()) return;
+        const ir::TensorType& gt = p.inputs[i].globalType;
+        if (!g) {
+          st = Status::error("missing input '" + name + "' (" + byIndex + "), " + gt.str());
+          return;
+        }
+        bool same = g->dim() == gt.rank();
+        for (int64_t d = 0; same && d < gt.rank(); ++d) {
+          const ir::Dim& want = gt.sizes[static_cast<size_t>(d)];
+          same = !want.isStatic() || want.value() == g->size(d);
+        }
+        if (!same) {
+          st = Status::error("input '" + name + "' has shape " + shapeStr(g->sizes()) +
+                             ", the program expects " + gt.str());
+          return;
+        }
+        Status div = sharding::checkEvenlyDivisible(
+            std::vector<int64_t>(g->sizes().begin(), g->sizes().end()), p.inputs[i].spec, p.mesh);
+        if (!div.isOk()) st = div.withContext("input '" + name + "'");
+      });
   return st;
 }
 
@@ -208,7 +212,8 @@ Expected<RankResult> runRank(const program::LoadedProgram& lp, int64_t rank,
     }
   } catch (const std::exception& e) {
     std::string what = e.what();
-    return Status::error("rank " + std::to_string(rank) + ": gathering outputs failed: " + what.substr(0, what.find('\n')));
+    return Status::error("rank " + std::to_string(rank) +
+                         ": gathering outputs failed: " + what.substr(0, what.find('\n')));
   }
   if (!options.save.empty())
     SPMD_RETURN_IF_ERROR(where(saveCheckpoint(options.save, p, rank, weights, firstStep + runs, *store)));
@@ -223,7 +228,8 @@ Expected<RankResult> runThreaded(const program::LoadedProgram& program, const Te
   std::vector<std::optional<Expected<RankResult>>> results(static_cast<size_t>(n));
   std::vector<std::thread> threads;
   for (int64_t r = 0; r < n; ++r)
-    threads.emplace_back([&, r] { results[static_cast<size_t>(r)] = runRank(program, r, store, inputs, options); });
+    threads.emplace_back(
+        [&, r] { results[static_cast<size_t>(r)] = runRank(program, r, store, inputs, options); });
   for (auto& t : threads) t.join();
   for (auto& r : results)
     if (!r->hasValue()) return r->status();

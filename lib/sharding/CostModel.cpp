@@ -16,14 +16,22 @@ namespace spmd::sharding {
 
 std::string_view collectiveKindName(CollectiveKind kind) {
   switch (kind) {
-    case CollectiveKind::AllGather: return "all_gather";
-    case CollectiveKind::AllReduce: return "all_reduce";
-    case CollectiveKind::ReduceScatter: return "reduce_scatter";
-    case CollectiveKind::AllToAll: return "all_to_all";
-    case CollectiveKind::LocalSlice: return "local_slice";
-    case CollectiveKind::ZeroPartial: return "zero_partial";
-    case CollectiveKind::MarkPartial: return "mark_partial";
-    case CollectiveKind::ScalePartial: return "scale_partial";
+    case CollectiveKind::AllGather:
+      return "all_gather";
+    case CollectiveKind::AllReduce:
+      return "all_reduce";
+    case CollectiveKind::ReduceScatter:
+      return "reduce_scatter";
+    case CollectiveKind::AllToAll:
+      return "all_to_all";
+    case CollectiveKind::LocalSlice:
+      return "local_slice";
+    case CollectiveKind::ZeroPartial:
+      return "zero_partial";
+    case CollectiveKind::MarkPartial:
+      return "mark_partial";
+    case CollectiveKind::ScalePartial:
+      return "scale_partial";
   }
   return "?";
 }
@@ -33,8 +41,10 @@ bool isLocalStep(CollectiveKind kind) {
     case CollectiveKind::LocalSlice:
     case CollectiveKind::ZeroPartial:
     case CollectiveKind::MarkPartial:
-    case CollectiveKind::ScalePartial: return true;
-    default: return false;
+    case CollectiveKind::ScalePartial:
+      return true;
+    default:
+      return false;
   }
 }
 
@@ -56,8 +66,7 @@ Status CostModel::setAxisLink(const Mesh& mesh, std::string_view name, LinkCost 
     return Status::error("cost model names mesh axis '" + std::string(name) + "' but mesh " + mesh.str() +
                          " has no such axis: use one of its axis names");
   if (link.alphaSeconds < 0 || link.bytesPerSecond <= 0)
-    return Status::error("link of mesh axis '" + std::string(name) +
-                         "' needs alpha >= 0 and bandwidth > 0");
+    return Status::error("link of mesh axis '" + std::string(name) + "' needs alpha >= 0 and bandwidth > 0");
   setAxisLink(axis, link);
   return Status::ok();
 }
@@ -73,11 +82,16 @@ int64_t CostModel::bytesMoved(CollectiveKind kind, int64_t groupSize, int64_t by
   SPMD_CHECK(groupSize >= 1 && bytesIn >= 0 && bytesOut >= 0);
   int64_t n = groupSize;
   switch (kind) {
-    case CollectiveKind::AllGather: return (n - 1) * bytesOut / n;
-    case CollectiveKind::ReduceScatter: return (n - 1) * bytesIn / n;
-    case CollectiveKind::AllReduce: return 2 * (n - 1) * bytesIn / n;
-    case CollectiveKind::AllToAll: return (n - 1) * bytesIn / n;
-    default: return 0;
+    case CollectiveKind::AllGather:
+      return (n - 1) * bytesOut / n;
+    case CollectiveKind::ReduceScatter:
+      return (n - 1) * bytesIn / n;
+    case CollectiveKind::AllReduce:
+      return 2 * (n - 1) * bytesIn / n;
+    case CollectiveKind::AllToAll:
+      return (n - 1) * bytesIn / n;
+    default:
+      return 0;
   }
 }
 
@@ -86,14 +100,14 @@ double CostModel::cost(CollectiveKind kind, int64_t axis, int64_t groupSize, int
   if (groupSize == 1) return 0.0;
   if (isLocalStep(kind)) {
     // Bytes written locally: the slice copied out, the zeros or scaled values.
-    double touched = kind == CollectiveKind::LocalSlice ? static_cast<double>(bytesOut)
+    double touched = kind == CollectiveKind::LocalSlice    ? static_cast<double>(bytesOut)
                      : kind == CollectiveKind::MarkPartial ? 0.0
-                                                            : static_cast<double>(bytesIn);
+                                                           : static_cast<double>(bytesIn);
     return touched / localBytesPerSecond_;
   }
   const LinkCost& link = axisLink(axis);
-  return link.alphaSeconds + static_cast<double>(bytesMoved(kind, groupSize, bytesIn, bytesOut)) /
-                                 link.bytesPerSecond;
+  return link.alphaSeconds +
+         static_cast<double>(bytesMoved(kind, groupSize, bytesIn, bytesOut)) / link.bytesPerSecond;
 }
 
 }  // namespace spmd::sharding

@@ -54,20 +54,27 @@ int64_t normalizedDim(int64_t dim, size_t rank) {
 
 std::string_view reduceOpName(ReduceOp op) {
   switch (op) {
-    case ReduceOp::Sum: return "sum";
-    case ReduceOp::Avg: return "avg";
-    case ReduceOp::Max: return "max";
-    case ReduceOp::Min: return "min";
+    case ReduceOp::Sum:
+      return "sum";
+    case ReduceOp::Avg:
+      return "avg";
+    case ReduceOp::Max:
+      return "max";
+    case ReduceOp::Min:
+      return "min";
   }
   return "?";
 }
 
 std::string Placement::str() const {
   switch (kind) {
-    case Kind::Replicate: return "R";
+    case Kind::Replicate:
+      return "R";
     case Kind::Shard:
-      return "S(" + std::to_string(dim) + (splitFactor != 1 ? ",sf=" + std::to_string(splitFactor) : "") + ")";
-    case Kind::Partial: return "P(" + std::string(reduceOpName(reduce)) + ")";
+      return "S(" + std::to_string(dim) + (splitFactor != 1 ? ",sf=" + std::to_string(splitFactor) : "") +
+             ")";
+    case Kind::Partial:
+      return "P(" + std::string(reduceOpName(reduce)) + ")";
   }
   return "?";
 }
@@ -100,7 +107,8 @@ Expected<Mesh> Mesh::create(std::vector<int64_t> shape, std::vector<std::string>
                            ": every mesh axis needs size >= 1");
   if (axisNames.empty()) {
     if (shape.size() == 1) axisNames.emplace_back("x");
-    for (size_t a = 0; shape.size() > 1 && a < shape.size(); ++a) axisNames.push_back("d" + std::to_string(a));
+    for (size_t a = 0; shape.size() > 1 && a < shape.size(); ++a)
+      axisNames.push_back("d" + std::to_string(a));
   }
   if (axisNames.size() != shape.size())
     return Status::error("mesh has " + std::to_string(shape.size()) + " axes but " +
@@ -220,15 +228,15 @@ Expected<ShardingSpec> normalizeSpec(const ShardingSpec& spec, int64_t rank, con
     int64_t d = p.dim < 0 ? p.dim + rank : p.dim;
     if (d < 0 || d >= rank)
       return Status::error("placement " + p.str() + " on mesh axis '" + mesh.axisNames()[a] +
-                           "' names no dim of a rank-" + std::to_string(rank) +
-                           " tensor: use a dim in [-" + std::to_string(rank) + ", " + std::to_string(rank) + ")");
+                           "' names no dim of a rank-" + std::to_string(rank) + " tensor: use a dim in [-" +
+                           std::to_string(rank) + ", " + std::to_string(rank) + ")");
     p.dim = d;
   }
   return out;
 }
 
-std::vector<Chunk> localChunks(const std::vector<int64_t>& global, const ShardingSpec& spec,
-                               const Mesh& mesh, const std::vector<int64_t>& coords) {
+std::vector<Chunk> localChunks(const std::vector<int64_t>& global, const ShardingSpec& spec, const Mesh& mesh,
+                               const std::vector<int64_t>& coords) {
   SPMD_CHECK(static_cast<int64_t>(spec.placements.size()) == mesh.numAxes());
   SPMD_CHECK(coords.size() == spec.placements.size());
   std::vector<Chunk> chunks(global.size());
@@ -250,8 +258,7 @@ std::vector<int64_t> localShape(const std::vector<int64_t>& global, const Shardi
   return shape;
 }
 
-Status checkEvenlyDivisible(const std::vector<int64_t>& global, const ShardingSpec& spec,
-                            const Mesh& mesh) {
+Status checkEvenlyDivisible(const std::vector<int64_t>& global, const ShardingSpec& spec, const Mesh& mesh) {
   SPMD_CHECK(static_cast<int64_t>(spec.placements.size()) == mesh.numAxes());
   std::vector<int64_t> local = global;
   std::vector<std::string> splitBy(global.size());  // earlier axes that split each dim

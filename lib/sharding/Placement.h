@@ -142,11 +142,10 @@ Expected<ShardingSpec> normalizeSpec(const ShardingSpec& spec, int64_t rank, con
 std::vector<int64_t> localShape(const std::vector<int64_t>& global, const ShardingSpec& spec,
                                 const Mesh& mesh, const std::vector<int64_t>& coords);
 /// Per-dim (offset, size) of the local shard at `coords`.
-std::vector<Chunk> localChunks(const std::vector<int64_t>& global, const ShardingSpec& spec,
-                               const Mesh& mesh, const std::vector<int64_t>& coords);
+std::vector<Chunk> localChunks(const std::vector<int64_t>& global, const ShardingSpec& spec, const Mesh& mesh,
+                               const std::vector<int64_t>& coords);
 /// Error naming dim, size and axis when some Shard does not divide evenly
 /// (for nested shards: the chunk left by the earlier axes must divide too).
-Status checkEvenlyDivisible(const std::vector<int64_t>& global, const ShardingSpec& spec,
-                            const Mesh& mesh);
+Status checkEvenlyDivisible(const std::vector<int64_t>& global, const ShardingSpec& spec, const Mesh& mesh);
 
 }  // namespace spmd::sharding

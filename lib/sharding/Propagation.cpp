@@ -31,7 +31,8 @@ double transitionCost(const Placement& cur, const Placement& req, int64_t axis, 
   if (cur == req) return 0;
   using K = CollectiveKind;
   auto c = [&](K k, int64_t in, int64_t out) { return cm.cost(k, axis, n, in, out); };
-  if (cur.isReplicate()) return req.isShard() ? c(K::LocalSlice, bytes, bytes / n) : c(K::ZeroPartial, bytes, bytes);
+  if (cur.isReplicate())
+    return req.isShard() ? c(K::LocalSlice, bytes, bytes / n) : c(K::ZeroPartial, bytes, bytes);
   if (cur.isShard()) {
     if (req.isReplicate()) return c(K::AllGather, bytes, bytes * n);
     if (req.isShard()) return c(K::AllToAll, bytes, bytes);
@@ -83,7 +84,8 @@ bool isSumLike(const Placement& p) {
 class NodePlanner {
  public:
   NodePlanner(const ir::Node& node, const OpShardingRule& rule, const std::vector<ShardingSpec>& current,
-              const std::vector<const std::vector<ShardingSpec>*>& available, const Mesh& mesh, const CostModel& cm)
+              const std::vector<const std::vector<ShardingSpec>*>& available, const Mesh& mesh,
+              const CostModel& cm)
       : rule_(rule), current_(current), available_(available), mesh_(mesh), cm_(cm) {
     operands_ = tensorOperands(node);
     results_ = tensorResults(node);
@@ -99,8 +101,10 @@ class NodePlanner {
       const Candidate* best = &cands[0];
       for (const Candidate& c : cands)
         if (c.cost < best->cost - 1e-15) best = &c;
-      for (size_t i = 0; i < operands_.size(); ++i) out_.operands[i].placements[static_cast<size_t>(a)] = best->operands[i];
-      for (size_t i = 0; i < results_.size(); ++i) out_.results[i].placements[static_cast<size_t>(a)] = best->results[i];
+      for (size_t i = 0; i < operands_.size(); ++i)
+        out_.operands[i].placements[static_cast<size_t>(a)] = best->operands[i];
+      for (size_t i = 0; i < results_.size(); ++i)
+        out_.results[i].placements[static_cast<size_t>(a)] = best->results[i];
       axisFactor_[static_cast<size_t>(a)] = best->factor;
     }
     out_.rule = rule_.str();
@@ -128,7 +132,8 @@ class NodePlanner {
   // only by f itself or by a factor major to f. Such a major split is
   // already applied to the local dim, so p's split factor shrinks by that
   // axis' size. False when p does not fit.
-  bool fitEarlierAxes(const ShardingSpec& decided, const DimFactors& dims, Placement& p, int f, int64_t a) const {
+  bool fitEarlierAxes(const ShardingSpec& decided, const DimFactors& dims, Placement& p, int f,
+                      int64_t a) const {
     if (!p.isShard()) return true;
     const auto& list = dims[static_cast<size_t>(p.dim)];
     auto pos = [&](int g) {
@@ -155,13 +160,15 @@ class NodePlanner {
     bool inherited = false;
     for (size_t i = 0; i < operands_.size(); ++i) {
       int64_t bytes = localBytes(*operands_[i], current_[i], mesh_);
-      if (!materialized(i, a, c.operands[i])) c.cost += transitionCost(cur(i, a), c.operands[i], a, n, bytes, cm_);
+      if (!materialized(i, a, c.operands[i]))
+        c.cost += transitionCost(cur(i, a), c.operands[i], a, n, bytes, cm_);
       inherited |= c.operands[i].isShard() && cur(i, a) == c.operands[i];
     }
     // A sharding no operand had must later be gathered: count that now.
     if (c.factor >= 0 && !inherited && !results_.empty())
-      c.cost += cm_.cost(CollectiveKind::AllGather, a, n, localBytes(*results_[0], out_.results[0], mesh_) / n,
-                         localBytes(*results_[0], out_.results[0], mesh_));
+      c.cost +=
+          cm_.cost(CollectiveKind::AllGather, a, n, localBytes(*results_[0], out_.results[0], mesh_) / n,
+                   localBytes(*results_[0], out_.results[0], mesh_));
   }
 
   // True when an earlier node already redistributed operand `i` into a
@@ -194,7 +201,8 @@ class NodePlanner {
     std::vector<Placement> curOnAxis;
     for (size_t i = 0; i < operands_.size(); ++i) curOnAxis.push_back(cur(i, a));
     for (size_t f = 0; f < rule_.factors.size(); ++f)
-      for (int64_t s : subsplitsOf(static_cast<int>(f), rule_, curOnAxis)) addFactorCandidate(a, static_cast<int>(f), s, out);
+      for (int64_t s : subsplitsOf(static_cast<int>(f), rule_, curOnAxis))
+        addFactorCandidate(a, static_cast<int>(f), s, out);
   }
 
   void addFactorCandidate(int64_t a, int f, int64_t subsplit, std::vector<Candidate>& out) {
@@ -213,9 +221,9 @@ class NodePlanner {
       bool ok = true;
       for (size_t i = 0; i < operands_.size() && ok; ++i) {
         auto p = placementOf(rule_.operands[i], c.factor, rule_, subsplit);
-        Placement q = p ? *p
+        Placement q = p                                          ? *p
                       : (reduction && rule_.additiveOperands[i]) ? Placement::partial(fac.reduce)
-                                                                  : Placement::replicate();
+                                                                 : Placement::replicate();
         ok = fitEarlierAxes(out_.operands[i], rule_.operands[i], q, c.factor, a);
         c.operands.push_back(q);
       }
@@ -299,6 +307,7 @@ Expected<std::vector<NodeSharding>> enumerateStrategies(const ir::Node& node, co
   }
   std::vector<std::vector<ShardingSpec>> none(current.size());
   std::vector<const std::vector<ShardingSpec>*> avail;
+  avail.reserve(none.size());
   for (auto& v : none) avail.push_back(&v);
   CostModel cost;
   NodePlanner planner(node, rule, current, avail, mesh, cost);
@@ -307,13 +316,14 @@ Expected<std::vector<NodeSharding>> enumerateStrategies(const ir::Node& node, co
 }
 
 bool isSymbolicOp(std::string_view target) {
-  return target == "aten.sym_size.int" || target == "aten.sym_numel.default" || target == "aten.sym_stride.int" ||
-         target.substr(0, 10) == "_operator." || target == "aten._assert_scalar.default" ||
-         target == "aten.sym_constrain_range_for_size.default";
+  return target == "aten.sym_size.int" || target == "aten.sym_numel.default" ||
+         target == "aten.sym_stride.int" || target.substr(0, 10) == "_operator." ||
+         target == "aten._assert_scalar.default" || target == "aten.sym_constrain_range_for_size.default";
 }
 
-Expected<Propagation> propagate(const ir::ExportedProgram& program, const std::vector<ShardingSpec>& inputSpecs,
-                                const Mesh& mesh, const RuleRegistry& registry, const PropagationOptions& options) {
+Expected<Propagation> propagate(const ir::ExportedProgram& program,
+                                const std::vector<ShardingSpec>& inputSpecs, const Mesh& mesh,
+                                const RuleRegistry& registry, const PropagationOptions& options) {
   const ir::Graph& g = program.graph;
   if (inputSpecs.size() != g.inputs().size())
     return Status::error("propagation: " + std::to_string(inputSpecs.size()) + " input layouts for " +
@@ -321,7 +331,8 @@ Expected<Propagation> propagate(const ir::ExportedProgram& program, const std::v
   Propagation p;
   ShardingSpec replicated = ShardingSpec::replicated(mesh.numAxes());
   p.values.assign(g.numValues(), ShardingSpec{});
-  for (size_t i = 0; i < g.inputs().size(); ++i) p.values[static_cast<size_t>(g.inputs()[i]->id())] = inputSpecs[i];
+  for (size_t i = 0; i < g.inputs().size(); ++i)
+    p.values[static_cast<size_t>(g.inputs()[i]->id())] = inputSpecs[i];
   p.nodes.resize(g.nodes().size());
 
   // Layouts each value has been redistributed into so far (by value id).
@@ -351,7 +362,8 @@ Expected<Propagation> propagate(const ir::ExportedProgram& program, const std::v
     if (isSymbolicOp(n->target()) || !fn) {
       if (!fn && !isSymbolicOp(n->target()))
         p.warnings.push_back("no sharding rule for " + describe(*n) + ": running it replicated");
-      ns.operands = fn || !isSymbolicOp(n->target()) ? std::vector<ShardingSpec>(current.size(), replicated) : current;
+      ns.operands =
+          fn || !isSymbolicOp(n->target()) ? std::vector<ShardingSpec>(current.size(), replicated) : current;
       ns.results.assign(tensorResults(*n).size(), replicated);
     } else {
       auto rule = (*fn)(*n);
@@ -368,7 +380,8 @@ Expected<Propagation> propagate(const ir::ExportedProgram& program, const std::v
         list.push_back(ns.operands[i]);
     }
     auto results = tensorResults(*n);
-    for (size_t i = 0; i < results.size(); ++i) p.values[static_cast<size_t>(results[i]->id())] = ns.results[i];
+    for (size_t i = 0; i < results.size(); ++i)
+      p.values[static_cast<size_t>(results[i]->id())] = ns.results[i];
   }
   return p;
 }

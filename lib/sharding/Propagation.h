@@ -56,8 +56,9 @@ struct Propagation {
 /// Propagates `inputSpecs` (one per graph input) through `program`.
 /// Errors: ops without a rule (all listed in one message, each with the
 /// user's source line), a rule that fails on its node.
-Expected<Propagation> propagate(const ir::ExportedProgram& program, const std::vector<ShardingSpec>& inputSpecs,
-                                const Mesh& mesh, const RuleRegistry& registry,
+Expected<Propagation> propagate(const ir::ExportedProgram& program,
+                                const std::vector<ShardingSpec>& inputSpecs, const Mesh& mesh,
+                                const RuleRegistry& registry,
                                 const PropagationOptions& options = PropagationOptions());
 
 /// Every strategy the rule of `node` offers on the 1-D `mesh`: replicated,

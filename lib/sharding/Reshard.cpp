@@ -127,12 +127,18 @@ bool isValidStep(const State& s, size_t axis, CollectiveKind kind, const Placeme
     return true;
   };
   switch (kind) {
-    case CollectiveKind::AllGather: return !laterShards(p.dim);
-    case CollectiveKind::AllToAll: return !laterShards(p.dim) && !laterShards(q.dim);
-    case CollectiveKind::LocalSlice: return !laterShards(q.dim);
-    case CollectiveKind::AllReduce: return commutesWithLater(p.reduce);
-    case CollectiveKind::ReduceScatter: return commutesWithLater(p.reduce) && !laterShards(q.dim);
-    default: return true;
+    case CollectiveKind::AllGather:
+      return !laterShards(p.dim);
+    case CollectiveKind::AllToAll:
+      return !laterShards(p.dim) && !laterShards(q.dim);
+    case CollectiveKind::LocalSlice:
+      return !laterShards(q.dim);
+    case CollectiveKind::AllReduce:
+      return commutesWithLater(p.reduce);
+    case CollectiveKind::ReduceScatter:
+      return commutesWithLater(p.reduce) && !laterShards(q.dim);
+    default:
+      return true;
   }
 }
 
@@ -169,9 +175,14 @@ class Planner {
   std::vector<double> cheapest_;            // lower bound of a collective per axis
 };
 
-Planner::Planner(const std::vector<int64_t>& shape, int64_t elementBytes, const Mesh& mesh, const CostModel& cost,
-                 const ShardingSpec& from, const ShardingSpec& to)
-    : shape_(shape), elementBytes_(elementBytes), mesh_(mesh), cost_(cost), from_(encode(from)), to_(encode(to)) {
+Planner::Planner(const std::vector<int64_t>& shape, int64_t elementBytes, const Mesh& mesh,
+                 const CostModel& cost, const ShardingSpec& from, const ShardingSpec& to)
+    : shape_(shape),
+      elementBytes_(elementBytes),
+      mesh_(mesh),
+      cost_(cost),
+      from_(encode(from)),
+      to_(encode(to)) {
   std::vector<int64_t> dims;
   if (!shape.empty())  // the spare dim
     dims.push_back(std::max_element(shape.begin(), shape.end()) - shape.begin());
@@ -298,13 +309,19 @@ ReshardStep Planner::makeStep(const State& before, const State& after) const {
   step.after = decode(after);
   int64_t n = mesh_.size(step.axis);
   switch (step.kind) {
-    case CollectiveKind::AllGather: step.dim = step.from.dim; break;
+    case CollectiveKind::AllGather:
+      step.dim = step.from.dim;
+      break;
     case CollectiveKind::AllToAll:
       step.dim = step.to.dim;
       step.dim2 = step.from.dim;
       break;
-    case CollectiveKind::LocalSlice: step.dim = step.to.dim; break;
-    case CollectiveKind::AllReduce: step.op = step.from.reduce; break;
+    case CollectiveKind::LocalSlice:
+      step.dim = step.to.dim;
+      break;
+    case CollectiveKind::AllReduce:
+      step.op = step.from.reduce;
+      break;
     case CollectiveKind::ReduceScatter:
       step.op = step.from.reduce;
       step.dim = step.to.dim;
@@ -314,7 +331,9 @@ ReshardStep Planner::makeStep(const State& before, const State& after) const {
       step.scale = step.to.reduce == ReduceOp::Avg ? static_cast<double>(n) : 1.0 / static_cast<double>(n);
       break;
     case CollectiveKind::ZeroPartial:
-    case CollectiveKind::MarkPartial: step.op = step.to.reduce; break;
+    case CollectiveKind::MarkPartial:
+      step.op = step.to.reduce;
+      break;
   }
   std::vector<int64_t> origin(static_cast<size_t>(mesh_.numAxes()), 0);
   step.localShapeBefore = localShape(shape_, step.before, mesh_, origin);
@@ -335,17 +354,23 @@ std::string ReshardStep::str() const {
   std::string args = "axis=" + std::to_string(axis);
   switch (kind) {
     case CollectiveKind::AllGather:
-    case CollectiveKind::LocalSlice: args += ", dim=" + std::to_string(dim); break;
+    case CollectiveKind::LocalSlice:
+      args += ", dim=" + std::to_string(dim);
+      break;
     case CollectiveKind::AllToAll:
       args += ", split=" + std::to_string(dim) + ", concat=" + std::to_string(dim2);
       break;
     case CollectiveKind::ReduceScatter:
       args += ", op=" + std::string(reduceOpName(op)) + ", dim=" + std::to_string(dim);
       break;
-    case CollectiveKind::ScalePartial: args += ", scale=" + std::to_string(scale); break;
+    case CollectiveKind::ScalePartial:
+      args += ", scale=" + std::to_string(scale);
+      break;
     case CollectiveKind::AllReduce:
     case CollectiveKind::ZeroPartial:
-    case CollectiveKind::MarkPartial: args += ", op=" + std::string(reduceOpName(op)); break;
+    case CollectiveKind::MarkPartial:
+      args += ", op=" + std::string(reduceOpName(op));
+      break;
   }
   return std::string(collectiveKindName(kind)) + "(" + args + ") " + before.str() + " -> " + after.str();
 }

@@ -68,7 +68,7 @@ int RuleBuilder::addFactor(const std::vector<int64_t>& operandDims, const std::v
   return f;
 }
 
-RuleBuilder& RuleBuilder::linear(Linearity l, std::vector<int> operands) {
+RuleBuilder& RuleBuilder::linear(Linearity l, const std::vector<int>& operands) {
   rule_.linearity = l;
   rule_.linearOperands.assign(static_cast<size_t>(numOperands()), operands.empty());
   for (int i : operands) rule_.linearOperands[static_cast<size_t>(i)] = true;
@@ -138,7 +138,8 @@ std::string OpShardingRule::str() const {
   for (size_t f = 0; f < factors.size(); ++f) {
     if (f) s += ", ";
     s += name(static_cast<int>(f)) + "=" + std::to_string(factors[f].size);
-    if (factors[f].kind == FactorKind::Reduction) s += " reduction(" + std::string(reduceOpName(factors[f].reduce)) + ")";
+    if (factors[f].kind == FactorKind::Reduction)
+      s += " reduction(" + std::string(reduceOpName(factors[f].reduce)) + ")";
     if (factors[f].kind == FactorKind::NeedReplication) s += " replicated";
   }
   s += "}";

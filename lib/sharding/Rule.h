@@ -93,7 +93,7 @@ class RuleBuilder {
   int addFactor(const std::vector<int64_t>& operandDims, const std::vector<int64_t>& resultDims, int64_t size,
                 FactorKind kind = FactorKind::PassThrough, ReduceOp reduce = ReduceOp::Sum);
   /// Marks the op linear (see Linearity) in `operands` (all when empty).
-  RuleBuilder& linear(Linearity l, std::vector<int> operands = {});
+  RuleBuilder& linear(Linearity l, const std::vector<int>& operands = {});
   /// Marks operand `i` as added to the reduction's result (see OpShardingRule).
   RuleBuilder& additive(int i);
   /// Every dim not yet covered by a factor gets its own need-replication

@@ -89,8 +89,7 @@ class [[nodiscard]] Expected {
 
  private:
   void check() const {
-    if (!hasValue())
-      abortInvariant(__FILE__, __LINE__, std::get<Status>(v_).message().c_str());
+    if (!hasValue()) abortInvariant(__FILE__, __LINE__, std::get<Status>(v_).message().c_str());
   }
   std::variant<T, Status> v_;
 };
@@ -116,10 +115,12 @@ void Expected<T>::abortInvariant(const char* file, int line, const char* what) {
   } while (0)
 
 // `lhs` may be a declaration ("auto x"), so it cannot be parenthesized.
-#define SPMD_ASSIGN_OR_RETURN_IMPL_(tmp, lhs, expr) /* NOLINT(bugprone-macro-parentheses) */ \
-  auto tmp = (expr);                                                                         \
-  if (!tmp.hasValue()) return tmp.status();                                                  \
-  lhs = std::move(tmp).value()  // NOLINT(bugprone-macro-parentheses)
+// NOLINTBEGIN(bugprone-macro-parentheses)
+#define SPMD_ASSIGN_OR_RETURN_IMPL_(tmp, lhs, expr) \
+  auto tmp = (expr);                                \
+  if (!tmp.hasValue()) return tmp.status();         \
+  lhs = std::move(tmp).value()
+// NOLINTEND(bugprone-macro-parentheses)
 
 /// Evaluates an Expected `expr`; on error returns its Status, else assigns
 /// the value to `lhs` (which may be a declaration).
@@ -127,7 +128,7 @@ void Expected<T>::abortInvariant(const char* file, int line, const char* what) {
   SPMD_ASSIGN_OR_RETURN_IMPL_(SPMD_CONCAT_(spmd_expected_, __LINE__), lhs, expr)
 
 /// Aborts with file:line when an internal invariant does not hold.
-#define SPMD_CHECK(cond)                                          \
-  do {                                                            \
+#define SPMD_CHECK(cond)                                               \
+  do {                                                                 \
     if (!(cond)) ::spmd::abortWithLocation(__FILE__, __LINE__, #cond); \
   } while (0)

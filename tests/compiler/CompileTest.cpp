@@ -18,7 +18,9 @@ using spmd::testing::TempDir;
 
 namespace {
 
-std::string model(const std::string& m) { return std::string(SPMD_TESTDATA_DIR) + "/pt2/" + m + "/model.pt2"; }
+std::string model(const std::string& m) {
+  return std::string(SPMD_TESTDATA_DIR) + "/pt2/" + m + "/model.pt2";
+}
 std::string example(const std::string& e) { return std::string(SPMD_SOURCE_DIR) + "/schemas/examples/" + e; }
 const std::string kSpmdc = SPMDC_PATH;
 
@@ -77,7 +79,8 @@ TEST_CASE("data parallel training all-reduces every gradient and the loss") {
 TEST_CASE("Megatron MLP: local shapes and the pending bias") {
   auto r = compileOrFail("mlp", example("mlp_tp.json"));
   std::string dump = program::dumpProgram(r.program);
-  CHECK_THAT(dump, Catch::Contains("input %p_fc1_weight: f32[32, 64] parameter fc1.weight  [S(0)] global f32[256, 64]"));
+  CHECK_THAT(dump, Catch::Contains(
+                       "input %p_fc1_weight: f32[32, 64] parameter fc1.weight  [S(0)] global f32[256, 64]"));
   CHECK_THAT(dump, Catch::Contains("%addmm: f32[32, 32] = aten.addmm.default(%p_fc1_bias, %x, %permute)"));
   CHECK_THAT(dump, Catch::Contains("spmd.zero_partial(%p_fc2_bias, \"tp\")"));
   CHECK_THAT(dump, Catch::Contains("spmd.all_reduce(%addmm_1, \"tp\", \"sum\", async=true)"));
@@ -134,19 +137,23 @@ TEST_CASE("ops without a rule are refused in one error listing all of them") {
   spmd::testing::rewriteArchive(model("mlp"), bad, [](const std::string& name, std::string bytes) {
     if (name == "model/models/model.json") {
       for (int i = 0; i < 2; ++i)
-        bytes = spmd::testing::replaceFirst(bytes, "torch.ops.aten.gelu.default\"", "torch.ops.aten.frobnicate.default\"");
-      bytes = spmd::testing::replaceFirst(bytes, "torch.ops.aten.permute.default\"", "torch.ops.aten.twiddle.default\"");
+        bytes = spmd::testing::replaceFirst(bytes, "torch.ops.aten.gelu.default\"",
+                                            "torch.ops.aten.frobnicate.default\"");
+      bytes = spmd::testing::replaceFirst(bytes, "torch.ops.aten.permute.default\"",
+                                          "torch.ops.aten.twiddle.default\"");
     }
     return std::optional<std::string>(bytes);
   });
   auto res = runCommand(kSpmdc + " compile " + bad + " --schema dp --mesh 2 -o " + dir.file("out.spmd"));
   CHECK(res.exitCode == 2);
-  CHECK_THAT(res.stderrText, Catch::Contains("no sharding rule for 2 ops: aten.twiddle.default (node %permute"));
+  CHECK_THAT(res.stderrText,
+             Catch::Contains("no sharding rule for 2 ops: aten.twiddle.default (node %permute"));
   CHECK_THAT(res.stderrText, Catch::Contains("aten.frobnicate.default (node %gelu, export_models.py:37"));
   CHECK_THAT(res.stderrText, Catch::Contains("--replicate-unknown"));
   CHECK_FALSE(std::filesystem::exists(dir.file("out.spmd")));
   // With --replicate-unknown they run replicated, with a warning each.
-  res = runCommand(kSpmdc + " compile " + bad + " --schema dp --mesh 2 --replicate-unknown -o " + dir.file("out.spmd"));
+  res = runCommand(kSpmdc + " compile " + bad + " --schema dp --mesh 2 --replicate-unknown -o " +
+                   dir.file("out.spmd"));
   CHECK(res.exitCode == 0);
   CHECK_THAT(res.stdoutText, Catch::Contains("warning: no sharding rule for aten.frobnicate.default"));
   CHECK(std::filesystem::exists(dir.file("out.spmd")));
@@ -186,7 +193,8 @@ TEST_CASE("bad schemas are refused with exit 2 and no output") {
 
 TEST_CASE("a bad --mesh and a missing model are clear errors") {
   TempDir dir;
-  auto res = runCommand(kSpmdc + " compile " + model("mlp") + " --schema dp --mesh 2x -o " + dir.file("o.spmd"));
+  auto res =
+      runCommand(kSpmdc + " compile " + model("mlp") + " --schema dp --mesh 2x -o " + dir.file("o.spmd"));
   CHECK(res.exitCode == 2);
   CHECK_THAT(res.stderrText, Catch::Contains("--mesh 2x"));
   res = runCommand(kSpmdc + " compile /nonexistent.pt2 --schema dp --mesh 2 -o " + dir.file("o.spmd"));

@@ -22,8 +22,8 @@ inline std::string modelDir(const std::string& m) { return std::string(SPMD_TEST
 
 /// Compiles model `m` under `schema` (a preset name or a path relative to
 /// the source tree) on `mesh` into `out`.
-inline void compileTo(const std::string& m, std::string schema, std::vector<int64_t> mesh, const std::string& out,
-                      const passes::OptimizerOptions& optimizer = {}) {
+inline void compileTo(const std::string& m, std::string schema, std::vector<int64_t> mesh,
+                      const std::string& out, const passes::OptimizerOptions& optimizer = {}) {
   auto archive = pt2::readArchive(modelDir(m) + "/model.pt2");
   REQUIRE(archive.hasValue());
   if (std::filesystem::exists(std::string(SPMD_SOURCE_DIR) + "/" + schema))

@@ -1,8 +1,8 @@
 // spmd-run as a user runs it: N worker processes over c10d/Gloo on this
 // machine, checked against PyTorch's outputs, and every fault it must turn
 // into one clear error and a non-zero exit within seconds.
-#include <sys/socket.h>
 #include <netinet/in.h>
+#include <sys/socket.h>
 #include <unistd.h>
 
 #include <chrono>
@@ -29,8 +29,9 @@ std::string inputsOf(const std::string& m) { return modelDir(m) + "/inputs.safet
 TEST_CASE("Megatron llama on 8 worker processes matches PyTorch, and --verify says so") {
   TempDir dir;
   compileTo("llama", "schemas/examples/llama_tp.json", {8}, dir.file("llama.spmd"));
-  auto r = runCommand(kRun + " -n 8 " + dir.file("llama.spmd") + " --inputs " + inputsOf("llama") + " --output " +
-                      dir.file("out.safetensors") + " --verify " + modelDir("llama") + "/model.pt2");
+  auto r =
+      runCommand(kRun + " -n 8 " + dir.file("llama.spmd") + " --inputs " + inputsOf("llama") + " --output " +
+                 dir.file("out.safetensors") + " --verify " + modelDir("llama") + "/model.pt2");
   INFO(r.stderrText);
   REQUIRE(r.exitCode == 0);
   CHECK_THAT(r.stdoutText, Catch::Contains("spmd-run: 8 ranks"));
@@ -45,8 +46,8 @@ TEST_CASE("Megatron llama on 8 worker processes matches PyTorch, and --verify sa
 TEST_CASE("a train step under fsdp on 2 workers writes the loss and every gradient") {
   TempDir dir;
   compileTo("mlp_train", "fsdp", {2}, dir.file("p.spmd"));
-  auto r = runCommand(kRun + " -n 2 -q " + dir.file("p.spmd") + " --inputs " + inputsOf("mlp_train") + " --output " +
-                      dir.file("out.safetensors"));
+  auto r = runCommand(kRun + " -n 2 -q " + dir.file("p.spmd") + " --inputs " + inputsOf("mlp_train") +
+                      " --output " + dir.file("out.safetensors"));
   INFO(r.stderrText);
   REQUIRE(r.exitCode == 0);
   auto got = runtime::readTensors(dir.file("out.safetensors"));
@@ -59,17 +60,20 @@ TEST_CASE("faults before launch: mesh size, corrupt program, wrong inputs, busy 
   TempDir dir;
   compileTo("mlp", "schemas/examples/mlp_tp.json", {2}, dir.file("mlp.spmd"));
   std::string out = dir.file("out.safetensors");
-  auto r = runCommand(kRun + " -n 4 " + dir.file("mlp.spmd") + " --inputs " + inputsOf("mlp") + " --output " + out);
+  auto r = runCommand(kRun + " -n 4 " + dir.file("mlp.spmd") + " --inputs " + inputsOf("mlp") + " --output " +
+                      out);
   CHECK(r.exitCode == 2);
   CHECK_THAT(r.stderrText, Catch::Contains("needs 2 ranks, but -n 4 starts 4; pass -n 2"));
 
   std::string bytes = spmd::testing::readFile(dir.file("mlp.spmd"));
   std::ofstream(dir.file("cut.spmd"), std::ios::binary) << bytes.substr(0, bytes.size() / 3);
-  r = runCommand(kRun + " -n 2 " + dir.file("cut.spmd") + " --inputs " + inputsOf("mlp") + " --output " + out);
+  r = runCommand(kRun + " -n 2 " + dir.file("cut.spmd") + " --inputs " + inputsOf("mlp") + " --output " +
+                 out);
   CHECK(r.exitCode == 2);
   CHECK_THAT(r.stderrText, Catch::StartsWith("error: " + dir.file("cut.spmd") + ": "));
 
-  r = runCommand(kRun + " -n 2 " + dir.file("mlp.spmd") + " --inputs " + inputsOf("llama") + " --output " + out);
+  r = runCommand(kRun + " -n 2 " + dir.file("mlp.spmd") + " --inputs " + inputsOf("llama") + " --output " +
+                 out);
   CHECK(r.exitCode == 2);
   CHECK_THAT(r.stderrText, Catch::Contains("input 'x' has shape [2, 16], the program expects f32[32, 64]"));
 
@@ -82,8 +86,8 @@ TEST_CASE("faults before launch: mesh size, corrupt program, wrong inputs, busy 
   ::getsockname(s, reinterpret_cast<sockaddr*>(&addr), &len);
   ::listen(s, 1);
   std::string port = std::to_string(ntohs(addr.sin_port));
-  r = runCommand(kRun + " -n 2 " + dir.file("mlp.spmd") + " --inputs " + inputsOf("mlp") + " --master-port " + port +
-                 " --output " + out);
+  r = runCommand(kRun + " -n 2 " + dir.file("mlp.spmd") + " --inputs " + inputsOf("mlp") + " --master-port " +
+                 port + " --output " + out);
   ::close(s);
   CHECK(r.exitCode == 2);
   CHECK_THAT(r.stderrText, Catch::Contains("port " + port + " on 127.0.0.1 is in use"));

@@ -36,8 +36,9 @@ void runCase(const Case& c, const std::string& inputs = "inputs", const std::str
   checkOutputs(r->outputs, *exp, deep ? 1e-4 : 1e-5);
 }
 
-const char* kModels[] = {"cnn", "cnn_train", "gpt_block", "gpt_block_sdpa", "llama", "llama_dynamic", "llama_train",
-                         "mlp", "mlp_dynamic_batch", "mlp_train", "mlp_training_ir", "moe"};
+const char* kModels[] = {
+    "cnn",         "cnn_train", "gpt_block",         "gpt_block_sdpa", "llama",           "llama_dynamic",
+    "llama_train", "mlp",       "mlp_dynamic_batch", "mlp_train",      "mlp_training_ir", "moe"};
 
 }  // namespace
 
@@ -75,6 +76,4 @@ TEST_CASE("llama_dynamic with tensor parallelism at sizes it was not traced at")
     runCase({"llama_dynamic", "schemas/examples/llama_tp.json", {4}}, "inputs_" + tag, "expected_" + tag);
 }
 
-TEST_CASE("llama_dynamic under dp: the symbolic batch is sharded") {
-  runCase({"llama_dynamic", "dp", {2}});
-}
+TEST_CASE("llama_dynamic under dp: the symbolic batch is sharded") { runCase({"llama_dynamic", "dp", {2}}); }

@@ -93,6 +93,7 @@ class OneOp {
     total.nodes += stats.nodes;
     total.pairs += stats.pairs;
     total.skippedUneven += stats.skippedUneven;
+    total.setupRetries += stats.setupRetries;
   }
 
  private:

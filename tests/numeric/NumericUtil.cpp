@@ -30,6 +30,8 @@ using sharding::ShardingSpec;
 
 constexpr double kRtol = 1e-5;
 constexpr double kAtol = 1e-6;
+/// What runRank says when the process groups could not be built.
+constexpr const char* kSetupFailed = "cannot set up the process groups";
 /// Suffix of the graph input holding the 2 ranks' shares of a pending operand.
 constexpr const char* kSharesSuffix = "__shares";
 
@@ -187,9 +189,6 @@ sharding::Propagation propagationOf(const ir::ExportedProgram& p, const std::vec
   return prop;
 }
 
-// TEMP
-uint64_t seedOffset() { const char* e = std::getenv("NUMERIC_SEED"); return e ? std::stoull(e) : 0; }
-
 /// Random shares of `x` for the 2 ranks, stacked: their `op`-reduction is x.
 at::Tensor sharesOf(const at::Tensor& x, ReduceOp op) {
   at::Tensor finite = at::where(at::isfinite(x), x.abs(), at::zeros_like(x));
@@ -322,7 +321,7 @@ struct Checker {
     if (!loaded) return fail(ns, "readProgram: " + loaded.status().message());
     TensorMap inputs;
     // Shares are random, but the same for a pair whatever runs before it.
-    at::manual_seed(std::hash<std::string>()(where + "/" + node.name() + "/" + std::to_string(index)) + seedOffset());
+    at::manual_seed(std::hash<std::string>()(where + "/" + node.name() + "/" + std::to_string(index)));
     for (const Feed& f : feeds) {
       const at::Tensor& x = operands.at(f.value->name());
       if (f.split)
@@ -333,6 +332,12 @@ struct Checker {
     runtime::RankOptions opts;
     opts.comm.timeout = std::chrono::milliseconds(20000);
     auto run = runtime::runThreaded(*loaded, inputs, opts);
+    // Gloo's TCP rendezvous on 127.0.0.1 now and then meets a stray
+    // connection (other processes' workers on reused ports): set up again.
+    for (int retry = 0; retry < 2 && !run && run.status().message().find(kSetupFailed) != std::string::npos; ++retry) {
+      ++stats.setupRetries;
+      run = runtime::runThreaded(*loaded, inputs, opts);
+    }
     if (!run) return fail(ns, "runThreaded: " + run.status().message());
     bool values = !valuesUnspecified(node.target());
     for (size_t i = 0; i < ns.results.size(); ++i) {
@@ -350,7 +355,7 @@ struct Checker {
 std::string CheckStats::summary() const {
   return std::to_string(nodes) + " nodes, " + std::to_string(pairs) + " (node, strategy) pairs checked, " +
          std::to_string(skippedUneven) + " strategies skipped (uneven shards), " + std::to_string(failures.size()) +
-         " failures";
+         " failures" + (setupRetries ? ", " + std::to_string(setupRetries) + " process-group setups retried" : "");
 }
 
 bool checkable(const ir::Node& node) {

@@ -31,6 +31,7 @@ struct CheckStats {
   int nodes = 0;           ///< nodes checked
   int pairs = 0;           ///< (node, strategy) pairs run and compared
   int skippedUneven = 0;   ///< strategies whose shards do not divide the real shapes
+  int setupRetries = 0;    ///< process-group setups that failed and were retried
   std::vector<std::string> failures;  ///< one paragraph per failing pair
   /// Each pair run: "aten.sum.dim_IntList: operands [S(1)] -> results [P(sum)]".
   std::vector<std::string> checked;

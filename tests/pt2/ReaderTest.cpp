@@ -13,11 +13,14 @@ using spmd::testing::TempDir;
 
 namespace {
 
-const char* kModels[] = {"cnn", "cnn_train", "gpt_block", "gpt_block_sdpa", "llama", "llama_deep", "llama_deep_train",
-                         "llama_dynamic", "llama_dynamic_b3s24", "llama_train", "mlp", "mlp_dynamic_batch",
-                         "mlp_train", "mlp_training_ir", "moe"};
+const char* kModels[] = {
+    "cnn",        "cnn_train",         "gpt_block",     "gpt_block_sdpa",      "llama",
+    "llama_deep", "llama_deep_train",  "llama_dynamic", "llama_dynamic_b3s24", "llama_train",
+    "mlp",        "mlp_dynamic_batch", "mlp_train",     "mlp_training_ir",     "moe"};
 
-std::string modelPath(const std::string& m) { return std::string(SPMD_TESTDATA_DIR) + "/pt2/" + m + "/model.pt2"; }
+std::string modelPath(const std::string& m) {
+  return std::string(SPMD_TESTDATA_DIR) + "/pt2/" + m + "/model.pt2";
+}
 std::string mlpPath() { return modelPath("mlp"); }
 
 // Reads a corrupt copy of mlp.pt2 and returns the error message.
@@ -192,12 +195,15 @@ TEST_CASE("bad input: an unknown argument kind") {
   std::string msg = errorOf([](const std::string& name, std::string bytes) {
     return editJson(name, std::move(bytes), "\"as_ints\"", "\"as_intz\"");
   });
-  CHECK_THAT(msg, Catch::Contains("node %permute (aten.permute.default) argument 'dims': unknown argument kind 'as_intz'"));
+  CHECK_THAT(msg,
+             Catch::Contains(
+                 "node %permute (aten.permute.default) argument 'dims': unknown argument kind 'as_intz'"));
 }
 
 TEST_CASE("bad input: a node reading an undefined value") {
   std::string msg = errorOf([](const std::string& name, std::string bytes) {
-    return editJson(name, std::move(bytes), "{\"name\": \"p_fc1_weight\"}}, \"kind\"", "{\"name\": \"ghost\"}}, \"kind\"");
+    return editJson(name, std::move(bytes), "{\"name\": \"p_fc1_weight\"}}, \"kind\"",
+                    "{\"name\": \"ghost\"}}, \"kind\"");
   });
   CHECK_THAT(msg, Catch::Contains("reads undefined value 'ghost'"));
 }
@@ -207,12 +213,14 @@ TEST_CASE("bad input: a weight payload shorter than its metadata") {
     if (name == "model/data/weights/weight_0") bytes.resize(1000);
     return std::optional<std::string>(bytes);
   });
-  CHECK_THAT(msg, Catch::Contains("payload of 'fc1.weight' (model/data/weights/weight_0) has 1000 bytes but its metadata needs 65536"));
+  CHECK_THAT(msg, Catch::Contains("payload of 'fc1.weight' (model/data/weights/weight_0) has 1000 bytes but "
+                                  "its metadata needs 65536"));
 }
 
 TEST_CASE("bad input: a member whose path escapes the archive") {
-  std::string msg = errorOf([](const std::string&, std::string bytes) { return std::optional<std::string>(bytes); },
-                            {{"../evil", "x"}});
+  std::string msg =
+      errorOf([](const std::string&, std::string bytes) { return std::optional<std::string>(bytes); },
+              {{"../evil", "x"}});
   CHECK_THAT(msg, Catch::Contains("../evil"));
   CHECK_THAT(msg, Catch::Contains("escapes the archive"));
 }

@@ -125,7 +125,7 @@ TEST_CASE("spmd-run refuses bad input with exit code 2 and leaves no output") {
   SECTION("no model at all") {
     r = spmdRun(dir, outArg);
     CHECK(r.code == 2);
-    CHECK(r.err == "error: model is required (see --help)\n");
+    CHECK(r.err == "error: name a program (.pt2 or .spmd), or --consolidate a checkpoint (see --help)\n");
   }
   CHECK(!r.err.empty());
   CHECK(r.err.find('\n') == r.err.size() - 1);

@@ -67,7 +67,8 @@ TEST_CASE("reduce-scatter beats all-reduce plus slice", "[cost]") {
   for (int64_t n : {2, 4, 8})
     for (int64_t bytes : {int64_t{64}, int64_t{1} << 20, int64_t{1} << 30}) {
       double rs = cm.cost(K::ReduceScatter, 0, n, bytes, bytes / n);
-      double arSlice = cm.cost(K::AllReduce, 0, n, bytes, bytes) + cm.cost(K::LocalSlice, 0, n, bytes, bytes / n);
+      double arSlice =
+          cm.cost(K::AllReduce, 0, n, bytes, bytes) + cm.cost(K::LocalSlice, 0, n, bytes, bytes / n);
       CHECK(rs < arSlice);
     }
 }

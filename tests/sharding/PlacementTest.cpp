@@ -39,12 +39,13 @@ TEST_CASE("parsePlacement accepts every form, whitespace tolerant", "[placement]
 }
 
 TEST_CASE("parsePlacement refuses malformed text with a clear message", "[placement]") {
-  for (const char* bad : {"", "X", "RR", "S", "S()", "S(a)", "S(1", "S(1)x", "P(prod)", "P()", "r", "S(1.5)"}) {
+  for (const char* bad :
+       {"", "X", "RR", "S", "S()", "S(a)", "S(1", "S(1)x", "P(prod)", "P()", "r", "S(1.5)"}) {
     auto p = parsePlacement(bad);
     INFO("'" << bad << "'");
     REQUIRE_FALSE(p.hasValue());
-    CHECK(p.status().message() == "invalid placement '" + std::string(bad) +
-                                      "': expected R, S(<dim>), P, or P(sum|avg|max|min)");
+    CHECK(p.status().message() ==
+          "invalid placement '" + std::string(bad) + "': expected R, S(<dim>), P, or P(sum|avg|max|min)");
   }
 }
 
@@ -165,11 +166,14 @@ TEST_CASE("checkEvenlyDivisible names dim, size and axis", "[chunk]") {
   CHECK(checkEvenlyDivisible({10, 8}, spec({"R", "S(0)"}), m).message() ==
         "dim 0 of size 10 does not divide evenly over mesh axis 'tp' of size 4: "
         "shard it over axes whose sizes divide it, or pad it");
-  CHECK(checkEvenlyDivisible({8, 7}, spec({"S(-1)", "R"}), m).message().starts_with(
-      "dim 1 of size 7 does not divide evenly over mesh axis 'dp' of size 2"));
+  CHECK(checkEvenlyDivisible({8, 7}, spec({"S(-1)", "R"}), m)
+            .message()
+            .starts_with("dim 1 of size 7 does not divide evenly over mesh axis 'dp' of size 2"));
   // 12 divides by 2 and by 4 but not by 8: the tp split of dp's 6-row chunk fails.
-  CHECK(checkEvenlyDivisible({12}, spec({"S(0)", "S(0)"}), m).message().starts_with(
-      "dim 0 of size 12 (6 per shard after mesh axes 'dp') does not divide evenly over mesh axis 'tp' of size 4"));
+  CHECK(checkEvenlyDivisible({12}, spec({"S(0)", "S(0)"}), m)
+            .message()
+            .starts_with("dim 0 of size 12 (6 per shard after mesh axes 'dp') does not divide evenly over "
+                         "mesh axis 'tp' of size 4"));
 }
 
 TEST_CASE("normalizeSpec checks counts and dims and canonicalizes", "[placement]") {
@@ -182,6 +186,8 @@ TEST_CASE("normalizeSpec checks counts and dims and canonicalizes", "[placement]
   CHECK(normalizeSpec(spec({"R", "S(2)"}), 2, m).status().message() ==
         "placement S(2) on mesh axis 'tp' names no dim of a rank-2 tensor: use a dim in [-2, 2)");
   CHECK_FALSE(normalizeSpec(spec({"S(-3)", "R"}), 2, m).hasValue());
-  ShardingSpec odd{{Placement{Placement::Kind::Replicate, 5, ReduceOp::Max}, Placement::partial(ReduceOp::Min)}};
-  CHECK(*normalizeSpec(odd, 2, m) == ShardingSpec{{Placement::replicate(), Placement::partial(ReduceOp::Min)}});
+  ShardingSpec odd{
+      {Placement{Placement::Kind::Replicate, 5, ReduceOp::Max}, Placement::partial(ReduceOp::Min)}};
+  CHECK(*normalizeSpec(odd, 2, m) ==
+        ShardingSpec{{Placement::replicate(), Placement::partial(ReduceOp::Min)}});
 }

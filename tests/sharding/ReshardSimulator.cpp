@@ -125,7 +125,8 @@ void runOnGroup(const ReshardStep& step, std::vector<SimTensor>& locals) {
     case CollectiveKind::ZeroPartial:
       for (int64_t i = 1; i < n; ++i) std::fill(locals[i].data.begin(), locals[i].data.end(), 0.0);
       break;
-    case CollectiveKind::MarkPartial: break;
+    case CollectiveKind::MarkPartial:
+      break;
     case CollectiveKind::ScalePartial:
       for (SimTensor& t : locals)
         for (double& v : t.data) v *= step.scale;
@@ -151,7 +152,8 @@ SimTensor chunkAlong(const SimTensor& t, int64_t dim, int64_t parts, int64_t ind
   int64_t size = t.shape[static_cast<size_t>(dim)];
   for (int64_t o = 0; o < outer; ++o)
     for (int64_t k = c.offset; k < c.offset + c.size; ++k)
-      for (int64_t i = 0; i < inner; ++i) out.data.push_back(t.data[static_cast<size_t>((o * size + k) * inner + i)]);
+      for (int64_t i = 0; i < inner; ++i)
+        out.data.push_back(t.data[static_cast<size_t>((o * size + k) * inner + i)]);
   return out;
 }
 
@@ -184,7 +186,9 @@ std::vector<SimTensor> distribute(const SimTensor& global, const ShardingSpec& s
       for (int64_t c = 0; c < n; ++c) {
         std::vector<int64_t> key = prefix;
         key.push_back(c);
-        next[key] = p.isShard() ? chunkAlong(piece, p.dim, n, c) : p.isPartial() ? parts[static_cast<size_t>(c)] : piece;
+        next[key] = p.isShard()     ? chunkAlong(piece, p.dim, n, c)
+                    : p.isPartial() ? parts[static_cast<size_t>(c)]
+                                    : piece;
       }
     }
     pieces = std::move(next);
@@ -197,8 +201,8 @@ std::vector<SimTensor> distribute(const SimTensor& global, const ShardingSpec& s
 std::string executeStep(const ReshardStep& step, const Mesh& mesh, std::vector<SimTensor>& ranks) {
   for (const SimTensor& t : ranks)
     if (t.shape != step.localShapeBefore)
-      return "step " + step.str() + " expects local shape " + shapeStr(step.localShapeBefore) + " but a rank holds " +
-             shapeStr(t.shape);
+      return "step " + step.str() + " expects local shape " + shapeStr(step.localShapeBefore) +
+             " but a rank holds " + shapeStr(t.shape);
   for (const std::vector<int64_t>& group : groups(mesh, step.axis)) {
     std::vector<SimTensor> locals;
     for (int64_t r : group) locals.push_back(ranks[static_cast<size_t>(r)]);
@@ -245,7 +249,8 @@ std::string compare(const SimTensor& a, const SimTensor& b) {
   if (a.shape != b.shape) return "shape " + shapeStr(a.shape) + " vs " + shapeStr(b.shape);
   for (size_t i = 0; i < a.data.size(); ++i)
     if (std::abs(a.data[i] - b.data[i]) > 1e-9 * std::max(1.0, std::abs(b.data[i])))
-      return "element " + std::to_string(i) + ": " + std::to_string(a.data[i]) + " vs " + std::to_string(b.data[i]);
+      return "element " + std::to_string(i) + ": " + std::to_string(a.data[i]) + " vs " +
+             std::to_string(b.data[i]);
   return "";
 }
 

@@ -47,8 +47,8 @@ std::string executeStep(const ReshardStep& step, const Mesh& mesh, std::vector<S
 
 /// Rebuilds the global tensor from the ranks' locals laid out as `spec`;
 /// `why` says what is inconsistent (e.g. replicas that differ) on failure.
-bool assemble(const std::vector<SimTensor>& ranks, const ShardingSpec& spec, const Mesh& mesh,
-              SimTensor& out, std::string& why);
+bool assemble(const std::vector<SimTensor>& ranks, const ShardingSpec& spec, const Mesh& mesh, SimTensor& out,
+              std::string& why);
 
 /// "" when `a` and `b` have the same shape and agree within 1e-9 (relative).
 std::string compare(const SimTensor& a, const SimTensor& b);

@@ -49,7 +49,8 @@ std::string checkChain(const ReshardPlan& plan, const ShardingSpec& from, const 
     cur = step.after;
   }
   if (cur != to) return "plan ends at " + cur.str();
-  if (std::abs(total - plan.cost) > 1e-12 * std::max(1.0, total)) return "plan cost is not the sum of its steps";
+  if (std::abs(total - plan.cost) > 1e-12 * std::max(1.0, total))
+    return "plan cost is not the sum of its steps";
   return "";
 }
 
@@ -102,15 +103,16 @@ std::vector<ShardingSpec> allSpecs(const std::vector<const char*>& choices, int6
 
 void checkAllPairs(const std::vector<int64_t>& meshShape, const std::vector<int64_t>& shape) {
   Mesh mesh = *Mesh::create(meshShape);
-  std::vector<ShardingSpec> specs = allSpecs({"R", "S(0)", "S(1)", "P(sum)", "P(avg)", "P(max)"}, mesh.numAxes());
+  std::vector<ShardingSpec> specs =
+      allSpecs({"R", "S(0)", "S(1)", "P(sum)", "P(avg)", "P(max)"}, mesh.numAxes());
   std::mt19937 rng(1234);
   std::vector<std::string> failures;
   for (const ShardingSpec& from : specs)
     for (const ShardingSpec& to : specs)
       if (std::string err = checkReshard(shape, from, to, mesh, rng); !err.empty())
         failures.push_back(describe(shape, from, to, mesh) + ": " + err);
-  INFO(failures.size() << " of " << specs.size() * specs.size() << " pairs failed; first: "
-                       << (failures.empty() ? "" : failures[0]));
+  INFO(failures.size() << " of " << specs.size() * specs.size()
+                       << " pairs failed; first: " << (failures.empty() ? "" : failures[0]));
   CHECK(failures.empty());
 }
 
@@ -242,7 +244,8 @@ TEST_CASE("the planner picks the cheapest order", "[reshard]") {
         "reduce_scatter(axis=0, op=sum, dim=1) [P(sum), S(0)] -> [S(1), S(0)]\n"
         "all_gather(axis=1, dim=0) [S(1), S(0)] -> [S(1), R]");
   // Small tensors: latency dominates, two all-reduces.
-  CHECK(kinds(plan({8, 8}, spec({"P", "P"}), spec({"R", "R"}), mesh)) == std::vector<K>{K::AllReduce, K::AllReduce});
+  CHECK(kinds(plan({8, 8}, spec({"P", "P"}), spec({"R", "R"}), mesh)) ==
+        std::vector<K>{K::AllReduce, K::AllReduce});
   // Large tensors: hierarchical all-reduce (reduce-scatter, all-reduce on the
   // smaller piece, all-gather) moves fewer bytes.
   ReshardPlan big = plan({4096, 4096}, spec({"P", "P"}), spec({"R", "R"}), mesh);
@@ -274,9 +277,10 @@ TEST_CASE("axes of size one cost nothing", "[reshard]") {
 TEST_CASE("planReshard refuses bad input with a clear message", "[reshard]") {
   Mesh mesh = *Mesh::create({2, 4}, {"dp", "tp"});
   auto uneven = planReshard({10, 8}, 4, spec({"R", "S(0)"}), spec({"R", "R"}), mesh);
-  CHECK(uneven.status().message() ==
-        "reshard [R, S(0)] -> [R, R] of shape [10, 8]: dim 0 of size 10 does not divide evenly over mesh axis "
-        "'tp' of size 4: shard it over axes whose sizes divide it, or pad it");
+  CHECK(
+      uneven.status().message() ==
+      "reshard [R, S(0)] -> [R, R] of shape [10, 8]: dim 0 of size 10 does not divide evenly over mesh axis "
+      "'tp' of size 4: shard it over axes whose sizes divide it, or pad it");
   CHECK(planReshard({8, 8}, 4, spec({"R"}), spec({"R", "R"}), mesh).status().message() ==
         "reshard [R] -> [R, R] of shape [8, 8]: sharding [R] has 1 placements but mesh 2x4 (dp, tp) has 2 "
         "axes: give one placement per mesh axis");
@@ -312,7 +316,9 @@ TEST_CASE("scalars and empty tensors", "[reshard]") {
 
 TEST_CASE("step text names kind, axis and arguments", "[reshard]") {
   Mesh mesh = *Mesh::create({2});
-  auto text = [&](const char* from, const char* to) { return plan({4, 4}, spec({from}), spec({to}), mesh).str(); };
+  auto text = [&](const char* from, const char* to) {
+    return plan({4, 4}, spec({from}), spec({to}), mesh).str();
+  };
   CHECK(text("S(1)", "R") == "all_gather(axis=0, dim=1) [S(1)] -> [R]");
   CHECK(text("P(min)", "R") == "all_reduce(axis=0, op=min) [P(min)] -> [R]");
   CHECK(text("P(avg)", "S(0)") == "reduce_scatter(axis=0, op=avg, dim=0) [P(avg)] -> [S(0)]");

@@ -95,8 +95,10 @@ bool isSpmdProgram(const std::string& path) {
 }
 
 int main(int argc, char** argv) {
-  CLI::App app{"spmd-run: run an exported PyTorch program (.pt2) on one device, or a compiled .spmd on N workers"};
-  app.footer("Exit codes: 0 success, 1 failure (or --verify above tolerance), 2 bad input (model, inputs, usage).");
+  CLI::App app{
+      "spmd-run: run an exported PyTorch program (.pt2) on one device, or a compiled .spmd on N workers"};
+  app.footer(
+      "Exit codes: 0 success, 1 failure (or --verify above tolerance), 2 bad input (model, inputs, usage).");
   Options o;
   runtime::DistributedOptions d;
   bool worker = false;
@@ -120,8 +122,10 @@ int main(int argc, char** argv) {
   app.add_option("--save", d.save, "save a sharded checkpoint to this folder after the last step");
   app.add_option("--resume", d.resume, "start from a checkpoint folder");
   std::string consolidate;
-  app.add_option("--consolidate", consolidate, "write --output from a sharded checkpoint folder (tensors by FQN)");
-  app.add_flag("--worker", worker, "run as one worker (RANK, WORLD_SIZE, MASTER_ADDR, MASTER_PORT from the environment)");
+  app.add_option("--consolidate", consolidate,
+                 "write --output from a sharded checkpoint folder (tensors by FQN)");
+  app.add_flag("--worker", worker,
+               "run as one worker (RANK, WORLD_SIZE, MASTER_ADDR, MASTER_PORT from the environment)");
   app.add_option("--stats-dir", d.statsDir, "worker: folder for its statistics")->group("");
   try {
     app.parse(argc, argv);

@@ -77,7 +77,8 @@ int runCompile(const CompileArgs& a) {
   spmd::passes::OptimizerWeightSource weights(archiveWeights, result->program);
   if (auto st = spmd::program::writeProgram(a.output, result->program, weights); !st.isOk()) return fail(st);
   if (!a.report.empty())
-    if (auto st = spmd::writeFileAtomic(a.report, spmd::passes::reportJson(*result)); !st.isOk()) return fail(st);
+    if (auto st = spmd::writeFileAtomic(a.report, spmd::passes::reportJson(*result)); !st.isOk())
+      return fail(st);
   if (!a.quiet) std::cout << spmd::passes::summaryText(*result, a.model, a.output);
   return 0;
 }
@@ -117,7 +118,8 @@ int main(int argc, char** argv) {
   CompileArgs c;
   auto* compile = app.add_subcommand("compile", "Compile a .pt2 archive into a distributed .spmd program");
   compile->add_option("model", c.model, "torch.export archive (.pt2)")->required();
-  compile->add_option("--schema", c.schema, "placement schema (JSON file), or a preset: dp, fsdp")->required();
+  compile->add_option("--schema", c.schema, "placement schema (JSON file), or a preset: dp, fsdp")
+      ->required();
   compile->add_option("--mesh", c.mesh, "mesh shape, e.g. 8 or 2x4 (overrides the schema's)");
   compile->add_option("-o,--output", c.output, "output program (.spmd)")->required();
   compile->add_option("--report", c.report, "write a JSON report of the collectives, memory and timings");
@@ -125,7 +127,8 @@ int main(int argc, char** argv) {
   compile->add_flag("--no-async", c.noAsync, "keep collectives synchronous");
   compile->add_option("--print-after", c.printAfter, "print the program after this pass (repeatable)");
   compile->add_flag("-q,--quiet", c.quiet, "print nothing on success");
-  compile->add_option("--optimizer", c.optimizer.kind, "append an optimizer update (train steps): sgd or adamw")
+  compile
+      ->add_option("--optimizer", c.optimizer.kind, "append an optimizer update (train steps): sgd or adamw")
       ->check(CLI::IsMember({"sgd", "adamw"}));
   compile->add_option("--lr", c.optimizer.lr, "learning rate");
   compile->add_option("--momentum", c.optimizer.momentum, "sgd momentum");

@@ -15,13 +15,14 @@ void addBroadcastFactors(RuleBuilder& b, int result) {
     for (int i = 0; i < b.numOperands(); ++i) {
       const auto& in = b.operandShape(i);
       int64_t od = d - (rank - static_cast<int64_t>(in.size()));
-      if (od >= 0 && in[static_cast<size_t>(od)] == out[static_cast<size_t>(d)] && out[static_cast<size_t>(d)] != 1)
+      if (od >= 0 && in[static_cast<size_t>(od)] == out[static_cast<size_t>(d)] &&
+          out[static_cast<size_t>(d)] != 1)
         b.operand(i, od, f);
     }
   }
 }
 
-RuleFn pointwise(Linearity lin, std::vector<int> linearOperands) {
+RuleFn pointwise(Linearity lin, const std::vector<int>& linearOperands) {
   return [lin, linearOperands](const ir::Node& node) -> Expected<OpShardingRule> {
     RuleBuilder b(node);
     if (b.numResults() == 0) return Status::error("pointwise rule: op has no tensor result");
@@ -39,7 +40,7 @@ RuleFn pointwise(Linearity lin, std::vector<int> linearOperands) {
   };
 }
 
-RuleFn pointwiseExceptDims(const char* dimArg, Linearity lin, std::vector<int> linearOperands) {
+RuleFn pointwiseExceptDims(const char* dimArg, Linearity lin, const std::vector<int>& linearOperands) {
   return [dimArg, lin, linearOperands](const ir::Node& node) -> Expected<OpShardingRule> {
     RuleBuilder b(node);
     if (b.numResults() == 0) return Status::error("rule: op has no tensor result");
@@ -48,13 +49,15 @@ RuleFn pointwiseExceptDims(const char* dimArg, Linearity lin, std::vector<int> l
     std::vector<int64_t> fixed = dimsArg(node, dimArg, rank);
     for (int64_t d = 0; d < rank; ++d) {
       bool replicated = std::find(fixed.begin(), fixed.end(), d) != fixed.end();
-      int f = b.factor(out[static_cast<size_t>(d)], replicated ? FactorKind::NeedReplication : FactorKind::PassThrough);
+      int f = b.factor(out[static_cast<size_t>(d)],
+                       replicated ? FactorKind::NeedReplication : FactorKind::PassThrough);
       for (int i = 0; i < b.numResults(); ++i)
         if (b.resultShape(i).size() == out.size()) b.result(i, d, f);
       for (int i = 0; i < b.numOperands(); ++i) {
         const auto& in = b.operandShape(i);
         int64_t od = d - (rank - static_cast<int64_t>(in.size()));
-        if (od >= 0 && in[static_cast<size_t>(od)] == out[static_cast<size_t>(d)] && out[static_cast<size_t>(d)] != 1)
+        if (od >= 0 && in[static_cast<size_t>(od)] == out[static_cast<size_t>(d)] &&
+            out[static_cast<size_t>(d)] != 1)
           b.operand(i, od, f);
       }
     }
@@ -63,7 +66,8 @@ RuleFn pointwiseExceptDims(const char* dimArg, Linearity lin, std::vector<int> l
   };
 }
 
-std::vector<int64_t> dimsArg(const ir::Node& node, const char* name, int64_t rank, std::vector<int64_t> fallback) {
+std::vector<int64_t> dimsArg(const ir::Node& node, const char* name, int64_t rank,
+                             std::vector<int64_t> fallback) {
   const ir::Argument* a = node.input(name);
   std::vector<int64_t> dims;
   if (!a || a->kind == ir::Argument::Kind::None)

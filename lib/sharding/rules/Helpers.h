@@ -10,12 +10,12 @@ namespace spmd::sharding::rules {
 
 /// Elementwise op with numpy broadcasting over every tensor operand; every
 /// result has the broadcast shape. `lin`/`linearOperands` as in RuleBuilder::linear.
-RuleFn pointwise(Linearity lin = Linearity::None, std::vector<int> linearOperands = {});
+RuleFn pointwise(Linearity lin = Linearity::None, const std::vector<int>& linearOperands = {});
 /// Like pointwise, but the dims in `replicatedDims` (an int or int-list
 /// argument named `dimArg`, or fixed dims when `dimArg` is empty) must be
 /// replicated: softmax and its backward, cumsum, ...
 RuleFn pointwiseExceptDims(const char* dimArg, Linearity lin = Linearity::None,
-                           std::vector<int> linearOperands = {});
+                           const std::vector<int>& linearOperands = {});
 /// Adds broadcast-aligned pointwise factors for every result dim.
 void addBroadcastFactors(RuleBuilder& b, int result = 0);
 /// Dims named by an int / int-list argument (normalized to `rank`); the

@@ -1,8 +1,8 @@
 // Matrix products: batch, row and column factors pass through, the
 // contracted factor is a reduction (sharding it leaves the result pending).
 //
-//   aten.mm.default(a[32, 64], b[64, 256])   -> ([i, j], [j, k]) -> ([i, k]) {i=32, j=64 reduction(sum), k=256}
-//   aten.addmm.default(bias[256], a, b)      -> ([k], [i, j], [j, k]) -> ([i, k]) ..., bias additive
+//   aten.mm.default(a[32, 64], b[64, 256])   -> ([i, j], [j, k]) -> ([i, k]) {i=32, j=64 reduction(sum),
+//   k=256} aten.addmm.default(bias[256], a, b)      -> ([k], [i, j], [j, k]) -> ([i, k]) ..., bias additive
 //   aten.bmm.default(a[8, 16, 8], b[8, 8, 16]) -> ([h, i, j], [h, j, k]) -> ([h, i, k])
 #include "sharding/rules/Helpers.h"
 
@@ -21,13 +21,15 @@ void addProductFactors(RuleBuilder& b, int a, int bo, int64_t batch) {
   };
   for (int64_t d = 0; d < batch; ++d) b.addFactor(dims({{a, d}, {bo, d}}), {d}, as[static_cast<size_t>(d)]);
   b.addFactor(dims({{a, batch}}), {batch}, as[static_cast<size_t>(batch)]);
-  b.addFactor(dims({{a, batch + 1}, {bo, batch}}), {-1}, as[static_cast<size_t>(batch + 1)], FactorKind::Reduction);
+  b.addFactor(dims({{a, batch + 1}, {bo, batch}}), {-1}, as[static_cast<size_t>(batch + 1)],
+              FactorKind::Reduction);
   b.addFactor(dims({{bo, batch + 1}}), {batch + 1}, bs[static_cast<size_t>(batch + 1)]);
 }
 
 Expected<OpShardingRule> productRule(const ir::Node& node, int64_t batch) {
   RuleBuilder b(node);
-  if (b.numOperands() != 2 || b.numResults() != 1) return Status::error("matmul rule: expected two tensor operands");
+  if (b.numOperands() != 2 || b.numResults() != 1)
+    return Status::error("matmul rule: expected two tensor operands");
   addProductFactors(b, 0, 1, batch);
   return b.linear(Linearity::Each, {0, 1}).replicateRest().build();
 }

@@ -15,7 +15,8 @@ namespace {
 RuleFn reduce(const char* dimArg, FactorKind reducedKind, ReduceOp op, Linearity lin) {
   return [=](const ir::Node& node) -> Expected<OpShardingRule> {
     RuleBuilder b(node);
-    if (b.numOperands() < 1 || b.numResults() < 1) return Status::error("reduction rule: expected a tensor operand");
+    if (b.numOperands() < 1 || b.numResults() < 1)
+      return Status::error("reduction rule: expected a tensor operand");
     const auto& in = b.operandShape(0);
     int64_t rank = static_cast<int64_t>(in.size());
     std::vector<int64_t> all(static_cast<size_t>(rank));

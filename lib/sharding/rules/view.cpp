@@ -17,16 +17,25 @@ namespace {
 void addReshapeFactors(RuleBuilder& b, const std::vector<int64_t>& in, const std::vector<int64_t>& out) {
   size_t i = 0, j = 0;
   while (i < in.size() || j < out.size()) {
-    if (i < in.size() && in[i] == 1) { ++i; continue; }
-    if (j < out.size() && out[j] == 1) { ++j; continue; }
+    if (i < in.size() && in[i] == 1) {
+      ++i;
+      continue;
+    }
+    if (j < out.size() && out[j] == 1) {
+      ++j;
+      continue;
+    }
     if (i >= in.size() || j >= out.size()) break;
     // One group: dims [i, i2) and [j, j2) with equal products.
     size_t i2 = i + 1, j2 = j + 1;
     int64_t pa = in[i], pb = out[j];
     while (pa != pb) {
-      if (pa < pb && i2 < in.size()) pa *= in[i2++];
-      else if (pb < pa && j2 < out.size()) pb *= out[j2++];
-      else break;
+      if (pa < pb && i2 < in.size())
+        pa *= in[i2++];
+      else if (pb < pa && j2 < out.size())
+        pb *= out[j2++];
+      else
+        break;
     }
     // Common refinement, major first; give up (replicate) when sizes interleave.
     std::vector<std::pair<int, std::pair<size_t, size_t>>> factors;  // factor, (in dim, out dim)
@@ -35,7 +44,10 @@ void addReshapeFactors(RuleBuilder& b, const std::vector<int64_t>& in, const std
     bool ok = pa == pb;
     while (ok && a < i2 && c < j2) {
       int64_t f = std::min(ra, rc);
-      if ((ra % f) || (rc % f)) { ok = false; break; }
+      if ((ra % f) || (rc % f)) {
+        ok = false;
+        break;
+      }
       factors.push_back({b.factor(f), {a, c}});
       ra /= f;
       rc /= f;
@@ -140,18 +152,19 @@ Expected<OpShardingRule> expandRule(const ir::Node& node) {
 
 void registerViewRules(RuleRegistry& r) {
   r.add("aten._unsafe_view.default", reshapeRule);
-  r.add("aten.cat.default", [](const ir::Node& n) { return allButDim(n, rules::intArg(n, "dim", 0), Linearity::Joint); });
+  r.add("aten.cat.default",
+        [](const ir::Node& n) { return allButDim(n, rules::intArg(n, "dim", 0), Linearity::Joint); });
   r.add("aten.expand.default", expandRule);
   r.add("aten.permute.default", [](const ir::Node& n) { return permuteRule(n, n.input("dims")->ints); });
   r.add("aten.reshape.default", reshapeRule);
   r.add("aten.select.int", selectRule);
   r.add("aten.slice.Tensor", sliceRule);
-  r.add("aten.slice_scatter.default",
-        [](const ir::Node& n) {
-          int64_t rank = static_cast<int64_t>(tensorResults(n)[0]->type().rank());
-          return allButDim(n, normalizeDim(rules::intArg(n, "dim", 0), rank), Linearity::Joint);
-        });
-  r.add("aten.split.Tensor", [](const ir::Node& n) { return allButDim(n, rules::intArg(n, "dim", 0), Linearity::Each); });
+  r.add("aten.slice_scatter.default", [](const ir::Node& n) {
+    int64_t rank = static_cast<int64_t>(tensorResults(n)[0]->type().rank());
+    return allButDim(n, normalizeDim(rules::intArg(n, "dim", 0), rank), Linearity::Joint);
+  });
+  r.add("aten.split.Tensor",
+        [](const ir::Node& n) { return allButDim(n, rules::intArg(n, "dim", 0), Linearity::Each); });
   r.add("aten.split_with_sizes.default",
         [](const ir::Node& n) { return allButDim(n, rules::intArg(n, "dim", 0), Linearity::Each); });
   r.add({"aten.squeeze.default", "aten.squeeze.dim", "aten.squeeze.dims", "aten.unsqueeze.default",
