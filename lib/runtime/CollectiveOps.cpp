@@ -240,6 +240,20 @@ void waitOp(Stack& s) {
   s.emplace_back(*r);
 }
 
+// Gloo has no bool: a collective on a bool tensor runs synchronously on
+// bytes and converts back. NArgs: the kernel's argument count (the tensor is
+// the first, async the last).
+template <void (*Kernel)(Stack&), size_t NArgs>
+void boolAsByte(Stack& s) {
+  c10::IValue& self = s[s.size() - NArgs];
+  if (self.toTensor().scalar_type() != at::kBool) return Kernel(s);
+  c10::InferenceMode normalTensors(false);
+  self = self.toTensor().to(at::kByte);
+  s.back() = false;
+  Kernel(s);
+  s.back() = s.back().toTensor().to(at::kBool);
+}
+
 struct CollectiveDef {
   const char* target;
   const char* schema;
@@ -249,17 +263,17 @@ struct CollectiveDef {
 const CollectiveDef kCollectives[] = {
     {"spmd.all_gather",
      "spmd::all_gather(Tensor self, str axis, int dim, *, int split_factor=1, bool async=False) -> Tensor",
-     allGather},
+     boolAsByte<allGather, 5>},
     {"spmd.all_reduce", "spmd::all_reduce(Tensor self, str axis, str op, *, bool async=False) -> Tensor",
-     allReduce},
+     boolAsByte<allReduce, 4>},
     {"spmd.all_to_all",
      "spmd::all_to_all(Tensor self, str axis, int split_dim, int concat_dim, *, bool async=False) -> Tensor",
-     allToAll},
+     boolAsByte<allToAll, 5>},
     {"spmd.local_slice", "spmd::local_slice(Tensor self, str axis, int dim, *, int split_factor=1) -> Tensor",
      localSlice},
     {"spmd.reduce_scatter",
      "spmd::reduce_scatter(Tensor self, str axis, int dim, str op, *, bool async=False) -> Tensor",
-     reduceScatter},
+     boolAsByte<reduceScatter, 5>},
     {"spmd.wait", "spmd::wait(Tensor self) -> Tensor", waitOp},
     {"spmd.zero_partial", "spmd::zero_partial(Tensor self, str axis) -> Tensor", zeroPartial},
 };

@@ -69,6 +69,8 @@ Expected<TensorMap> shardInputs(const program::Program& p, const TensorMap& inpu
 // Makes a local output whole on every rank: gathers shards, reduces partials.
 at::Tensor toGlobal(at::Tensor t, const ShardingSpec& spec, MeshComm& comm) {
   c10::InferenceMode normalTensors(false);
+  // Gloo has no bool: bools travel as bytes.
+  if (t.scalar_type() == at::kBool) return toGlobal(t.to(at::kByte), spec, comm).to(at::kBool);
   for (int64_t a = static_cast<int64_t>(spec.placements.size()) - 1; a >= 0; --a) {
     const Placement& p = spec.placements[static_cast<size_t>(a)];
     int64_t n = comm.mesh().size(a);
@@ -136,11 +138,23 @@ Status checkGlobalInputs(const program::Program& p, const TensorMap& inputs) {
 
 at::Tensor shardOf(const at::Tensor& global, const ShardingSpec& spec, const sharding::Mesh& mesh,
                    const std::vector<int64_t>& coords) {
-  std::vector<int64_t> shape(global.sizes().begin(), global.sizes().end());
+  // Axes split in mesh order, each the chunk the earlier ones left (the
+  // nesting of sharding::localShape); a strided shard S(d, sf) views dim d
+  // as [sf, rest] and splits rest.
   at::Tensor t = global;
-  auto chunks = sharding::localChunks(shape, spec, mesh, coords);
-  for (size_t d = 0; d < chunks.size(); ++d)
-    if (chunks[d].size != shape[d]) t = t.narrow(static_cast<int64_t>(d), chunks[d].offset, chunks[d].size);
+  for (size_t a = 0; a < spec.placements.size(); ++a) {
+    const Placement& p = spec.placements[a];
+    int64_t n = mesh.size(static_cast<int64_t>(a));
+    if (!p.isShard() || n == 1) continue;
+    std::vector<int64_t> shape(t.sizes().begin(), t.sizes().end());
+    std::vector<int64_t> inner = shape;
+    int64_t d = p.dim, sf = p.splitFactor;
+    inner[static_cast<size_t>(d)] /= sf;
+    inner.insert(inner.begin() + d, sf);
+    int64_t chunk = inner[static_cast<size_t>(d + 1)] / n;
+    shape[static_cast<size_t>(d)] /= n;
+    t = t.reshape(inner).narrow(d + 1, coords[a] * chunk, chunk).reshape(shape);
+  }
   t = t.contiguous();
   for (size_t a = 0; a < spec.placements.size(); ++a) {
     const Placement& p = spec.placements[a];

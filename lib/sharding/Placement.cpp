@@ -90,9 +90,17 @@ Expected<Placement> parsePlacement(std::string_view text) {
   if (rest.size() < 2 || rest.front() != '(' || rest.back() != ')') return badPlacement(text);
   std::string_view arg = trim(rest.substr(1, rest.size() - 2));
   if (head == 'S') {
-    int64_t dim = 0;
+    // "S(d)", or a strided shard "S(d,sf=k)" as Placement::str() prints it.
+    int64_t dim = 0, sf = 1;
+    size_t comma = arg.find(',');
+    if (comma != std::string_view::npos) {
+      std::string_view tail = trim(arg.substr(comma + 1));
+      if (tail.substr(0, 3) != "sf=" || !parseInt(trim(tail.substr(3)), sf) || sf < 1)
+        return badPlacement(text);
+      arg = trim(arg.substr(0, comma));
+    }
     if (!parseInt(arg, dim)) return badPlacement(text);
-    return Placement::shard(dim);
+    return Placement::stridedShard(dim, sf);
   }
   for (ReduceOp op : {ReduceOp::Sum, ReduceOp::Avg, ReduceOp::Max, ReduceOp::Min})
     if (arg == reduceOpName(op)) return Placement::partial(op);

@@ -191,3 +191,16 @@ TEST_CASE("normalizeSpec checks counts and dims and canonicalizes", "[placement]
   CHECK(*normalizeSpec(odd, 2, m) ==
         ShardingSpec{{Placement::replicate(), Placement::partial(ReduceOp::Min)}});
 }
+
+TEST_CASE("strided shards print and parse back") {
+  using spmd::sharding::parsePlacement;
+  using spmd::sharding::Placement;
+  Placement p = Placement::stridedShard(1, 4);
+  CHECK(p.str() == "S(1,sf=4)");
+  auto q = parsePlacement("S(1,sf=4)");
+  REQUIRE(q.hasValue());
+  CHECK(*q == p);
+  CHECK(parsePlacement("S(1)")->splitFactor == 1);
+  CHECK_FALSE(parsePlacement("S(1,sf=0)").hasValue());
+  CHECK_FALSE(parsePlacement("S(1,x=2)").hasValue());
+}
