@@ -6,10 +6,11 @@
 
 namespace spmd::passes {
 
-std::vector<std::unique_ptr<Pass>> defaultPasses(bool async) {
+std::vector<std::unique_ptr<Pass>> defaultPasses(bool async, int64_t bucketBytes) {
   std::vector<std::unique_ptr<Pass>> out;
   out.push_back(std::make_unique<DedupCollectives>());
   out.push_back(std::make_unique<DeadCodeElimination>());
+  out.push_back(std::make_unique<BucketCollectives>(bucketBytes));
   if (async) out.push_back(std::make_unique<AsyncCollectives>());
   return out;
 }

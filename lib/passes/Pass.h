@@ -28,8 +28,12 @@ class Pass {
   virtual Status run(program::Program& program) = 0;
 };
 
+/// Default size of a gradient bucket (bucket-collectives), in bytes.
+inline constexpr int64_t kDefaultBucketBytes = 25 * 1024 * 1024;
+
 /// The passes `spmdc compile` runs after expansion, in order.
-std::vector<std::unique_ptr<Pass>> defaultPasses(bool async = true);
+std::vector<std::unique_ptr<Pass>> defaultPasses(bool async = true,
+                                                 int64_t bucketBytes = kDefaultBucketBytes);
 
 /// Copies the graph outputs back into the signature's output specs (passes
 /// edit the graph; the signature mirrors it).

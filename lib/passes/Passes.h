@@ -21,6 +21,21 @@ class DeadCodeElimination : public Pass {
   Status run(program::Program& program) override;
 };
 
+/// Fuses all-reduces on one axis into buckets of up to `bucketBytes`
+/// (BucketCollectives.cpp); 0 disables it.
+class BucketCollectives : public Pass {
+ public:
+  explicit BucketCollectives(int64_t bucketBytes) : bucketBytes_(bucketBytes) {}
+  std::string_view name() const override { return "bucket-collectives"; }
+  std::string_view description() const override {
+    return "fuse all-reduces on one mesh axis into buckets (concatenate, all-reduce once, split)";
+  }
+  Status run(program::Program& program) override;
+
+ private:
+  int64_t bucketBytes_;
+};
+
 /// Issues collectives as early as their input is ready and waits just
 /// before the first use (AsyncCollectives.cpp).
 class AsyncCollectives : public Pass {

@@ -83,7 +83,7 @@ Expected<CompileResult> compile(pt2::Archive& archive, const schema::PlacementSc
   r.program = std::move(*expanded);
   timer.done("expansion");
 
-  for (auto& pass : defaultPasses(options.async)) {
+  for (auto& pass : defaultPasses(options.async, options.bucketBytes)) {
     Status st = pass->run(r.program);
     if (!st.isOk()) return st.withContext(archive.path + ": pass " + std::string(pass->name()));
     timer.done(std::string(pass->name()));

@@ -27,6 +27,8 @@ struct CompileOptions {
   bool replicateUnknown = false;
   /// Run the async-collectives pass.
   bool async = true;
+  /// Gradient bucket size for bucket-collectives (0: no bucketing).
+  int64_t bucketBytes = 25 * 1024 * 1024;
   /// Pass names after which `printAfter` is called with the program text.
   std::vector<std::string> printAfter;
   std::function<void(const std::string& pass, const program::Program&)> onPrintAfter;

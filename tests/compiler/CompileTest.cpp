@@ -68,12 +68,32 @@ TEST_CASE("data parallel keeps the batch sharded: llama needs only the output al
   CHECK(tokens->type().str() == "i64[1, 16]");
 }
 
-TEST_CASE("data parallel training all-reduces every gradient and the loss") {
-  auto r = compileOrFail("mlp_train", "dp", std::vector<int64_t>{2});
-  auto counts = countCollectives(r.program);
-  // 4 parameter gradients and the loss are pending sums over the batch.
+TEST_CASE("data parallel training all-reduces every gradient and the loss; buckets fuse the gradients") {
+  auto archive = pt2::readArchive(model("mlp_train"));
+  REQUIRE(archive.hasValue());
+  auto s = schema::loadSchemaOrPreset("dp");
+  passes::CompileOptions opts;
+  opts.mesh = std::vector<int64_t>{2};
+  opts.bucketBytes = 0;
+  auto r = passes::compile(*archive, *s, opts);
+  REQUIRE(r.hasValue());
+  // 4 parameter gradients (pending sums over the batch) and the loss (a pending mean).
+  auto counts = countCollectives(r->program);
   CHECK(counts["spmd.all_reduce"] == 5);
   CHECK(counts.size() == 1);
+  // With buckets (the default), the 4 gradient sums become one all-reduce
+  // of their concatenation; the mean stays apart (another reduction).
+  auto bucketed = compileOrFail("mlp_train", "dp", std::vector<int64_t>{2});
+  counts = countCollectives(bucketed.program);
+  CHECK(counts["spmd.all_reduce"] == 2);
+  std::string dump = program::dumpProgram(bucketed.program);
+  CHECK_THAT(dump, Catch::Contains("%bucket: f32[33088] = aten.cat.default("));
+  // Buckets of 70,000 bytes: (fc1.weight 64 KiB + fc1.bias 1 KiB), (fc2.weight + fc2.bias).
+  opts.bucketBytes = 70000;
+  auto archive2 = pt2::readArchive(model("mlp_train"));
+  auto small = passes::compile(*archive2, *s, opts);
+  REQUIRE(small.hasValue());
+  CHECK(countCollectives(small->program)["spmd.all_reduce"] == 3);  // two buckets and the mean
 }
 
 TEST_CASE("Megatron MLP: local shapes and the pending bias") {

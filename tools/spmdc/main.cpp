@@ -47,6 +47,7 @@ struct CompileArgs {
   std::vector<double> betas;
   std::vector<std::string> printAfter;
   bool replicateUnknown = false, noAsync = false, quiet = false;
+  double bucketMb = 25;
 };
 
 int runCompile(const CompileArgs& a) {
@@ -62,6 +63,7 @@ int runCompile(const CompileArgs& a) {
   if (!archive) return fail(archive.status());
   opts.replicateUnknown = a.replicateUnknown;
   opts.async = !a.noAsync;
+  opts.bucketBytes = static_cast<int64_t>(a.bucketMb * 1024 * 1024);
   opts.printAfter = a.printAfter;
   opts.optimizer = a.optimizer;
   if (a.betas.size() == 2) {
@@ -125,6 +127,7 @@ int main(int argc, char** argv) {
   compile->add_option("--report", c.report, "write a JSON report of the collectives, memory and timings");
   compile->add_flag("--replicate-unknown", c.replicateUnknown, "run ops without a sharding rule replicated");
   compile->add_flag("--no-async", c.noAsync, "keep collectives synchronous");
+  compile->add_option("--bucket-mb", c.bucketMb, "fuse all-reduces into buckets of this many MiB (0: off)");
   compile->add_option("--print-after", c.printAfter, "print the program after this pass (repeatable)");
   compile->add_flag("-q,--quiet", c.quiet, "print nothing on success");
   compile
