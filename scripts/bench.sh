@@ -29,3 +29,14 @@ for n in 1 2 4; do
   "$build/tools/spmd-run/spmd-run" -n "$n" "/tmp/spmdc-bench-$n.spmd" --inputs testdata/pt2/llama/inputs.safetensors \
     --repeat 200 | tail -n 1
 done
+echo "== llama_train with AdamW on CPU workers, 50 steps each"
+for spec in "1 dp" "2 fsdp" "2 dp" "4 schemas/examples/llama_tp.json"; do
+  set -- $spec
+  "$build/tools/spmdc/spmdc" compile testdata/pt2/llama_train/model.pt2 --schema "$2" --mesh "$1" --optimizer adamw \
+    -o "/tmp/spmdc-bench-train.spmd" -q
+  s=$(date +%s.%N)
+  "$build/tools/spmd-run/spmd-run" -n "$1" /tmp/spmdc-bench-train.spmd --inputs testdata/pt2/llama_train/inputs.safetensors \
+    --steps 50 --loss-log /tmp/spmdc-bench-loss.jsonl | tail -n 1
+  median=$(sed 's/.*"step_ms": \([0-9.]*\).*/\1/' /tmp/spmdc-bench-loss.jsonl | tail -n 40 | sort -n | sed -n 20p)
+  echo "llama_train $(basename "$2") x$1: median step ${median} ms, $(echo "scale=1; 1000 / $median" | bc) steps/s"
+done

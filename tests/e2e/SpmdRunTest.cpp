@@ -10,6 +10,7 @@
 
 #include "../pt2/ArchiveFixtures.h"
 #include "E2eUtil.h"
+#include "runtime/Checkpoint.h"
 
 using namespace spmd;
 using spmd::testing::checkOutputs;
@@ -112,4 +113,33 @@ TEST_CASE("a killed worker stops the run within seconds, naming the rank; no out
   CHECK(seconds < 30);
   CHECK_FALSE(std::filesystem::exists(out));
   CHECK(runCommand("pgrep -f " + pattern).stdoutText.empty());
+}
+
+TEST_CASE("training: a worker killed mid-run stops it within seconds; the last checkpoint stays intact") {
+  TempDir dir;
+  passes::OptimizerOptions adamw;
+  adamw.kind = "adamw";
+  compileTo("mlp_train", "fsdp", {2}, dir.file("train.spmd"), adamw);
+  std::string ckpt = dir.file("ckpt");
+  std::string common = kRun + " -n 2 -q " + dir.file("train.spmd") + " --inputs " + inputsOf("mlp_train");
+  auto r = runCommand(common + " --steps 2 --save " + ckpt + " --loss-log " + dir.file("losses.jsonl"));
+  INFO(r.stderrText);
+  REQUIRE(r.exitCode == 0);
+  std::string log = spmd::testing::readFile(dir.file("losses.jsonl"));
+  CHECK_THAT(log, Catch::StartsWith("{\"step\": 0, \"loss\": "));
+  CHECK_THAT(log, Catch::Contains("{\"step\": 1, \"loss\": "));
+  std::string index = spmd::testing::readFile(ckpt + "/index.json");
+  CHECK_THAT(index, Catch::Contains("\"step\": 2"));
+
+  std::string pattern = "'[-]-worker " + dir.file("train.spmd") + "'";
+  std::string watcher = "(for i in $(seq 100); do p=$(pgrep -f " + pattern +
+                        " | tail -n 1); [ -n \"$p\" ] && sleep 1 && kill -9 $p && break; sleep 0.1; done) & ";
+  auto start = std::chrono::steady_clock::now();
+  r = runCommand(watcher + common + " --steps 1000000 --resume " + ckpt + " --save " + ckpt);
+  double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  CHECK(r.exitCode != 0);
+  CHECK_THAT(r.stderrText, Catch::Contains("was killed by signal 9 (SIGKILL)"));
+  CHECK(seconds < 15);
+  CHECK(spmd::testing::readFile(ckpt + "/index.json") == index);
+  CHECK(runtime::consolidateCheckpoint(ckpt, dir.file("full.safetensors")).isOk());
 }
