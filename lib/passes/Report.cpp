@@ -6,6 +6,7 @@
 
 #include "ir/Collectives.h"
 #include "program/Dump.h"
+#include "support/Strings.h"
 
 namespace spmd::passes {
 namespace {
@@ -15,12 +16,6 @@ int64_t bytesOf(const ir::Value& v) {
   int64_t n = ir::elementSize(v.type().dtype);
   for (const auto& d : v.type().sizes) n *= d.value();
   return n;
-}
-
-std::string withCommas(int64_t v) {
-  std::string s = std::to_string(v);
-  for (int i = static_cast<int>(s.size()) - 3; i > 0; i -= 3) s.insert(static_cast<size_t>(i), ",");
-  return s;
 }
 
 }  // namespace

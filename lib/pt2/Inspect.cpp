@@ -1,6 +1,7 @@
 // `spmdc inspect`: one summary, two renderings (text and JSON) built from
 // the same Summary struct so they cannot disagree.
 #include "pt2/Inspect.h"
+#include "support/Strings.h"
 
 #include <algorithm>
 #include <map>
@@ -26,13 +27,6 @@ struct Summary {
   int64_t paramCount = 0, paramBytes = 0, bufferBytes = 0;
   std::map<std::string, std::string> ranges;
 };
-
-std::string withCommas(int64_t v) {
-  std::string s = std::to_string(v);
-  for (int i = static_cast<int>(s.size()) - 3; i > (v < 0 ? 1 : 0); i -= 3)
-    s.insert(static_cast<size_t>(i), ",");
-  return s;
-}
 
 std::string valueType(const ir::Value* v) {
   if (!v) return "";

@@ -197,15 +197,9 @@ void symStorageOffset(Stack& s) {
   finish(s, 1, c10::IValue(a[0].toTensor().storage_offset()));
 }
 
-struct BuiltinDef {
-  const char* target;
-  const char* schema;
-  BoxedKernel kernel;
-};
-
 // Argument names are the ones torch.export serializes (the Python
 // signatures of operator.*, torch.sym_*).
-const BuiltinDef kBuiltins[] = {
+const LocalOpDef kBuiltins[] = {
     {"aten.sym_size.int", "aten::sym_size.int(Tensor self, int dim) -> int", symSize},
     {"aten.sym_stride.int", "aten::sym_stride.int(Tensor self, int dim) -> int", symStride},
     {"aten.sym_numel.default", "aten::sym_numel(Tensor self) -> int", symNumel},
@@ -239,18 +233,6 @@ const BuiltinDef kBuiltins[] = {
 
 }  // namespace
 
-const LocalOp* findBuiltin(std::string_view target) {
-  static const std::unordered_map<std::string_view, LocalOp> kTable = [] {
-    static std::deque<c10::FunctionSchema> schemas;
-    std::unordered_map<std::string_view, LocalOp> table;
-    for (const BuiltinDef& d : kBuiltins) {
-      schemas.push_back(torch::jit::parseSchema(d.schema));
-      table.emplace(d.target, LocalOp{&schemas.back(), d.kernel});
-    }
-    return table;
-  }();
-  auto it = kTable.find(target);
-  return it == kTable.end() ? nullptr : &it->second;
-}
+const LocalOp* findBuiltin(std::string_view target) { return findLocalOp<kBuiltins>(target); }
 
 }  // namespace spmd::runtime

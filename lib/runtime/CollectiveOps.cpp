@@ -75,6 +75,17 @@ void finish(Stack& s, size_t nargs, MeshComm& c, bool async, const at::Tensor& h
   s.emplace_back(done());
 }
 
+// Issues an all-reduce of `t` (in place) on `axis`, counting `bytes` sent.
+c10::intrusive_ptr<c10d::Work> issueAllReduce(MeshComm& c, int64_t axis, at::Tensor& t, const Reduce& r,
+                                              int64_t bytes) {
+  std::vector<at::Tensor> v{t};
+  c10d::AllreduceOptions o;
+  o.reduceOp = r.op;
+  c.stats().collectives += 1;
+  c.stats().bytesSent += bytes;
+  return c.group(axis).allreduce(v, o);
+}
+
 void allReduce(Stack& s) {
   // c10d's worker threads write into these buffers: no inference tensors.
   c10::InferenceMode normalTensors(false);
@@ -87,14 +98,7 @@ void allReduce(Stack& s) {
   int64_t n = c.mesh().size(axis);
   at::Tensor t = x.clone(at::MemoryFormat::Contiguous);
   c10::intrusive_ptr<c10d::Work> work;
-  if (n > 1) {
-    std::vector<at::Tensor> v{t};
-    c10d::AllreduceOptions o;
-    o.reduceOp = r.op;
-    work = c.group(axis).allreduce(v, o);
-    c.stats().collectives += 1;
-    c.stats().bytesSent += 2 * (n - 1) * bytesOf(t) / n;
-  }
+  if (n > 1) work = issueAllReduce(c, axis, t, r, 2 * (n - 1) * bytesOf(t) / n);
   finish(s, 4, c, async, t, work, [t, r, n] { return averaged(t, r.avg, n); });
 }
 
@@ -162,15 +166,8 @@ void reduceScatter(Stack& s) {
   int64_t coord = c.coords()[static_cast<size_t>(axis)];
   at::Tensor t = x.clone(at::MemoryFormat::Contiguous);
   c10::intrusive_ptr<c10d::Work> work;
-  if (n > 1) {
-    // Gloo has no reduce_scatter: all-reduce, then keep this rank's chunk.
-    std::vector<at::Tensor> v{t};
-    c10d::AllreduceOptions o;
-    o.reduceOp = r.op;
-    work = c.group(axis).allreduce(v, o);
-    c.stats().collectives += 1;
-    c.stats().bytesSent += (n - 1) * bytesOf(t) / n;
-  }
+  // Gloo has no reduce_scatter: all-reduce, then keep this rank's chunk.
+  if (n > 1) work = issueAllReduce(c, axis, t, r, (n - 1) * bytesOf(t) / n);
   finish(s, 5, c, async, t, work, [t, r, n, dim, coord, chunk] {
     return averaged(t.narrow(dim, coord * chunk, chunk).contiguous(), r.avg, n);
   });
@@ -254,13 +251,7 @@ void boolAsByte(Stack& s) {
   s.back() = s.back().toTensor().to(at::kBool);
 }
 
-struct CollectiveDef {
-  const char* target;
-  const char* schema;
-  BoxedKernel kernel;
-};
-
-const CollectiveDef kCollectives[] = {
+const LocalOpDef kCollectives[] = {
     {"spmd.all_gather",
      "spmd::all_gather(Tensor self, str axis, int dim, *, int split_factor=1, bool async=False) -> Tensor",
      boolAsByte<allGather, 5>},
@@ -280,18 +271,6 @@ const CollectiveDef kCollectives[] = {
 
 }  // namespace
 
-const LocalOp* findCollective(std::string_view target) {
-  static const std::unordered_map<std::string_view, LocalOp> kTable = [] {
-    static std::deque<c10::FunctionSchema> schemas;
-    std::unordered_map<std::string_view, LocalOp> table;
-    for (const CollectiveDef& d : kCollectives) {
-      schemas.push_back(torch::jit::parseSchema(d.schema));
-      table.emplace(d.target, LocalOp{&schemas.back(), d.kernel});
-    }
-    return table;
-  }();
-  auto it = kTable.find(target);
-  return it == kTable.end() ? nullptr : &it->second;
-}
+const LocalOp* findCollective(std::string_view target) { return findLocalOp<kCollectives>(target); }
 
 }  // namespace spmd::runtime

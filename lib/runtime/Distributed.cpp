@@ -16,6 +16,7 @@
 #include "launch/WorkerEnv.h"
 #include "runtime/Runner.h"
 #include "runtime/Worker.h"
+#include "support/Strings.h"
 
 namespace spmd::runtime {
 namespace {
@@ -26,12 +27,6 @@ constexpr int kBadInput = 2;
 int fail(std::ostream& err, int code, const std::string& message) {
   err << "error: " << message << "\n";
   return code;
-}
-
-std::string withCommas(int64_t v) {
-  std::string s = std::to_string(v);
-  for (int i = static_cast<int>(s.size()) - 3; i > 0; i -= 3) s.insert(static_cast<size_t>(i), ",");
-  return s;
 }
 
 std::string selfPath() {

@@ -17,7 +17,11 @@
 #include <ATen/core/function_schema.h>
 #include <ATen/core/stack.h>
 
+#include <torch/csrc/jit/frontend/function_schema_parser.h>
+
+#include <deque>
 #include <string_view>
+#include <unordered_map>
 
 namespace spmd::runtime {
 
@@ -40,5 +44,29 @@ const LocalOp* findBuiltin(std::string_view target);
 /// The fallback for an ATen operator ("aten::squeeze", overload "dims"), or
 /// null when spmd_runtime has none.
 const LocalOp* findFallback(const c10::OperatorName& name);
+
+/// One entry of a table of local ops: target, schema text, kernel.
+struct LocalOpDef {
+  const char* target;
+  const char* schema;
+  BoxedKernel kernel;
+};
+
+/// Looks `target` up in a table built once from the array `Defs` (one table
+/// per array; schemas parsed on first use and kept for the process).
+template <const auto& Defs>
+const LocalOp* findLocalOp(std::string_view target) {
+  static const std::unordered_map<std::string_view, LocalOp> kTable = [] {
+    static std::deque<c10::FunctionSchema> schemas;
+    std::unordered_map<std::string_view, LocalOp> table;
+    for (const LocalOpDef& d : Defs) {
+      schemas.push_back(torch::jit::parseSchema(d.schema));
+      table.emplace(d.target, LocalOp{&schemas.back(), d.kernel});
+    }
+    return table;
+  }();
+  auto it = kTable.find(target);
+  return it == kTable.end() ? nullptr : &it->second;
+}
 
 }  // namespace spmd::runtime

@@ -5,11 +5,13 @@
 
 namespace spmd::sharding::rules {
 
-void addBroadcastFactors(RuleBuilder& b, int result) {
+void addBroadcastFactors(RuleBuilder& b, int result, const std::vector<int64_t>& replicatedDims) {
   const auto& out = b.resultShape(result);
   int64_t rank = static_cast<int64_t>(out.size());
   for (int64_t d = 0; d < rank; ++d) {
-    int f = b.factor(out[static_cast<size_t>(d)]);
+    bool replicated = std::find(replicatedDims.begin(), replicatedDims.end(), d) != replicatedDims.end();
+    int f = b.factor(out[static_cast<size_t>(d)],
+                     replicated ? FactorKind::NeedReplication : FactorKind::PassThrough);
     for (int i = 0; i < b.numResults(); ++i)
       if (b.resultShape(i).size() == out.size()) b.result(i, d, f);
     for (int i = 0; i < b.numOperands(); ++i) {
@@ -44,23 +46,8 @@ RuleFn pointwiseExceptDims(const char* dimArg, Linearity lin, const std::vector<
   return [dimArg, lin, linearOperands](const ir::Node& node) -> Expected<OpShardingRule> {
     RuleBuilder b(node);
     if (b.numResults() == 0) return Status::error("rule: op has no tensor result");
-    const auto& out = b.resultShape(0);
-    int64_t rank = static_cast<int64_t>(out.size());
-    std::vector<int64_t> fixed = dimsArg(node, dimArg, rank);
-    for (int64_t d = 0; d < rank; ++d) {
-      bool replicated = std::find(fixed.begin(), fixed.end(), d) != fixed.end();
-      int f = b.factor(out[static_cast<size_t>(d)],
-                       replicated ? FactorKind::NeedReplication : FactorKind::PassThrough);
-      for (int i = 0; i < b.numResults(); ++i)
-        if (b.resultShape(i).size() == out.size()) b.result(i, d, f);
-      for (int i = 0; i < b.numOperands(); ++i) {
-        const auto& in = b.operandShape(i);
-        int64_t od = d - (rank - static_cast<int64_t>(in.size()));
-        if (od >= 0 && in[static_cast<size_t>(od)] == out[static_cast<size_t>(d)] &&
-            out[static_cast<size_t>(d)] != 1)
-          b.operand(i, od, f);
-      }
-    }
+    int64_t rank = static_cast<int64_t>(b.resultShape(0).size());
+    addBroadcastFactors(b, 0, dimsArg(node, dimArg, rank));
     if (lin != Linearity::None) b.linear(lin, linearOperands);
     return b.replicateRest().build();
   };

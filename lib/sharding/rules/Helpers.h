@@ -16,8 +16,9 @@ RuleFn pointwise(Linearity lin = Linearity::None, const std::vector<int>& linear
 /// replicated: softmax and its backward, cumsum, ...
 RuleFn pointwiseExceptDims(const char* dimArg, Linearity lin = Linearity::None,
                            const std::vector<int>& linearOperands = {});
-/// Adds broadcast-aligned pointwise factors for every result dim.
-void addBroadcastFactors(RuleBuilder& b, int result = 0);
+/// Adds broadcast-aligned pointwise factors for every dim of result
+/// `result`; the dims in `replicatedDims` get need-replication factors.
+void addBroadcastFactors(RuleBuilder& b, int result = 0, const std::vector<int64_t>& replicatedDims = {});
 /// Dims named by an int / int-list argument (normalized to `rank`); the
 /// default when the argument is absent or None.
 std::vector<int64_t> dimsArg(const ir::Node& node, const char* name, int64_t rank,
