@@ -135,7 +135,8 @@ TEST_CASE("hand-built reductions leave pending sums, means, maxima and minima") 
   {
     OneOp op;
     auto x = op.in("x", randn({4, 6, 8}));
-    op.node("aten.sum.default", {{"self", x}}, {{"y", {}}}).check(total, {"operands [S(2)] -> results [P(sum)]"});
+    op.node("aten.sum.default", {{"self", x}}, {{"y", {}}})
+        .check(total, {"operands [S(2)] -> results [P(sum)]"});
   }
   {
     OneOp op;
@@ -146,7 +147,8 @@ TEST_CASE("hand-built reductions leave pending sums, means, maxima and minima") 
   {
     OneOp op;
     auto x = op.in("x", randn({4, 6, 8}));
-    op.node("aten.mean.default", {{"self", x}}, {{"y", {}}}).check(total, {"operands [S(0)] -> results [P(avg)]"});
+    op.node("aten.mean.default", {{"self", x}}, {{"y", {}}})
+        .check(total, {"operands [S(0)] -> results [P(avg)]"});
   }
   {
     OneOp op;
@@ -189,7 +191,8 @@ TEST_CASE("hand-built data movement: cat, transpose, split, reshape, slice, sele
   {
     OneOp op;
     auto x = op.in("x", randn({4, 6}));
-    op.node("aten.t.default", {{"self", x}}, {{"y", {6, 4}}}).check(total, {"operands [S(0)] -> results [S(1)]"});
+    op.node("aten.t.default", {{"self", x}}, {{"y", {6, 4}}})
+        .check(total, {"operands [S(0)] -> results [S(1)]"});
   }
   {
     OneOp op;
@@ -226,7 +229,8 @@ TEST_CASE("hand-built data movement: cat, transpose, split, reshape, slice, sele
   {
     OneOp op;
     auto x = op.in("x", randn({8, 6}));
-    op.node("aten.slice.Tensor", {{"self", x}, {"dim", I(1)}, {"start", I(1)}, {"end", I(5)}}, {{"y", {8, 4}}})
+    op.node("aten.slice.Tensor", {{"self", x}, {"dim", I(1)}, {"start", I(1)}, {"end", I(5)}},
+            {{"y", {8, 4}}})
         .check(total, {"operands [S(0)] -> results [S(0)]"});
   }
   {
@@ -252,8 +256,9 @@ TEST_CASE("hand-built pointwise and backward ops") {
     OneOp op;
     auto x = op.in("x", randn({8, 6})), w = op.in("w", randn({6}));
     op.node("aten.mul.Tensor", {{"self", x}, {"other", w}}, {{"y", {8, 6}}})
-        .check(total, {"operands [S(1)] [S(0)] -> results [S(1)]", "operands [P(sum)] [R] -> results [P(sum)]",
-                       "operands [R] [P(sum)] -> results [P(sum)]"});
+        .check(total,
+               {"operands [S(1)] [S(0)] -> results [S(1)]", "operands [P(sum)] [R] -> results [P(sum)]",
+                "operands [R] [P(sum)] -> results [P(sum)]"});
   }
   {
     OneOp op;
@@ -290,15 +295,22 @@ TEST_CASE("hand-built pointwise and backward ops") {
     OneOp op;
     auto g = op.in("g", randn({4, 8, 6})), y = op.in("y", at::softmax(randn({4, 8, 6}), -1));
     op.node("aten._softmax_backward_data.default",
-            {{"grad_output", g}, {"output", y}, {"dim", I(-1)}, {"input_dtype", Argument::scalarType(ir::ScalarType::Float)}},
+            {{"grad_output", g},
+             {"output", y},
+             {"dim", I(-1)},
+             {"input_dtype", Argument::scalarType(ir::ScalarType::Float)}},
             {{"z", {4, 8, 6}}})
-        .check(total, {"operands [S(1)] [S(1)] -> results [S(1)]", "operands [P(sum)] [R] -> results [P(sum)]"});
+        .check(total,
+               {"operands [S(1)] [S(1)] -> results [S(1)]", "operands [P(sum)] [R] -> results [P(sum)]"});
   }
   {
     OneOp op;
     auto g = op.in("g", randn({8, 6})), y = op.in("y", at::log_softmax(randn({8, 6}), -1));
     op.node("aten._log_softmax_backward_data.default",
-            {{"grad_output", g}, {"output", y}, {"dim", I(1)}, {"input_dtype", Argument::scalarType(ir::ScalarType::Float)}},
+            {{"grad_output", g},
+             {"output", y},
+             {"dim", I(1)},
+             {"input_dtype", Argument::scalarType(ir::ScalarType::Float)}},
             {{"z", {8, 6}}})
         .check(total, {"operands [S(0)] [S(0)] -> results [S(0)]"});
   }
@@ -315,8 +327,14 @@ TEST_CASE("hand-built pointwise and backward ops") {
     auto mean = op.in("mean", randn({4, 6, 1})), rstd = op.in("rstd", at::rand({4, 6, 1}) + 0.5);
     auto w = op.in("w", randn({8})), b = op.in("b", randn({8}));
     op.node("aten.native_layer_norm_backward.default",
-            {{"grad_out", g}, {"input", x}, {"normalized_shape", Is({8})}, {"mean", mean}, {"rstd", rstd},
-             {"weight", w}, {"bias", b}, {"output_mask", Bs({1, 1, 1})}},
+            {{"grad_out", g},
+             {"input", x},
+             {"normalized_shape", Is({8})},
+             {"mean", mean},
+             {"rstd", rstd},
+             {"weight", w},
+             {"bias", b},
+             {"output_mask", Bs({1, 1, 1})}},
             {{"gx", {4, 6, 8}}, {"gw", {8}}, {"gb", {8}}})
         .check(total, {"operands [S(0)] [S(0)] [S(0)] [S(0)] [R] [R] -> results [S(0)] [P(sum)] [P(sum)]"});
   }
@@ -329,8 +347,8 @@ TEST_CASE("hand-built indexing, pooling and factories") {
   {
     OneOp op;
     auto x = op.in("x", randn({10, 6})), i = op.in("i", randint(10, {4, 2}));
-    op.node("aten.index.Tensor", {{"self", x}, {"indices", OneOp::list({i}, Argument::Kind::OptionalTensors)}},
-            {{"y", {4, 2, 6}}})
+    op.node("aten.index.Tensor",
+            {{"self", x}, {"indices", OneOp::list({i}, Argument::Kind::OptionalTensors)}}, {{"y", {4, 2, 6}}})
         .check(total, {"operands [R] [S(0)] -> results [S(0)]", "operands [S(1)] [R] -> results [S(2)]"});
   }
   {
@@ -342,7 +360,8 @@ TEST_CASE("hand-built indexing, pooling and factories") {
   {
     OneOp op;
     auto x = op.in("x", randn({4, 10})), i = op.in("i", randint(10, {4, 6})), s = op.in("s", randn({4, 6}));
-    op.node("aten.scatter_add.default", {{"self", x}, {"dim", I(1)}, {"index", i}, {"src", s}}, {{"y", {4, 10}}})
+    op.node("aten.scatter_add.default", {{"self", x}, {"dim", I(1)}, {"index", i}, {"src", s}},
+            {{"y", {4, 10}}})
         .check(total, {"operands [S(0)] [S(0)] [S(0)] -> results [S(0)]",
                        "operands [P(sum)] [S(1)] [S(1)] -> results [P(sum)]"});
   }
@@ -350,10 +369,14 @@ TEST_CASE("hand-built indexing, pooling and factories") {
     OneOp op;
     auto g = op.in("g", randn({2, 8, 6})), i = op.in("i", randint(10, {2, 8}));
     op.node("aten.embedding_dense_backward.default",
-            {{"grad_output", g}, {"indices", i}, {"num_weights", I(10)}, {"padding_idx", I(-1)},
+            {{"grad_output", g},
+             {"indices", i},
+             {"num_weights", I(10)},
+             {"padding_idx", I(-1)},
              {"scale_grad_by_freq", B(false)}},
             {{"y", {10, 6}}})
-        .check(total, {"operands [S(1)] [S(1)] -> results [P(sum)]", "operands [S(2)] [R] -> results [S(1)]"});
+        .check(total,
+               {"operands [S(1)] [S(1)] -> results [P(sum)]", "operands [S(2)] [R] -> results [S(1)]"});
   }
   {
     OneOp op;
@@ -372,7 +395,8 @@ TEST_CASE("hand-built indexing, pooling and factories") {
   {
     OneOp op;
     auto x = op.in("x", randn({4, 6, 8, 8}));
-    op.node("aten._adaptive_avg_pool2d.default", {{"self", x}, {"output_size", Is({1, 1})}}, {{"y", {4, 6, 1, 1}}})
+    op.node("aten._adaptive_avg_pool2d.default", {{"self", x}, {"output_size", Is({1, 1})}},
+            {{"y", {4, 6, 1, 1}}})
         .check(total, {"operands [S(1)] -> results [S(1)]"});
   }
   {

@@ -56,7 +56,8 @@ CheckStats checkModel(const std::string& m) {
   INFO(outputs.status().message());
   REQUIRE(outputs.hasValue());
   runtime::TensorMap values;
-  for (size_t i = 0; i < operandNames.size(); ++i) values[operandNames[i]] = outputs->at("output." + std::to_string(i));
+  for (size_t i = 0; i < operandNames.size(); ++i)
+    values[operandNames[i]] = outputs->at("output." + std::to_string(i));
 
   CheckStats stats;
   for (const ir::Node* n : nodes) numeric::checkNode(*n, values, m, stats);

@@ -6,6 +6,7 @@
 
 #include <cstdlib>
 #include <filesystem>
+#include <functional>
 #include <limits>
 #include <optional>
 #include <sstream>
@@ -132,11 +133,11 @@ Expected<ir::ExportedProgram> buildProgram(const ir::Node& node, const std::vect
   }
   for (auto [f, s] : shares) {
     SPMD_ASSIGN_OR_RETURN(ir::Value * v, cloneValue(g, *f->value, f->value->name()));
-    SPMD_RETURN_IF_ERROR(g.addNode(v->name() + "_from_shares", "aten.sum.dim_IntList",
-                                   {{"self", ir::Argument::tensor(s), false},
-                                    {"dim", ir::Argument::integers({0}), false}},
-                                   {ir::Argument::tensor(v)})
-                             .status());
+    SPMD_RETURN_IF_ERROR(
+        g.addNode(v->name() + "_from_shares", "aten.sum.dim_IntList",
+                  {{"self", ir::Argument::tensor(s), false}, {"dim", ir::Argument::integers({0}), false}},
+                  {ir::Argument::tensor(v)})
+            .status());
   }
   std::vector<ir::NamedArgument> inputs = node.inputs();
   for (auto& na : inputs)
@@ -151,7 +152,8 @@ Expected<ir::ExportedProgram> buildProgram(const ir::Node& node, const std::vect
       SPMD_ASSIGN_OR_RETURN(v, cloneValue(g, *src, src->name()));
       if (v->isTensor()) results.push_back(v);
     }
-  SPMD_ASSIGN_OR_RETURN(ir::Node * n, g.addNode(node.name(), node.target(), std::move(inputs), std::move(outputs)));
+  SPMD_ASSIGN_OR_RETURN(ir::Node * n,
+                        g.addNode(node.name(), node.target(), std::move(inputs), std::move(outputs)));
   n->mutableMetadata() = node.metadata();
   for (ir::Value* v : results) {
     g.addOutput(ir::Argument::tensor(v));
@@ -219,10 +221,14 @@ at::Tensor sharesOf(const at::Tensor& x, ReduceOp op) {
 /// Machine epsilon of a floating dtype.
 double epsilonOf(c10::ScalarType t) {
   switch (t) {
-    case at::kDouble: return std::numeric_limits<double>::epsilon();
-    case at::kHalf: return 9.765625e-4;
-    case at::kBFloat16: return 7.8125e-3;
-    default: return std::numeric_limits<float>::epsilon();
+    case at::kDouble:
+      return std::numeric_limits<double>::epsilon();
+    case at::kHalf:
+      return 9.765625e-4;
+    case at::kBFloat16:
+      return 7.8125e-3;
+    default:
+      return std::numeric_limits<float>::epsilon();
   }
 }
 
@@ -231,10 +237,13 @@ double epsilonOf(c10::ScalarType t) {
 /// run on |operands|), kSlack ulps of it: sums regrouped across ranks
 /// round differently, by up to a few ulps of the sum of |terms| (a sum of
 /// 192 normals cancelling to 0.07 is off by 2e-6 when split in two).
-std::string compare(const at::Tensor& want, const at::Tensor& got, const at::Tensor& magnitude, bool valuesMatter) {
-  if (got.sizes() != want.sizes()) return "shape " + shapeStr(got.sizes()) + ", expected " + shapeStr(want.sizes());
+std::string compare(const at::Tensor& want, const at::Tensor& got, const at::Tensor& magnitude,
+                    bool valuesMatter) {
+  if (got.sizes() != want.sizes())
+    return "shape " + shapeStr(got.sizes()) + ", expected " + shapeStr(want.sizes());
   if (got.scalar_type() != want.scalar_type())
-    return std::string("dtype ") + c10::toString(got.scalar_type()) + ", expected " + c10::toString(want.scalar_type());
+    return std::string("dtype ") + c10::toString(got.scalar_type()) + ", expected " +
+           c10::toString(want.scalar_type());
   if (!valuesMatter || want.numel() == 0) return "";
   if (!want.is_floating_point() && !want.is_complex()) {
     if (at::equal(got, want)) return "";
@@ -251,13 +260,19 @@ std::string compare(const at::Tensor& want, const at::Tensor& got, const at::Ten
   at::Tensor ok = diff.le(tol).logical_or(g.eq(w)).logical_or(g.isnan().logical_and(w.isnan()));
   if (ok.all().item<bool>()) return "";
   std::ostringstream o;
-  at::Tensor shown = at::where(ok, at::zeros_like(diff), diff.nan_to_num(std::numeric_limits<double>::infinity()));
+  at::Tensor shown =
+      at::where(ok, at::zeros_like(diff), diff.nan_to_num(std::numeric_limits<double>::infinity()));
   o << ok.logical_not().sum().item<int64_t>() << " of " << want.numel() << " elements differ, max |diff| "
-    << shown.max().item<double>() << " (max |expected| " << w.abs().nan_to_num(0, 0, 0).max().item<double>() << ")";
+    << shown.max().item<double>() << " (max |expected| " << w.abs().nan_to_num(0, 0, 0).max().item<double>()
+    << ")";
   return o.str();
 }
 
+/// Checks the strategies of one node against its unsharded run.
 struct Checker {
+  Checker(const ir::Node& n, const TensorMap& ops, const std::string& w, CheckStats& s)
+      : node(n), operands(ops), where(w), stats(s) {}
+
   const ir::Node& node;
   const TensorMap& operands;
   const std::string& where;
@@ -268,8 +283,8 @@ struct Checker {
   TempDir dir;
 
   void fail(const NodeSharding& ns, const std::string& what) {
-    stats.failures.push_back(where + ": node %" + node.name() + " (" + node.target() + ")\n  rule: " + ns.rule +
-                             "\n  strategy: " + strategyStr(ns) + "\n  " + what);
+    stats.failures.push_back(where + ": node %" + node.name() + " (" + node.target() +
+                             ")\n  rule: " + ns.rule + "\n  strategy: " + strategyStr(ns) + "\n  " + what);
   }
 
   /// The distinct tensor operands with the layout of their first use.
@@ -362,7 +377,8 @@ struct Checker {
     auto run = runtime::runThreaded(*loaded, inputs, opts);
     // Gloo's TCP rendezvous on 127.0.0.1 now and then meets a stray
     // connection (other processes' workers on reused ports): set up again.
-    for (int retry = 0; retry < 2 && !run && run.status().message().find(kSetupFailed) != std::string::npos; ++retry) {
+    for (int retry = 0; retry < 2 && !run && run.status().message().find(kSetupFailed) != std::string::npos;
+         ++retry) {
       ++stats.setupRetries;
       run = runtime::runThreaded(*loaded, inputs, opts);
     }
@@ -388,8 +404,9 @@ struct Checker {
 
 std::string CheckStats::summary() const {
   return std::to_string(nodes) + " nodes, " + std::to_string(pairs) + " (node, strategy) pairs checked, " +
-         std::to_string(skippedUneven) + " strategies skipped (uneven shards), " + std::to_string(failures.size()) +
-         " failures" + (setupRetries ? ", " + std::to_string(setupRetries) + " process-group setups retried" : "");
+         std::to_string(skippedUneven) + " strategies skipped (uneven shards), " +
+         std::to_string(failures.size()) + " failures" +
+         (setupRetries ? ", " + std::to_string(setupRetries) + " process-group setups retried" : "");
 }
 
 bool checkable(const ir::Node& node) {
@@ -406,7 +423,7 @@ bool checkable(const ir::Node& node) {
 
 void checkNode(const ir::Node& node, const TensorMap& operands, const std::string& where, CheckStats& stats) {
   ++stats.nodes;
-  Checker c{node, operands, where, stats, {}, {}};
+  Checker c(node, operands, where, stats);
   NodeSharding none;
   auto strategies = sharding::enumerateStrategies(node, sharding::defaultRuleRegistry(), mesh2());
   if (!strategies) return c.fail(none, "enumerateStrategies: " + strategies.status().message());
@@ -415,7 +432,8 @@ void checkNode(const ir::Node& node, const TensorMap& operands, const std::strin
   for (size_t i = 0; i < strategies->size(); ++i) c.check((*strategies)[i], static_cast<int>(i));
 }
 
-Expected<ir::ExportedProgram> withOutputs(const ir::ExportedProgram& program, const std::vector<std::string>& names) {
+Expected<ir::ExportedProgram> withOutputs(const ir::ExportedProgram& program,
+                                          const std::vector<std::string>& names) {
   SPMD_ASSIGN_OR_RETURN(std::string json, program::exportedProgramToJsonText(program));
   SPMD_ASSIGN_OR_RETURN(ir::ExportedProgram copy, pt2::parseExportedProgram(json, program.name));
   copy.graph.mutableOutputs().clear();

@@ -11,7 +11,10 @@
 // Pending operands are not fed as (value, zeros): each rank gets a random
 // share (x - r, r for sums; x + r, x - r for means; x and something
 // smaller for max), so a rule that lets a pending value through a
-// non-linear op fails.
+// non-linear op (gelu(0) = 0 would hide it) or a product of two pending
+// operands fails. Results compare with allclose(rtol 1e-5, atol 1e-6),
+// integers and bools exactly; where a strategy regroups sums across ranks,
+// a few ulps of the op's magnitude (the op on |operands|) are allowed too.
 #pragma once
 
 #include <cstdint>
@@ -28,10 +31,10 @@ using runtime::TensorMap;
 
 /// What a batch of checks did.
 struct CheckStats {
-  int nodes = 0;           ///< nodes checked
-  int pairs = 0;           ///< (node, strategy) pairs run and compared
-  int skippedUneven = 0;   ///< strategies whose shards do not divide the real shapes
-  int setupRetries = 0;    ///< process-group setups that failed and were retried
+  int nodes = 0;                      ///< nodes checked
+  int pairs = 0;                      ///< (node, strategy) pairs run and compared
+  int skippedUneven = 0;              ///< strategies whose shards do not divide the real shapes
+  int setupRetries = 0;               ///< process-group setups that failed and were retried
   std::vector<std::string> failures;  ///< one paragraph per failing pair
   /// Each pair run: "aten.sum.dim_IntList: operands [S(1)] -> results [P(sum)]".
   std::vector<std::string> checked;
@@ -53,6 +56,7 @@ void checkNode(const ir::Node& node, const TensorMap& operands, const std::strin
 
 /// Copy of `program` whose outputs are the values named `names` (user
 /// outputs "output.<i>" in this order); everything else is kept.
-Expected<ir::ExportedProgram> withOutputs(const ir::ExportedProgram& program, const std::vector<std::string>& names);
+Expected<ir::ExportedProgram> withOutputs(const ir::ExportedProgram& program,
+                                          const std::vector<std::string>& names);
 
 }  // namespace spmd::numeric
