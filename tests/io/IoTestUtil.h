@@ -4,6 +4,8 @@
 //   writeBytes(dir.file("x.bin"), "abc");          // creates the file
 #pragma once
 
+#include "../TestUtil.h"
+
 #include <unistd.h>
 
 #include <atomic>
@@ -14,38 +16,7 @@
 
 namespace spmd::io::testing {
 
-/// A fresh directory under the system temp folder, removed with its contents on destruction.
-class TempDir {
- public:
-  TempDir() {
-    static std::atomic<int> counter{0};
-    path_ = std::filesystem::temp_directory_path() /
-            ("spmd_io_test." + std::to_string(::getpid()) + "." + std::to_string(counter++));
-    std::filesystem::remove_all(path_);
-    std::filesystem::create_directories(path_);
-  }
-  ~TempDir() {
-    std::error_code ec;
-    std::filesystem::remove_all(path_, ec);
-  }
-  TempDir(const TempDir&) = delete;
-  TempDir& operator=(const TempDir&) = delete;
-
-  /// The directory itself.
-  const std::filesystem::path& path() const { return path_; }
-  /// The path of `name` inside the directory (not created).
-  std::string file(const std::string& name) const { return (path_ / name).string(); }
-  /// Names of the directory's entries.
-  std::vector<std::string> list() const {
-    std::vector<std::string> names;
-    for (const auto& e : std::filesystem::directory_iterator(path_))
-      names.push_back(e.path().filename().string());
-    return names;
-  }
-
- private:
-  std::filesystem::path path_;
-};
+using spmd::testing::TempDir;
 
 /// Writes `bytes` to `path`, replacing it.
 inline void writeBytes(const std::string& path, const std::string& bytes) {

@@ -7,6 +7,8 @@
 //   pid_t p = readPid(dir.file("pid.1"));  CHECK(processGone(p));
 #pragma once
 
+#include "../TestUtil.h"
+
 #include <signal.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
@@ -29,29 +31,7 @@
 
 namespace spmd::launch::testing {
 
-/// A fresh directory under the system temp folder, removed on destruction.
-class TempDir {
- public:
-  TempDir() {
-    static std::atomic<int> counter{0};
-    path_ = std::filesystem::temp_directory_path() /
-            ("spmd_launch_test." + std::to_string(::getpid()) + "." + std::to_string(counter++));
-    std::filesystem::remove_all(path_);
-    std::filesystem::create_directories(path_);
-  }
-  ~TempDir() {
-    std::error_code ec;
-    std::filesystem::remove_all(path_, ec);
-  }
-  TempDir(const TempDir&) = delete;
-  TempDir& operator=(const TempDir&) = delete;
-
-  /// The path of `name` inside the directory (not created).
-  std::string file(const std::string& name) const { return (path_ / name).string(); }
-
- private:
-  std::filesystem::path path_;
-};
+using spmd::testing::TempDir;
 
 /// Writes "#!/bin/sh\n<body>" to dir/name with mode 0755 and returns its path.
 inline std::string writeScript(const TempDir& dir, const std::string& name, const std::string& body) {

@@ -2,6 +2,8 @@
 // corrupt variants, and run a tool binary capturing its exit code and stderr.
 #pragma once
 
+#include "../TestUtil.h"
+
 #include <zip.h>
 
 #include <cstdio>
@@ -14,20 +16,6 @@
 #include <vector>
 
 namespace spmd::testing {
-
-/// A fresh, empty temporary folder removed at scope exit.
-class TempDir {
- public:
-  TempDir() {
-    std::string templ = (std::filesystem::temp_directory_path() / "spmdc-test-XXXXXX").string();
-    path_ = mkdtemp(templ.data());
-  }
-  ~TempDir() { std::filesystem::remove_all(path_); }
-  std::string file(const std::string& name) const { return (path_ / name).string(); }
-
- private:
-  std::filesystem::path path_;
-};
 
 /// Copies `src` to `dst`, passing each member through `edit`, which may
 /// change the member's bytes or return nullopt to drop it; `extra` members
