@@ -29,7 +29,7 @@ class Pass {
 };
 
 /// Default size of a gradient bucket (bucket-collectives), in bytes.
-inline constexpr int64_t kDefaultBucketBytes = 25 * 1024 * 1024;
+inline constexpr int64_t kDefaultBucketBytes = int64_t{25} * 1024 * 1024;
 
 /// The passes `spmdc compile` runs after expansion, in order.
 std::vector<std::unique_ptr<Pass>> defaultPasses(bool async = true,

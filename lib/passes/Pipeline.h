@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "passes/Optimizer.h"
+#include "passes/Pass.h"
 #include "program/Program.h"
 #include "pt2/Archive.h"
 #include "schema/PlacementSchema.h"
@@ -28,7 +29,7 @@ struct CompileOptions {
   /// Run the async-collectives pass.
   bool async = true;
   /// Gradient bucket size for bucket-collectives (0: no bucketing).
-  int64_t bucketBytes = 25 * 1024 * 1024;
+  int64_t bucketBytes = kDefaultBucketBytes;
   /// Pass names after which `printAfter` is called with the program text.
   std::vector<std::string> printAfter;
   std::function<void(const std::string& pass, const program::Program&)> onPrintAfter;
