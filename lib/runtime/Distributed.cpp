@@ -173,9 +173,10 @@ int runDistributed(const DistributedOptions& o, std::ostream& out, std::ostream&
     }
   }
   char line[256];
-  std::snprintf(
-      line, sizeof line, "spmd-run: %lld ranks, %.2f s wall, step %.2f ms, %s B sent per rank (max)\n",
-      static_cast<long long>(ranks), result->wallSeconds, maxStep * 1e3, withCommas(maxBytes).c_str());
+  std::snprintf(line, sizeof line,
+                "spmd-run: %lld ranks, %.2f s wall, step %.2f ms, %s B sent per rank per step (max)\n",
+                static_cast<long long>(ranks), result->wallSeconds, maxStep * 1e3,
+                withCommas(maxBytes).c_str());
   out << line;
   if (o.verify.empty() || o.nodeRank != 0) return 0;
   auto got = readTensors(output);
@@ -246,7 +247,9 @@ int runWorker(const DistributedOptions& o, std::ostream& err) {
   }
   if (!o.statsDir.empty()) {
     std::ofstream f(o.statsDir + "/rank" + std::to_string(env->rank));
-    f << r->stats.bytesSent << " " << r->stepSeconds << "\n";
+    // Per execution: the counters add up over --steps and --repeat.
+    int64_t runs = std::max(o.steps, 1) * std::max(o.repeat, 1);
+    f << r->stats.bytesSent / runs << " " << r->stepSeconds << "\n";
   }
   // Keep the store's server (rank 0) up until every rank is done with it.
   try {
