@@ -75,31 +75,44 @@ void finish(Stack& s, size_t nargs, MeshComm& c, bool async, const at::Tensor& h
   s.emplace_back(done());
 }
 
-// Issues an all-reduce of `t` (in place) on `axis`, counting `bytes` sent.
+// A collective in flight: the tensor it hands out now, and its completion.
+struct Started {
+  at::Tensor handle;
+  MeshComm::Pending pending;
+};
+
+// Issues an all-reduce of `t` (in place) on `axis`, counting `bytes` sent
+// (not counted when negative).
 c10::intrusive_ptr<c10d::Work> issueAllReduce(MeshComm& c, int64_t axis, at::Tensor& t, const Reduce& r,
                                               int64_t bytes) {
   std::vector<at::Tensor> v{t};
   c10d::AllreduceOptions o;
   o.reduceOp = r.op;
-  c.stats().collectives += 1;
-  c.stats().bytesSent += bytes;
+  if (bytes >= 0) {
+    c.stats().collectives += 1;
+    c.stats().bytesSent += bytes;
+  }
   return c.group(axis).allreduce(v, o);
+}
+
+// An all-reduce of a copy of `x` on `axis`, started; `count` adds it to
+// the communicator's statistics.
+Started startAllReduce(MeshComm& c, int64_t axis, const at::Tensor& x, const Reduce& r, bool count) {
+  int64_t n = c.mesh().size(axis);
+  at::Tensor t = x.clone(at::MemoryFormat::Contiguous);
+  c10::intrusive_ptr<c10d::Work> work;
+  if (n > 1) work = issueAllReduce(c, axis, t, r, count ? 2 * (n - 1) * bytesOf(t) / n : -1);
+  return {t, {work, [t, r, n] { return averaged(t, r.avg, n); }}};
 }
 
 void allReduce(Stack& s) {
   // c10d's worker threads write into these buffers: no inference tensors.
   c10::InferenceMode normalTensors(false);
   auto a = torch::jit::last(s, 4);
-  at::Tensor x = a[0].toTensor();
   MeshComm& c = comm();
-  int64_t axis = axisOf(c, a[1].toStringRef());
-  Reduce r = reduceOf(a[2].toStringRef());
-  bool async = a[3].toBool();
-  int64_t n = c.mesh().size(axis);
-  at::Tensor t = x.clone(at::MemoryFormat::Contiguous);
-  c10::intrusive_ptr<c10d::Work> work;
-  if (n > 1) work = issueAllReduce(c, axis, t, r, 2 * (n - 1) * bytesOf(t) / n);
-  finish(s, 4, c, async, t, work, [t, r, n] { return averaged(t, r.avg, n); });
+  Started st =
+      startAllReduce(c, axisOf(c, a[1].toStringRef()), a[0].toTensor(), reduceOf(a[2].toStringRef()), true);
+  finish(s, 4, c, a[3].toBool(), st.handle, st.pending.work, st.pending.finish);
 }
 
 // Local shape with `dim` split into [sf, rest] when sf > 1.
@@ -115,16 +128,9 @@ std::vector<int64_t> splitShape(const at::Tensor& x, int64_t dim, int64_t sf) {
   return shape;
 }
 
-void allGather(Stack& s) {
-  // c10d's worker threads write into these buffers: no inference tensors.
-  c10::InferenceMode normalTensors(false);
-  auto a = torch::jit::last(s, 5);
-  at::Tensor x = a[0].toTensor();
-  MeshComm& c = comm();
-  int64_t axis = axisOf(c, a[1].toStringRef());
-  int64_t dim = a[2].toInt();
-  int64_t sf = a[3].toInt();
-  bool async = a[4].toBool();
+// An all-gather of `x` along `dim` (a strided shard when sf > 1) on `axis`,
+// started; `count` adds it to the communicator's statistics.
+Started startAllGather(MeshComm& c, int64_t axis, const at::Tensor& x, int64_t dim, int64_t sf, bool count) {
   int64_t n = c.mesh().size(axis);
   dim = dim < 0 ? dim + x.dim() : dim;
   std::vector<int64_t> inner = splitShape(x, dim, sf);
@@ -141,13 +147,24 @@ void allGather(Stack& s) {
     for (int64_t i = 0; i < n; ++i) outs[0].push_back(buf[i]);
     std::vector<at::Tensor> ins{in};
     work = c.group(axis).allgather(outs, ins);
-    c.stats().collectives += 1;
-    c.stats().bytesSent += (n - 1) * bytesOf(x);
+    if (count) {
+      c.stats().collectives += 1;
+      c.stats().bytesSent += (n - 1) * bytesOf(x);
+    }
   } else {
     buf[0].copy_(in);
   }
-  finish(s, 5, c, async, buf, work,
-         [buf, gdim, outShape] { return buf.movedim(0, gdim).contiguous().view(outShape); });
+  return {buf, {work, [buf, gdim, outShape] { return buf.movedim(0, gdim).contiguous().view(outShape); }}};
+}
+
+void allGather(Stack& s) {
+  // c10d's worker threads write into these buffers: no inference tensors.
+  c10::InferenceMode normalTensors(false);
+  auto a = torch::jit::last(s, 5);
+  MeshComm& c = comm();
+  Started st =
+      startAllGather(c, axisOf(c, a[1].toStringRef()), a[0].toTensor(), a[2].toInt(), a[3].toInt(), true);
+  finish(s, 5, c, a[4].toBool(), st.handle, st.pending.work, st.pending.finish);
 }
 
 void reduceScatter(Stack& s) {
@@ -270,6 +287,23 @@ const LocalOpDef kCollectives[] = {
 };
 
 }  // namespace
+
+at::Tensor allReduceNow(MeshComm& comm, int64_t axis, const at::Tensor& x, sharding::ReduceOp op) {
+  c10::InferenceMode normalTensors(false);
+  if (x.scalar_type() == at::kBool) return allReduceNow(comm, axis, x.to(at::kByte), op).to(at::kBool);
+  Started st = startAllReduce(comm, axis, x, reduceOf(std::string(sharding::reduceOpName(op))), false);
+  if (st.pending.work) st.pending.work->wait();
+  return st.pending.finish();
+}
+
+at::Tensor allGatherNow(MeshComm& comm, int64_t axis, const at::Tensor& x, int64_t dim, int64_t splitFactor) {
+  c10::InferenceMode normalTensors(false);
+  if (x.scalar_type() == at::kBool)
+    return allGatherNow(comm, axis, x.to(at::kByte), dim, splitFactor).to(at::kBool);
+  Started st = startAllGather(comm, axis, x, dim, splitFactor, false);
+  if (st.pending.work) st.pending.work->wait();
+  return st.pending.finish();
+}
 
 const LocalOp* findCollective(std::string_view target) { return findLocalOp<kCollectives>(target); }
 

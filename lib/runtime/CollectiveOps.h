@@ -3,13 +3,25 @@
 // meaning and Comm.h for the groups.
 #pragma once
 
+#include <ATen/core/Tensor.h>
+
 #include <string_view>
 
+#include "runtime/Comm.h"
 #include "runtime/LocalOps.h"
 
 namespace spmd::runtime {
 
 /// The kernel of an spmd.* target ("spmd.all_reduce", ...), or null.
 const LocalOp* findCollective(std::string_view target);
+
+/// `x` reduced with `op` over the ranks of `axis`, synchronously, through
+/// the same code as spmd.all_reduce; not counted in the statistics.
+at::Tensor allReduceNow(MeshComm& comm, int64_t axis, const at::Tensor& x, sharding::ReduceOp op);
+
+/// `x` gathered along `dim` (strided by `splitFactor`) over the ranks of
+/// `axis`, synchronously, through the same code as spmd.all_gather; not
+/// counted in the statistics.
+at::Tensor allGatherNow(MeshComm& comm, int64_t axis, const at::Tensor& x, int64_t dim, int64_t splitFactor);
 
 }  // namespace spmd::runtime

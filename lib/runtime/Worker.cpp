@@ -9,6 +9,7 @@
 #include <thread>
 
 #include "runtime/Checkpoint.h"
+#include "runtime/CollectiveOps.h"
 #include "runtime/Runner.h"
 #include "runtime/TypeMap.h"
 
@@ -68,41 +69,10 @@ Expected<TensorMap> shardInputs(const program::Program& p, const TensorMap& inpu
 
 // Makes a local output whole on every rank: gathers shards, reduces partials.
 at::Tensor toGlobal(at::Tensor t, const ShardingSpec& spec, MeshComm& comm) {
-  c10::InferenceMode normalTensors(false);
-  // Gloo has no bool: bools travel as bytes.
-  if (t.scalar_type() == at::kBool) return toGlobal(t.to(at::kByte), spec, comm).to(at::kBool);
   for (int64_t a = static_cast<int64_t>(spec.placements.size()) - 1; a >= 0; --a) {
     const Placement& p = spec.placements[static_cast<size_t>(a)];
-    int64_t n = comm.mesh().size(a);
-    if (n == 1 || p.isReplicate()) continue;
-    if (p.isPartial()) {
-      t = t.clone(at::MemoryFormat::Contiguous);
-      std::vector<at::Tensor> v{t};
-      c10d::AllreduceOptions o;
-      o.reduceOp = p.reduce == sharding::ReduceOp::Max   ? c10d::ReduceOp::MAX
-                   : p.reduce == sharding::ReduceOp::Min ? c10d::ReduceOp::MIN
-                                                         : c10d::ReduceOp::SUM;
-      comm.group(a).allreduce(v, o)->wait();
-      if (p.reduce == sharding::ReduceOp::Avg) t.div_(static_cast<double>(n));
-      continue;
-    }
-    at::Tensor in = t.contiguous();
-    std::vector<int64_t> shape(in.sizes().begin(), in.sizes().end());
-    int64_t sf = p.splitFactor;
-    std::vector<int64_t> inner = shape;
-    if (sf > 1) {
-      inner[static_cast<size_t>(p.dim)] /= sf;
-      inner.insert(inner.begin() + p.dim, sf);
-    }
-    std::vector<int64_t> bufShape = inner;
-    bufShape.insert(bufShape.begin(), n);
-    at::Tensor buf = at::empty(bufShape, in.options());
-    std::vector<std::vector<at::Tensor>> outs(1);
-    for (int64_t i = 0; i < n; ++i) outs[0].push_back(buf[i]);
-    std::vector<at::Tensor> ins{in.view(inner)};
-    comm.group(a).allgather(outs, ins)->wait();
-    shape[static_cast<size_t>(p.dim)] *= n;
-    t = buf.movedim(0, sf > 1 ? p.dim + 1 : p.dim).contiguous().view(shape);
+    if (comm.mesh().size(a) == 1 || p.isReplicate()) continue;
+    t = p.isPartial() ? allReduceNow(comm, a, t, p.reduce) : allGatherNow(comm, a, t, p.dim, p.splitFactor);
   }
   return t;
 }
