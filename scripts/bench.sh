@@ -6,7 +6,7 @@ cd "$(dirname "$0")/.."
 build=${BUILD_DIR:-build}
 cmake --build "$build" --target bench_compiler bench_runtime spmdc spmd-run >/dev/null
 echo "== reader and compiler (llama_deep_train: 8,882 nodes; llama_train: 632)"
-"$build/bench/bench_compiler" --benchmark_min_time=0.5
+"$build/bench/bench_compiler" --benchmark_min_time=0.5 --benchmark_repetitions=5 --benchmark_report_aggregates_only=true
 echo "== spmdc compile as a process (median of 5)"
 for args in "llama_train fsdp 2" "llama_deep_train fsdp 2" "llama_deep_train schemas/examples/llama_tp.json 4"; do
   set -- $args
@@ -21,7 +21,7 @@ for args in "llama_train fsdp 2" "llama_deep_train fsdp 2" "llama_deep_train sch
   echo "spmdc compile $1 --schema $(basename "$2") --mesh $3: ${median}s"
 done
 echo "== executor"
-"$build/bench/bench_runtime" --benchmark_min_time=0.5
+"$build/bench/bench_runtime" --benchmark_min_time=0.5 --benchmark_repetitions=5 --benchmark_report_aggregates_only=true
 echo "== llama step on CPU workers (Megatron TP, Gloo), 200 steps each"
 for n in 1 2 4; do
   "$build/tools/spmdc/spmdc" compile testdata/pt2/llama/model.pt2 --schema schemas/examples/llama_tp.json --mesh "$n" \
