@@ -43,10 +43,10 @@ else()
   target_link_libraries(spmd_dep_zip INTERFACE zip)
 endif()
 
-# LibTorch: only the runtime links it.
+# LibTorch: only the runtime links it. pip's torch (2.6 to 2.14, CPU or
+# CUDA): CMake finds it through torch.utils.cmake_prefix_path, asked of
+# SPMD_PYTHON (scripts/setup.sh's venv by default) unless CMAKE_PREFIX_PATH
+# or Torch_DIR already points at it.
 if(SPMD_BUILD_RUNTIME)
-  find_package(Torch REQUIRED)
-  add_library(spmd_dep_torch INTERFACE)
-  target_link_libraries(spmd_dep_torch INTERFACE ${TORCH_LIBRARIES})
-  target_include_directories(spmd_dep_torch SYSTEM INTERFACE ${TORCH_INCLUDE_DIRS})
+  include(SpmdTorch)
 endif()

@@ -1,3 +1,9 @@
-// The Catch2 main shared by every test executable.
+// The Catch2 main shared by every test executable (Catch2 v2 or v3).
+#if __has_include(<catch2/catch_all.hpp>)
+#include <catch2/catch_session.hpp>
+
+int main(int argc, char* argv[]) { return Catch::Session().run(argc, argv); }
+#else
 #define CATCH_CONFIG_MAIN
 #include <catch2/catch.hpp>
+#endif

@@ -16,7 +16,6 @@
 
 #include <string>
 
-#include "runtime/Compat.h"
 #include "runtime/TypeMap.h"
 
 namespace spmd::runtime {
@@ -153,8 +152,8 @@ Expected<ArgSlot> convertTensorList(const c10::Argument& s, bool optionalElement
     ids.push_back(v ? v->id() : -1);
   }
   if (optionalElements) {
-    c10::List<c10::optional<at::Tensor>> list;
-    for (size_t i = 0; i < ids.size(); ++i) list.push_back(c10::nullopt);
+    c10::List<std::optional<at::Tensor>> list;
+    for (size_t i = 0; i < ids.size(); ++i) list.push_back(std::nullopt);
     return dynamicList(std::move(list), std::move(ids), true, c10::IValue());
   }
   c10::List<at::Tensor> list;

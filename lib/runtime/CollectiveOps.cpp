@@ -3,7 +3,8 @@
 //   spmd.all_reduce(%x, "tp", "sum")             -> allreduce on this rank's tp group
 //   spmd.all_gather(%x, "dp", 0)                 -> [n, *local] buffer, moved into dim 0
 //   spmd.all_gather(%x, "tp", 0, split_factor=2) -> dim 0 viewed as [2, c]; gathered inside
-//   spmd.reduce_scatter(%x, "tp", 0, "sum")      -> NCCL reduce_scatter; Gloo: allreduce + narrow
+//   spmd.reduce_scatter(%x, "tp", 0, "sum")      -> the group's reduce_scatter (NCCL, Gloo in torch 2.x);
+//                                                   allreduce + narrow where a backend has none
 //   spmd.all_to_all(%x, "tp", 1, 0)              -> alltoall_base over stacked chunks
 //   spmd.local_slice / spmd.zero_partial          -> local, from the rank's axis coordinate
 //   spmd.wait(%r)                                 -> completes an async collective
@@ -167,6 +168,23 @@ void allGather(Stack& s) {
   finish(s, 5, c, a[4].toBool(), st.handle, st.pending.work, st.pending.finish);
 }
 
+// Issues the group's own reduce-scatter of `in` (dim 0 split into n chunks)
+// into `out`; null when the backend has none (Gloo before it gained one).
+c10::intrusive_ptr<c10d::Work> issueReduceScatter(MeshComm& c, int64_t axis, at::Tensor& out, at::Tensor& in,
+                                                  const Reduce& r) {
+  c10d::ReduceScatterOptions o;
+  o.reduceOp = r.op;
+  try {
+    auto work = c.group(axis)._reduce_scatter_base(out, in, o);
+    c.stats().collectives += 1;
+    c.stats().bytesSent += (c.mesh().size(axis) - 1) * bytesOf(out);
+    return work;
+  } catch (const c10::Error& e) {
+    if (std::string(e.what()).find("does not support") == std::string::npos) throw;
+    return nullptr;
+  }
+}
+
 void reduceScatter(Stack& s) {
   // c10d's worker threads write into these buffers: no inference tensors.
   c10::InferenceMode normalTensors(false);
@@ -179,15 +197,30 @@ void reduceScatter(Stack& s) {
   bool async = a[4].toBool();
   int64_t n = c.mesh().size(axis);
   dim = dim < 0 ? dim + x.dim() : dim;
+  if (x.size(dim) % n)
+    throw std::runtime_error("reduce_scatter: dim " + std::to_string(dim) + " of size " +
+                             std::to_string(x.size(dim)) + " does not split over " + std::to_string(n) +
+                             " ranks");
   int64_t chunk = x.size(dim) / n;
-  int64_t coord = c.coords()[static_cast<size_t>(axis)];
-  at::Tensor t = x.clone(at::MemoryFormat::Contiguous);
+  // The scattered dim goes first, so each rank's chunk is one contiguous block.
+  at::Tensor in = x.movedim(dim, 0).contiguous();
+  std::vector<int64_t> outShape(in.sizes().begin(), in.sizes().end());
+  outShape[0] = chunk;
+  at::Tensor out = at::empty(outShape, in.options());
   c10::intrusive_ptr<c10d::Work> work;
-  // Gloo has no reduce_scatter: all-reduce, then keep this rank's chunk.
-  if (n > 1) work = issueAllReduce(c, axis, t, r, (n - 1) * bytesOf(t) / n);
-  finish(s, 5, c, async, t, work, [t, r, n, dim, coord, chunk] {
-    return averaged(t.narrow(dim, coord * chunk, chunk).contiguous(), r.avg, n);
-  });
+  if (n == 1) out.copy_(in);
+  if (n > 1) work = issueReduceScatter(c, axis, out, in, r);
+  if (n > 1 && !work) {
+    // No reduce-scatter in this backend: all-reduce, then keep this rank's chunk.
+    int64_t coord = c.coords()[static_cast<size_t>(axis)];
+    work = issueAllReduce(c, axis, in, r, 2 * (n - 1) * bytesOf(in) / n);
+    finish(s, 5, c, async, in, work, [in, r, n, dim, coord, chunk] {
+      return averaged(in.narrow(0, coord * chunk, chunk).movedim(0, dim).contiguous(), r.avg, n);
+    });
+    return;
+  }
+  finish(s, 5, c, async, out, work,
+         [out, r, n, dim] { return averaged(out.movedim(0, dim).contiguous(), r.avg, n); });
 }
 
 void allToAll(Stack& s) {

@@ -2,6 +2,11 @@
 #include "runtime/Comm.h"
 
 #include <torch/csrc/distributed/c10d/PrefixStore.hpp>
+#include <torch/csrc/distributed/c10d/ProcessGroupGloo.hpp>
+
+#ifdef SPMD_WITH_NCCL
+#include "runtime/CommNccl.h"
+#endif
 
 namespace spmd::runtime {
 namespace {
@@ -16,6 +21,18 @@ std::string groupKey(const sharding::Mesh& mesh, const std::vector<int64_t>& coo
   return key;
 }
 
+// A Gloo group, or NCCL's when asked for (checked by MeshComm::create).
+c10::intrusive_ptr<c10d::Backend> makeGroup(const c10::intrusive_ptr<c10d::Store>& store, int rank, int size,
+                                            const CommOptions& options) {
+#ifdef SPMD_WITH_NCCL
+  if (options.nccl) return makeNcclGroup(store, rank, size, options.timeout);
+#endif
+  auto opts = c10d::ProcessGroupGloo::Options::create(options.timeout);
+  opts->devices.push_back(c10d::ProcessGroupGloo::createDeviceForHostname(options.hostname));
+  opts->threads = 2;
+  return c10::make_intrusive<c10d::ProcessGroupGloo>(store, rank, size, opts);
+}
+
 }  // namespace
 
 Expected<std::unique_ptr<MeshComm>> MeshComm::create(const c10::intrusive_ptr<c10d::Store>& store,
@@ -25,15 +42,18 @@ Expected<std::unique_ptr<MeshComm>> MeshComm::create(const c10::intrusive_ptr<c1
   comm->mesh_ = mesh;
   comm->rank_ = rank;
   comm->coords_ = mesh.coords(rank);
+#ifndef SPMD_WITH_NCCL
+  if (options.nccl)
+    return Status::error("rank " + std::to_string(rank) +
+                         ": NCCL groups asked for, but this spmd-run was built without the NCCL path "
+                         "(a CPU torch): use Gloo");
+#endif
   try {
     for (int64_t a = 0; a < mesh.numAxes(); ++a) {
       auto prefixed = c10::make_intrusive<c10d::PrefixStore>(groupKey(mesh, comm->coords_, a), store);
-      auto opts = c10d::ProcessGroupGloo::Options::create(options.timeout);
-      opts->devices.push_back(c10d::ProcessGroupGloo::createDeviceForHostname(options.hostname));
-      opts->threads = 2;
       int groupRank = static_cast<int>(comm->coords_[static_cast<size_t>(a)]);
       int groupSize = static_cast<int>(mesh.size(a));
-      comm->groups_.push_back(makeCommGroup(prefixed, groupRank, groupSize, opts, options.nccl));
+      comm->groups_.push_back(makeGroup(prefixed, groupRank, groupSize, options));
     }
   } catch (const std::exception& e) {
     std::string what = e.what();

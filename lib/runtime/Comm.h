@@ -22,7 +22,7 @@
 #include <unordered_map>
 #include <vector>
 
-#include "runtime/CommCompat.h"
+#include <torch/csrc/distributed/c10d/Backend.hpp>
 #include "sharding/Placement.h"
 #include "support/Status.h"
 
@@ -59,7 +59,7 @@ class MeshComm {
   /// Index of axis `name`; -1 when the mesh has none.
   int64_t axisIndex(std::string_view name) const { return mesh_.axisIndex(name); }
   /// The process group of axis `axis` (this rank's slice).
-  CommGroup& group(int64_t axis) { return *groups_[static_cast<size_t>(axis)]; }
+  c10d::Backend& group(int64_t axis) { return *groups_[static_cast<size_t>(axis)]; }
   /// True when groups are NCCL.
   bool nccl() const { return nccl_; }
   CommStats& stats() { return stats_; }
@@ -82,7 +82,7 @@ class MeshComm {
   sharding::Mesh mesh_;
   int64_t rank_ = 0;
   std::vector<int64_t> coords_;
-  std::vector<c10::intrusive_ptr<CommGroup>> groups_;
+  std::vector<c10::intrusive_ptr<c10d::Backend>> groups_;
   std::unordered_map<const void*, Pending> pending_;
   bool nccl_ = false;
   CommStats stats_;

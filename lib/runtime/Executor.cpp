@@ -19,8 +19,6 @@
 #include <algorithm>
 #include <sstream>
 
-#include "runtime/Compat.h"
-
 namespace spmd::runtime {
 namespace {
 
@@ -124,28 +122,11 @@ Status Executor::prepareNode(const ir::Node& node, const std::vector<int>& lastU
   } else {
     SPMD_ASSIGN_OR_RETURN(c10::OperatorName name, operatorName(node.target()));
     auto handle = c10::Dispatcher::singleton().findSchema(name);
-    const LocalOp* fallback = findFallback(name);
-    if (handle) {
-      // The linked op wins; its fallback only covers a schema too old for the node's arguments.
-      Status st = planArguments(node, handle->schema());
-      if (st.isOk()) {
-        step.op = *handle;
-        schema = &handle->schema();
-      } else if (fallback == nullptr) {
-        return st;
-      } else {
-        slots_.resize(step.argBegin);
-      }
-    }
-    if (!step.op) {
-      if (fallback == nullptr)
-        return Status::error("the linked LibTorch " TORCH_VERSION " has no operator " + operatorText(name) +
-                             ", and spmd_runtime has no fallback for it");
-      step.kernel = fallback->kernel;
-      step.source = KernelSource::Fallback;
-      schema = fallback->schema;
-      SPMD_RETURN_IF_ERROR(planArguments(node, *schema));
-    }
+    if (!handle)
+      return Status::error("the linked LibTorch " TORCH_VERSION " has no operator " + operatorText(name));
+    SPMD_RETURN_IF_ERROR(planArguments(node, handle->schema()));
+    step.op = *handle;
+    schema = &handle->schema();
   }
   step.argEnd = static_cast<uint32_t>(slots_.size());
 

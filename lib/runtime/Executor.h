@@ -7,18 +7,17 @@
 //   out[0].toTensor();   // the graph's first output
 //
 // Preparation resolves each node's operator (dispatcher schema, a builtin
-// for sym_size / SymInt arithmetic, or a fallback for an op the linked
-// LibTorch lacks), converts constant arguments to IValues, fills omitted
-// arguments from schema defaults, and computes where each value is used for
-// the last time. A run checks the inputs (binding symbolic sizes, checking
-// ranges), then walks the steps: push argument slots onto one reused stack,
-// call, move returns into the value table, free values past their last use.
-// No string or map lookups happen per op.
+// for sym_size / SymInt arithmetic, or an spmd.* collective), converts constant arguments to IValues, fills
+// omitted arguments from schema defaults, and computes where each value is used for the last time. A run
+// checks the inputs (binding symbolic sizes, checking ranges), then walks the steps: push argument slots onto
+// one reused stack, call, move returns into the value table, free values past their last use. No string or
+// map lookups happen per op.
 #pragma once
 
 #include <ATen/core/dispatch/Dispatcher.h>
 #include <ATen/core/ivalue.h>
 #include <c10/core/Device.h>
+#include <torch/version.h>
 
 #include <cstdint>
 #include <string>
@@ -27,7 +26,6 @@
 
 #include "ir/Graph.h"
 #include "runtime/ArgConvert.h"
-#include "runtime/Compat.h"
 #include "runtime/InputCheck.h"
 #include "runtime/LocalOps.h"
 #include "support/Status.h"
@@ -44,7 +42,7 @@ struct ExecutorOptions {
 };
 
 /// Where a step's kernel comes from.
-enum class KernelSource : uint8_t { Dispatcher, Builtin, Fallback };
+enum class KernelSource : uint8_t { Dispatcher, Builtin };
 
 /// A prepared graph. Not thread-safe: one run at a time.
 class Executor {
@@ -95,7 +93,7 @@ class Executor {
     std::vector<int> listIds;  ///< list return: value per element, -1 = dropped
   };
   struct Step {
-    c10::optional<c10::OperatorHandle> op;
+    std::optional<c10::OperatorHandle> op;
     BoxedKernel kernel = nullptr;
     KernelSource source = KernelSource::Dispatcher;
     bool hasTensorLists = false;

@@ -7,11 +7,8 @@
 //
 // Builtins (aten.sym_size.int, _operator.*, torch.sym_*) are always
 // evaluated here: their values are plain ints in the executor's value table.
-// Fallbacks stand in for ATen ops that the linked LibTorch lacks (Debian's
-// 1.13 has no _native_batch_norm_legit_no_training, squeeze.dims, ...); the
-// executor uses one only when the dispatcher has no such op, or when the
-// linked op's schema cannot take the node's arguments, so LibTorch 2.x runs
-// its real kernels.
+// The collectives (spmd.*) are local ops too (CollectiveOps.h); every
+// other op is the linked LibTorch's, called through the dispatcher.
 #pragma once
 
 #include <ATen/core/function_schema.h>
@@ -40,10 +37,6 @@ struct LocalOp {
 /// The builtin for an export target ("aten.sym_size.int", "_operator.mul",
 /// "torch.sym_max", ...), or null when the target is not a builtin.
 const LocalOp* findBuiltin(std::string_view target);
-
-/// The fallback for an ATen operator ("aten::squeeze", overload "dims"), or
-/// null when spmd_runtime has none.
-const LocalOp* findFallback(const c10::OperatorName& name);
 
 /// One entry of a table of local ops: target, schema text, kernel.
 struct LocalOpDef {

@@ -5,7 +5,7 @@
 #include <string>
 #include <utility>
 
-#include "runtime/Compat.h"
+#include <torch/version.h>
 
 namespace spmd::runtime {
 namespace {
@@ -26,17 +26,11 @@ constexpr std::pair<ST, c10::ScalarType> kScalarTypes[] = {
     {ST::ComplexDouble, c10::kComplexDouble},
     {ST::Bool, c10::kBool},
     {ST::BFloat16, c10::kBFloat16},
-#if SPMD_TORCH_HAS_UINT16
     {ST::UInt16, c10::ScalarType::UInt16},
-#endif
-#if SPMD_TORCH_HAS_FLOAT8
     {ST::Float8E4M3FN, c10::ScalarType::Float8_e4m3fn},
     {ST::Float8E5M2, c10::ScalarType::Float8_e5m2},
-#endif
-#if SPMD_TORCH_HAS_FLOAT8_FNUZ
     {ST::Float8E4M3FNUZ, c10::ScalarType::Float8_e4m3fnuz},
     {ST::Float8E5M2FNUZ, c10::ScalarType::Float8_e5m2fnuz},
-#endif
 };
 
 // Export schema Layout numbers: 1 sparse_coo, 2 sparse_csr, 3 sparse_csc,

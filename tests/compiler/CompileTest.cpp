@@ -1,8 +1,8 @@
 // spmdc compile end to end on real models (no execution): collective
 // counts against PyTorch DTensor, determinism, local shapes, reports and
 // the refusal of bad input.
-#include <catch2/catch.hpp>
 #include <nlohmann/json.hpp>
+#include "../TestCatch.h"
 
 #include "../pt2/ArchiveFixtures.h"
 #include "ir/Collectives.h"

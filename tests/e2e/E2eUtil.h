@@ -3,7 +3,7 @@
 #pragma once
 
 #include <ATen/ATen.h>
-#include <catch2/catch.hpp>
+#include "../TestCatch.h"
 
 #include <filesystem>
 #include <string>

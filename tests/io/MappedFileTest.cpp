@@ -1,7 +1,7 @@
 // Tests of io::MappedFile: contents, empty files, errors, moves.
 //
 //   auto f = MappedFile::open(dir.file("x.bin"));   // "hello" -> size 5, view() == "hello"
-#include <catch2/catch.hpp>
+#include "../TestCatch.h"
 
 #include "IoTestUtil.h"
 #include "io/MappedFile.h"

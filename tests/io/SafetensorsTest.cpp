@@ -3,11 +3,11 @@
 //
 //   writeSafetensors(p, {{"a", ScalarType::Float, {}, &one, 4}})
 //   // p == "\x38\0\0\0\0\0\0\0" R"({"a":{"dtype":"F32","shape":[],"data_offsets":[0,4]}})" "  " + 4 bytes
-#include <catch2/catch.hpp>
 #include <cstring>
 #include <filesystem>
 #include <map>
 #include <vector>
+#include "../TestCatch.h"
 
 #include "IoTestUtil.h"
 #include "io/Safetensors.h"

@@ -5,10 +5,10 @@
 //   // error: "<p>: member ../evil escapes the archive (absolute path or '..' component)"
 #include <zip.h>
 
-#include <catch2/catch.hpp>
 #include <cstring>
 #include <utility>
 #include <vector>
+#include "../TestCatch.h"
 
 #include "IoTestUtil.h"
 #include "io/Zip.h"

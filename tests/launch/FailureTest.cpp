@@ -5,7 +5,7 @@
 //
 //   rank 1: exit 3, ranks 0 and 2: sleep 30
 //     -> exitCode 3, failure "rank 1 exited with code 3: error: boom", in well under a second
-#include <catch2/catch.hpp>
+#include "../TestCatch.h"
 
 #include <signal.h>
 

@@ -3,7 +3,7 @@
 // keep a pipe open, and the errors raised before any worker starts.
 //
 //   worker: echo "$RANK $WORLD_SIZE"   -n 2  ->  out: "[rank 0] 0 2\n[rank 1] 1 2\n" (any order)
-#include <catch2/catch.hpp>
+#include "../TestCatch.h"
 
 #include <netinet/in.h>
 #include <sys/socket.h>

@@ -1,7 +1,7 @@
 // Tests of LineForwarder: whole lines only, prefixes, filters, last line.
 //
 //   feed("a\nb"), feed("c\n")  ->  "[rank 0] a\n[rank 0] bc\n"
-#include <catch2/catch.hpp>
+#include "../TestCatch.h"
 
 #include <sstream>
 

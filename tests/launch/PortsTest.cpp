@@ -2,7 +2,7 @@
 //
 //   findFreePort("127.0.0.1") -> a port that checkPortFree accepts
 //   a listener on it          -> "port P on 127.0.0.1 is in use; ..."
-#include <catch2/catch.hpp>
+#include "../TestCatch.h"
 
 #include <netinet/in.h>
 #include <sys/socket.h>

@@ -3,7 +3,7 @@
 // the Supervisor killing workers it never ran (a later rank failed to start).
 //
 //   spawnWorker("/", {"/"}, env)  ->  "cannot start worker: /: Permission denied"
-#include <catch2/catch.hpp>
+#include "../TestCatch.h"
 
 #include <unistd.h>
 

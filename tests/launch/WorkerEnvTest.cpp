@@ -3,7 +3,7 @@
 //
 //   RANK=1 WORLD_SIZE=4 LOCAL_RANK=1 LOCAL_WORLD_SIZE=2 MASTER_ADDR=h MASTER_PORT=29500
 //     -> {1, 4, 1, 2, "h", 29500}
-#include <catch2/catch.hpp>
+#include "../TestCatch.h"
 
 #include <memory>
 #include <sstream>

@@ -7,7 +7,7 @@
 // strategies it must see, so a rule that stops offering them fails here.
 #include <ATen/ATen.h>
 
-#include <catch2/catch.hpp>
+#include "../TestCatch.h"
 
 #include <algorithm>
 #include <iostream>

@@ -4,7 +4,7 @@
 // stay in range for embedding, gather, scatter, index_put), and every
 // strategy its rule offers runs on 2 simulated ranks against the node run
 // unsharded.
-#include <catch2/catch.hpp>
+#include "../TestCatch.h"
 
 #include <iostream>
 #include <map>

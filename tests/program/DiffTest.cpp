@@ -1,7 +1,7 @@
 // `spmdc diff`: two small hand-built programs, row- vs column-sharded.
 //
 //   a: w [S(0)] -> mm -> all_gather        b: w [S(1)], x [S(1)] -> mm -> all_reduce
-#include <catch2/catch.hpp>
+#include "../TestCatch.h"
 
 #include "ProgramTestUtil.h"
 #include "program/Diff.h"

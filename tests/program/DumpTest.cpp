@@ -1,6 +1,6 @@
 // `spmdc dump` text: exact lines for a hand-built program, machine-specific
 // provenance left out, identical after a write/read round trip.
-#include <catch2/catch.hpp>
+#include "../TestCatch.h"
 
 #include "ProgramTestUtil.h"
 #include "program/Dump.h"

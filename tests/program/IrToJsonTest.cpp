@@ -3,7 +3,7 @@
 // a hand-built program using every argument kind.
 //
 //   archive -> IR -> JSON -> IR: printProgram text identical byte for byte.
-#include <catch2/catch.hpp>
+#include "../TestCatch.h"
 
 #include <cmath>
 #include <limits>

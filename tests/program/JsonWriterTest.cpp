@@ -2,7 +2,7 @@
 // (including invalid UTF-8), number spelling, commas and nesting.
 //
 //   appendJsonString("a\"b\n\xff") == json("a\"b\n\xff").dump(-1, ' ', false, replace)
-#include <catch2/catch.hpp>
+#include "../TestCatch.h"
 
 #include <cfloat>
 #include <charconv>

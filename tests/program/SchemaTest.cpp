@@ -6,7 +6,7 @@
 #include <valijson/schema_parser.hpp>
 #include <valijson/validator.hpp>
 
-#include <catch2/catch.hpp>
+#include "../TestCatch.h"
 
 #include <cstring>
 #include <nlohmann/json.hpp>

@@ -3,7 +3,7 @@
 //
 //   mesh 2x2, w f32[8, 6] [S(0), S(1)] -> 4 blobs of [4, 3]; rank 3 reads
 //   rows 4..8, columns 3..6 of the global tensor.
-#include <catch2/catch.hpp>
+#include "../TestCatch.h"
 
 #include <cstring>
 #include <nlohmann/json.hpp>

@@ -1,6 +1,6 @@
 // The .pt2 reader on every test archive, and on each kind of bad input.
-#include <catch2/catch.hpp>
 #include <nlohmann/json.hpp>
+#include "../TestCatch.h"
 
 #include "ArchiveFixtures.h"
 #include "pt2/Archive.h"

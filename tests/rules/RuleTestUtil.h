@@ -9,7 +9,7 @@
 //   placements(g.program(), {{"t", "S(0)"}}, 2).of("out") == "[S(0)]"
 #pragma once
 
-#include <catch2/catch.hpp>
+#include "../TestCatch.h"
 
 #include <map>
 #include <memory>

@@ -3,8 +3,8 @@
 // loss, gradient and buffer mutation stored there.
 #include <ATen/ATen.h>
 
-#include <catch2/catch.hpp>
 #include <filesystem>
+#include "../TestCatch.h"
 
 #include "pt2/Archive.h"
 #include "runtime/Runner.h"

@@ -6,9 +6,9 @@
 #include <ATen/ATen.h>
 
 #include <algorithm>
-#include <catch2/catch.hpp>
 #include <chrono>
 #include <iostream>
+#include "../TestCatch.h"
 
 #include "TestGraph.h"
 #include "pt2/Archive.h"

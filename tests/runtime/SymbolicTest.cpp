@@ -2,7 +2,7 @@
 // errors, sym_size and SymInt arithmetic evaluated by the executor.
 #include <ATen/ATen.h>
 
-#include <catch2/catch.hpp>
+#include "../TestCatch.h"
 
 #include "TestGraph.h"
 #include "runtime/Executor.h"

@@ -2,7 +2,7 @@
 // models they were written for (testdata/pt2/<model>/model.pt2).
 //
 //   llama_dp_tp.json + llama -> layers.0.wq.weight [R, S(0)], tokens [S(0), R]
-#include <catch2/catch.hpp>
+#include "../TestCatch.h"
 
 #include <map>
 

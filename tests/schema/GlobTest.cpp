@@ -2,7 +2,7 @@
 //
 //   globMatch("layers.*.wq.weight", "layers.10.wq.weight") -> true
 //   suggestGlob("layers.*.wq.weigth", names)               -> "layers.*.wq.weight"
-#include <catch2/catch.hpp>
+#include "../TestCatch.h"
 
 #include "schema/Glob.h"
 

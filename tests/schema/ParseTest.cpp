@@ -4,7 +4,7 @@
 //   parsePlacementSchema(R"js({"version": 1, "params": [{"match": "fc1.*",
 //                            "placements": {"tp": "S(x)"}}]})js", "s.json")
 //   -> "s.json: /params/0/placements/tp: \"S(x)\" is not a placement (...)"
-#include <catch2/catch.hpp>
+#include "../TestCatch.h"
 
 #include <fstream>
 #include <sstream>

@@ -3,7 +3,7 @@
 //
 //   mlp + {"fc1.*": {"x": "S(0)"}, "fc2.weight": {"x": "S(1)"}} on mesh 4
 //   -> fc1.weight [S(0)], fc1.bias [S(0)], fc2.weight [S(1)], fc2.bias [R], x [R]
-#include <catch2/catch.hpp>
+#include "../TestCatch.h"
 
 #include "TestPrograms.h"
 #include "schema/Resolve.h"

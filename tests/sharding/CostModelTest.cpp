@@ -1,7 +1,7 @@
 // The alpha-beta cost model.
 //
 //   all-gather over 4 ranks into 4 MiB moves 3 MiB per rank: 10 us + 3 MiB / 100 GB/s
-#include <catch2/catch.hpp>
+#include "../TestCatch.h"
 
 #include "sharding/CostModel.h"
 

@@ -2,7 +2,7 @@
 //
 //   parsePlacement("S(-1)") -> S(-1); Mesh::parseShape("2x4") -> {2, 4};
 //   chunkOf(5, 4, i) -> sizes 2, 2, 1, 0; localShape({16}, [S(0), S(0)]) -> {2}
-#include <catch2/catch.hpp>
+#include "../TestCatch.h"
 
 #include "sharding/Placement.h"
 

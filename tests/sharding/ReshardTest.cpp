@@ -3,7 +3,7 @@
 //   for every (from, to) over {R, S(0), S(1), P(sum), P(avg), P(max)} per
 //   axis, on meshes 2, 4, 2x2, 2x4: plan, run every step on the simulated
 //   ranks, and check that the ranks hold exactly what `to` dictates.
-#include <catch2/catch.hpp>
+#include "../TestCatch.h"
 
 #include <random>
 
