@@ -5,7 +5,12 @@
 //   spmd-run 0.1.0, LibTorch 2.14.1 (CUDA), NCCL path compiled
 #pragma once
 
+#include <c10/core/Device.h>
+
 #include <string>
+#include <string_view>
+
+#include "support/Status.h"
 
 namespace spmd::runtime {
 
@@ -18,5 +23,15 @@ std::string buildSummary();
 /// True when this build and this machine can run on a GPU (a CUDA build
 /// that sees at least one device).
 bool cudaUsable();
+
+/// The device a worker with local rank `localRank` runs on, for `name`:
+/// "cpu"; "cuda" (GPU localRank modulo the GPUs it sees; an error naming
+/// why when this build or machine has none); "auto" (cuda when usable,
+/// else cpu).
+Expected<c10::Device> resolveDevice(std::string_view name, int64_t localRank);
+
+/// Makes `device` this thread's current CUDA device (before any process
+/// group or stream exists); nothing for the CPU.
+void selectDevice(const c10::Device& device);
 
 }  // namespace spmd::runtime

@@ -14,6 +14,7 @@
 #include "launch/Launcher.h"
 #include "launch/Ports.h"
 #include "launch/WorkerEnv.h"
+#include "runtime/BuildInfo.h"
 #include "runtime/Runner.h"
 #include "runtime/Worker.h"
 #include "support/Strings.h"
@@ -217,14 +218,14 @@ int runWorker(const DistributedOptions& o, std::ostream& err) {
     };
   }
   ro.comm.timeout = std::chrono::seconds(o.timeoutSeconds);
-  if (o.device == "cuda") {
-    if (!at::hasCUDA())
-      return fail(err, kBadInput, who + ": --device cuda: this LibTorch build has no CUDA support");
-    int64_t gpus = static_cast<int64_t>(at::getNumGPUs());
-    ro.device =
-        c10::Device(c10::kCUDA, static_cast<c10::DeviceIndex>(env->localRank % std::max<int64_t>(gpus, 1)));
-    ro.comm.nccl = env->localWorldSize <= gpus;
-  }
+  auto device = resolveDevice(o.device, env->localRank);
+  if (!device) return fail(err, kBadInput, who + ": " + device.status().message());
+  ro.device = *device;
+  // The GPU is chosen before the store and any group exist. NCCL needs a GPU
+  // per rank; several ranks on one GPU talk over Gloo with CUDA tensors.
+  selectDevice(ro.device);
+  ro.comm.nccl = ro.device.is_cuda() && ncclCompiled() &&
+                 env->localWorldSize <= static_cast<int64_t>(at::getNumGPUs());
   c10::intrusive_ptr<c10d::Store> store;
   try {
     c10d::TCPStoreOptions so;

@@ -21,7 +21,7 @@ struct DistributedOptions {
   std::string program;  ///< the .spmd file
   std::string inputs;   ///< global inputs (safetensors), optional
   std::string output;   ///< written by rank 0, optional
-  std::string device = "cpu";
+  std::string device = "auto";  ///< cpu, cuda, or auto (cuda when this build and machine have a GPU)
   int nproc = 1;  ///< workers on this node (-n)
   int nnodes = 1;
   int nodeRank = 0;

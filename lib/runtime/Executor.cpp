@@ -44,6 +44,13 @@ std::string operatorText(const c10::OperatorName& n) {
   return n.overload_name.empty() ? n.name : n.name + "." + n.overload_name;
 }
 
+bool isOptionalDevice(const c10::Argument& arg) {
+  const c10::TypePtr& t = arg.type();
+  if (t->kind() == c10::TypeKind::DeviceObjType) return true;
+  auto opt = t->cast<c10::OptionalType>();
+  return opt && opt->getElementType()->kind() == c10::TypeKind::DeviceObjType;
+}
+
 }  // namespace
 
 Expected<Executor> Executor::prepare(const ir::Graph& graph, ExecutorOptions options) {
@@ -163,7 +170,12 @@ Status Executor::planArguments(const ir::Node& node, const c10::FunctionSchema& 
     auto it = std::find_if(inputs.begin(), inputs.end(),
                            [&](const ir::NamedArgument& a) { return a.name == arg.name(); });
     Expected<ArgSlot> slot = Status::error("unset");
-    if (it == inputs.end()) {
+    if (it == inputs.end() && !device_.is_cpu() && isOptionalDevice(arg)) {
+      // A factory op with its device left out makes its tensor on the run's
+      // device, like every other value (None would mean the CPU).
+      slot = ArgSlot{};
+      slot->constant = device_;
+    } else if (it == inputs.end()) {
       slot = defaultArgument(arg);
     } else {
       used[static_cast<size_t>(it - inputs.begin())] = true;

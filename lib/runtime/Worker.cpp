@@ -8,6 +8,7 @@
 #include <chrono>
 #include <thread>
 
+#include "runtime/BuildInfo.h"
 #include "runtime/Checkpoint.h"
 #include "runtime/CollectiveOps.h"
 #include "runtime/Runner.h"
@@ -138,6 +139,7 @@ Expected<RankResult> runRank(const program::LoadedProgram& lp, int64_t rank,
                              const RankOptions& options) {
   const program::Program& p = lp.program();
   auto where = [&](const Status& s) { return s.withContext("rank " + std::to_string(rank)); };
+  selectDevice(options.device);
   SPMD_ASSIGN_OR_RETURN(TensorMap weights, loadShardedWeights(lp, rank, options.device));
   int64_t firstStep = 0;
   if (!options.resume.empty()) {

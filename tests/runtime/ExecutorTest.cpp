@@ -206,3 +206,21 @@ TEST_CASE("a kernel error names the node, in one line") {
   CHECK_THAT(out.status().message(), Catch::StartsWith("node %mm_3 (aten.mm.default): "));
   CHECK(out.status().message().find('\n') == std::string::npos);
 }
+
+TEST_CASE("a factory op whose device is left out makes its tensor on the run's device") {
+  // The meta device stands in for a GPU: a worker on cuda:1 must get its
+  // arange on cuda:1, not on the CPU (None's meaning in the schema).
+  TestGraph t;
+  ir::Value* x = t.input("x", ir::ScalarType::Float, {4});
+  ir::Value* r = t.node("arange", "aten.arange.default", {{"end", integer(4)}});
+  t.output(t.node("add", "aten.add.Tensor", {{"self", tensor(x)}, {"other", tensor(r)}}));
+  ExecutorOptions options;
+  options.device = c10::Device(c10::kMeta);
+  Executor ex = prepareOrFail(t.g, options);
+  auto out = runOrFail(ex, {at::empty({4}, at::TensorOptions().device(c10::kMeta))});
+  CHECK(out[0].toTensor().device() == c10::Device(c10::kMeta));
+  // On the CPU the default stands.
+  Executor cpu = prepareOrFail(t.g);
+  auto got = runOrFail(cpu, {at::ones({4})});
+  CHECK(at::equal(got[0].toTensor(), at::arange(4) + 1));
+}

@@ -9,7 +9,10 @@
 #include <sstream>
 #include "../TestCatch.h"
 
+#include "runtime/BuildInfo.h"
 #include "runtime/TensorIO.h"
+#include <torch/version.h>
+#include <iostream>
 
 using namespace spmd;
 using namespace spmd::runtime;
@@ -140,4 +143,29 @@ TEST_CASE("spmd-run fails with exit code 1 when the output cannot be written") {
   CHECK(r.code == 1);
   CHECK_THAT(r.err, Catch::StartsWith("error: " + out + ": "));
   CHECK(!fs::exists(out));
+}
+
+TEST_CASE("--version names the LibTorch and whether the NCCL path is compiled") {
+  TempDir dir;
+  Result r = spmdRun(dir, "--version");
+  REQUIRE(r.code == 0);
+  CHECK_THAT(r.out, Catch::Contains(std::string("LibTorch ") + TORCH_VERSION));
+#ifdef SPMD_WITH_NCCL
+  CHECK_THAT(r.out, Catch::Contains("(CUDA), NCCL path compiled"));
+#else
+  CHECK_THAT(r.out, Catch::Contains("no NCCL path"));
+#endif
+  std::cout << "built: " << r.out;
+}
+
+TEST_CASE("--device cuda where no GPU can be used is one clean error") {
+  if (cudaUsable()) {
+    WARN("skipped: this machine has a GPU");
+    return;
+  }
+  TempDir dir;
+  Result r = spmdRun(dir, model("mlp") + " --device cuda --inputs " + quoted(kModels + "mlp/inputs.safetensors"));
+  CHECK(r.code == 2);
+  CHECK_THAT(r.err, Catch::StartsWith("error: --device cuda: "));
+  CHECK(std::count(r.err.begin(), r.err.end(), '\n') == 1);
 }

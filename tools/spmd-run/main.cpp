@@ -19,6 +19,7 @@
 #include <string>
 
 #include "pt2/Archive.h"
+#include "runtime/BuildInfo.h"
 #include "runtime/Checkpoint.h"
 #include "runtime/Distributed.h"
 #include "runtime/Runner.h"
@@ -44,7 +45,7 @@ struct Options {
   std::string model;
   std::string inputs;
   std::string output;
-  std::string device = "cpu";
+  std::string device = "auto";
 };
 
 void printSummary(const runtime::TensorMap& outputs) {
@@ -57,9 +58,10 @@ void printSummary(const runtime::TensorMap& outputs) {
 
 /// Runs one .pt2 on one device; returns the exit code.
 int runSingle(const Options& o) {
-  if (o.device == "cuda" && !at::hasCUDA())
-    return fail(kBadInput, "", Status::error("--device cuda: this LibTorch build has no CUDA support"));
-  const c10::Device device(o.device == "cuda" ? c10::kCUDA : c10::kCPU);
+  Expected<c10::Device> resolved = runtime::resolveDevice(o.device, 0);
+  if (!resolved) return fail(kBadInput, "", resolved.status());
+  const c10::Device device = *resolved;
+  runtime::selectDevice(device);
   Expected<pt2::Archive> archive = pt2::readArchive(o.model);
   if (!archive) return fail(kBadInput, o.model, archive.status());
   Expected<runtime::ProgramRunner> runner = runtime::ProgramRunner::create(*archive, {device});
@@ -99,13 +101,15 @@ int main(int argc, char** argv) {
       "spmd-run: run an exported PyTorch program (.pt2) on one device, or a compiled .spmd on N workers"};
   app.footer(
       "Exit codes: 0 success, 1 failure (or --verify above tolerance), 2 bad input (model, inputs, usage).");
+  app.set_version_flag("--version", "spmd-run " SPMD_VERSION ", " + runtime::buildSummary());
   Options o;
   runtime::DistributedOptions d;
   bool worker = false;
   app.add_option("model", o.model, "a torch.export archive (.pt2) or a compiled program (.spmd)");
   app.add_option("--inputs", o.inputs, "safetensors file with input.<i> (or signature-named) tensors");
   app.add_option("--output", o.output, "safetensors file to write (output.<i>, loss, grad.<fqn>, ...)");
-  app.add_option("--device", o.device, "cpu or cuda")->check(CLI::IsMember({"cpu", "cuda"}));
+  app.add_option("--device", o.device, "cpu, cuda, or auto: cuda when this build and machine have a GPU")
+      ->check(CLI::IsMember({"cpu", "cuda", "auto"}));
   app.add_option("-n,--nproc-per-node", d.nproc, "workers to start on this node (.spmd)");
   app.add_option("--nnodes", d.nnodes, "number of nodes");
   app.add_option("--node-rank", d.nodeRank, "this node's rank");
