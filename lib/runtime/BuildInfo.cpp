@@ -35,7 +35,8 @@ Expected<c10::Device> resolveDevice(std::string_view name, int64_t localRank) {
   if (name != "cuda" && name != "auto")
     return Status::error("--device " + std::string(name) + ": expected cpu, cuda or auto");
   if (!torchHasCuda())
-    return Status::error("--device cuda: this spmd-run was built against a CPU torch (" + buildSummary() + ")");
+    return Status::error("--device cuda: this spmd-run was built against a CPU torch (" + buildSummary() +
+                         ")");
   int64_t gpus = at::hasCUDA() ? static_cast<int64_t>(at::getNumGPUs()) : 0;
   if (gpus == 0) return Status::error("--device cuda: no GPU is visible to this process");
   return c10::Device(c10::kCUDA, static_cast<c10::DeviceIndex>(localRank % gpus));

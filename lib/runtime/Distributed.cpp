@@ -224,8 +224,8 @@ int runWorker(const DistributedOptions& o, std::ostream& err) {
   // The GPU is chosen before the store and any group exist. NCCL needs a GPU
   // per rank; several ranks on one GPU talk over Gloo with CUDA tensors.
   selectDevice(ro.device);
-  ro.comm.nccl = ro.device.is_cuda() && ncclCompiled() &&
-                 env->localWorldSize <= static_cast<int64_t>(at::getNumGPUs());
+  ro.comm.nccl =
+      ro.device.is_cuda() && ncclCompiled() && env->localWorldSize <= static_cast<int64_t>(at::getNumGPUs());
   c10::intrusive_ptr<c10d::Store> store;
   try {
     c10d::TCPStoreOptions so;

@@ -18,11 +18,11 @@ namespace spmd::runtime {
 
 /// Options of a distributed run (launcher and workers).
 struct DistributedOptions {
-  std::string program;  ///< the .spmd file
-  std::string inputs;   ///< global inputs (safetensors), optional
-  std::string output;   ///< written by rank 0, optional
+  std::string program;          ///< the .spmd file
+  std::string inputs;           ///< global inputs (safetensors), optional
+  std::string output;           ///< written by rank 0, optional
   std::string device = "auto";  ///< cpu, cuda, or auto (cuda when this build and machine have a GPU)
-  int nproc = 1;  ///< workers on this node (-n)
+  int nproc = 1;                ///< workers on this node (-n)
   int nnodes = 1;
   int nodeRank = 0;
   std::string masterAddr = "127.0.0.1";

@@ -36,9 +36,10 @@ void runCase(const Case& c, const std::string& inputs = "inputs", const std::str
   checkOutputs(r->outputs, *exp, deep ? 1e-4 : 1e-5);
 }
 
-const char* kModels[] = {
-    "cnn",         "cnn_train", "gpt_block",         "gpt_block_sdpa", "llama",           "llama_dynamic",
-    "llama_train", "mlp",       "mlp_dynamic_batch", "mlp_train",      "mlp_training_ir", "moe"};
+const char* kModels[] = {"cnn",   "cnn_train",         "gpt_block",   "gpt_block_sdpa",
+                         "llama", "llama_dynamic",     "llama_train", "llama_train_t214",
+                         "mlp",   "mlp_dynamic_batch", "mlp_train",   "mlp_training_ir",
+                         "moe"};
 
 }  // namespace
 

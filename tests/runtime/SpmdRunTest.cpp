@@ -9,10 +9,10 @@
 #include <sstream>
 #include "../TestCatch.h"
 
-#include "runtime/BuildInfo.h"
-#include "runtime/TensorIO.h"
 #include <torch/version.h>
 #include <iostream>
+#include "runtime/BuildInfo.h"
+#include "runtime/TensorIO.h"
 
 using namespace spmd;
 using namespace spmd::runtime;
@@ -164,7 +164,8 @@ TEST_CASE("--device cuda where no GPU can be used is one clean error") {
     return;
   }
   TempDir dir;
-  Result r = spmdRun(dir, model("mlp") + " --device cuda --inputs " + quoted(kModels + "mlp/inputs.safetensors"));
+  Result r =
+      spmdRun(dir, model("mlp") + " --device cuda --inputs " + quoted(kModels + "mlp/inputs.safetensors"));
   CHECK(r.code == 2);
   CHECK_THAT(r.err, Catch::StartsWith("error: --device cuda: "));
   CHECK(std::count(r.err.begin(), r.err.end(), '\n') == 1);

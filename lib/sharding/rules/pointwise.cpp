@@ -20,7 +20,16 @@ void registerPointwiseRules(RuleRegistry& r) {
   r.add("aten.add.Scalar", plain);
   r.add("aten.add.Tensor", pointwise(Linearity::Joint, {0, 1}));
   r.add("aten.alias.default", linearUnary);
+  r.add("aten.bitwise_and.Scalar", plain);
+  r.add("aten.bitwise_and.Tensor", plain);
   r.add("aten.bitwise_not.default", plain);
+  r.add("aten.bitwise_or.Scalar", plain);
+  r.add("aten.bitwise_or.Tensor", plain);
+  r.add("aten.bitwise_xor.Scalar", plain);
+  r.add("aten.bitwise_xor.Tensor", plain);
+  r.add("aten.clamp.default", plain);
+  r.add("aten.clamp_max.default", plain);
+  r.add("aten.clamp_min.default", plain);
   r.add("aten.clone.default", linearUnary);
   r.add("aten.cos.default", plain);
   r.add("aten.div.Scalar", linearUnary);

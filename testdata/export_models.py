@@ -1,0 +1,336 @@
+"""Exports spmdc's test models with the installed torch (2.6 to 2.14) into
+torch.export archives plus eager PyTorch references, the layout of
+testdata/pt2/<name>/:
+
+    model.pt2            torch.export.save of the exported (or joint) program
+    inputs.safetensors   input.0, input.1, ...
+    expected.safetensors eager outputs (output.<i>), or loss and grad.<fqn>
+    meta.json            torch version, node count, op histogram
+
+Usage:
+    python testdata/export_models.py OUTDIR                   # every model
+    python testdata/export_models.py OUTDIR --only mlp,llama  # some
+    python testdata/export_models.py OUTDIR --list
+
+The models are the ones testdata/pt2 was made from (torch 2.11); fresh
+exports from another torch differ in node names and in which ops stay
+undecomposed, which is what the fresh-export test checks spmdc against.
+"""
+import argparse
+import json
+import math
+import os
+import sys
+
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+from safetensors.torch import save_file
+
+# ----------------------------------------------------------------- models
+
+
+class MLP(nn.Module):
+    def __init__(self, d=64, h=256):
+        super().__init__()
+        self.fc1 = nn.Linear(d, h)
+        self.fc2 = nn.Linear(h, d)
+
+    def forward(self, x):
+        return self.fc2(F.gelu(self.fc1(x)))
+
+
+class MLPLoss(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.mlp = MLP()
+
+    def forward(self, x, target):
+        return F.mse_loss(self.mlp(x), target)
+
+
+class Attention(nn.Module):
+    def __init__(self, d=64, heads=8, causal=True, sdpa=False):
+        super().__init__()
+        self.hd = d // heads
+        self.q = nn.Linear(d, d, bias=False)
+        self.k = nn.Linear(d, d, bias=False)
+        self.v = nn.Linear(d, d, bias=False)
+        self.o = nn.Linear(d, d, bias=False)
+        self.causal = causal
+        self.sdpa = sdpa
+
+    def forward(self, x):
+        B, S, _ = x.shape
+        q = self.q(x).view(B, S, -1, self.hd).transpose(1, 2)
+        k = self.k(x).view(B, S, -1, self.hd).transpose(1, 2)
+        v = self.v(x).view(B, S, -1, self.hd).transpose(1, 2)
+        if self.sdpa:
+            y = F.scaled_dot_product_attention(q, k, v, is_causal=self.causal)
+        else:
+            att = (q @ k.transpose(-2, -1)) / math.sqrt(self.hd)
+            if self.causal:
+                mask = torch.ones(S, S, dtype=torch.bool, device=x.device).tril()
+                att = att.masked_fill(~mask, float("-inf"))
+            y = att.softmax(-1) @ v
+        y = y.transpose(1, 2).reshape(B, S, -1)
+        return self.o(y)
+
+
+class FFN(nn.Module):
+    def __init__(self, d=64, h=256):
+        super().__init__()
+        self.fc1 = nn.Linear(d, h)
+        self.fc2 = nn.Linear(h, d)
+
+    def forward(self, x):
+        return self.fc2(F.gelu(self.fc1(x)))
+
+
+class GPTBlock(nn.Module):
+    def __init__(self, d=64, heads=8, sdpa=False):
+        super().__init__()
+        self.ln1 = nn.LayerNorm(d)
+        self.attn = Attention(d, heads, sdpa=sdpa)
+        self.ln2 = nn.LayerNorm(d)
+        self.mlp = FFN(d, 4 * d)
+
+    def forward(self, x):
+        x = x + self.attn(self.ln1(x))
+        return x + self.mlp(self.ln2(x))
+
+
+class RMSNorm(nn.Module):
+    def __init__(self, d, eps=1e-6):
+        super().__init__()
+        self.weight = nn.Parameter(torch.ones(d))
+        self.eps = eps
+
+    def forward(self, x):
+        return x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + self.eps) * self.weight
+
+
+def rope(x, cos, sin):
+    x1, x2 = x[..., ::2], x[..., 1::2]
+    return torch.stack((x1 * cos - x2 * sin, x1 * sin + x2 * cos), -1).flatten(-2)
+
+
+class LlamaLayer(nn.Module):
+    def __init__(self, d, heads, ffn):
+        super().__init__()
+        self.hd = d // heads
+        self.attn_norm = RMSNorm(d)
+        self.wq = nn.Linear(d, d, bias=False)
+        self.wk = nn.Linear(d, d, bias=False)
+        self.wv = nn.Linear(d, d, bias=False)
+        self.wo = nn.Linear(d, d, bias=False)
+        self.ffn_norm = RMSNorm(d)
+        self.w1 = nn.Linear(d, ffn, bias=False)
+        self.w3 = nn.Linear(d, ffn, bias=False)
+        self.w2 = nn.Linear(ffn, d, bias=False)
+
+    def forward(self, x, cos, sin):
+        B, S, _ = x.shape
+        h = self.attn_norm(x)
+        q = self.wq(h).view(B, S, -1, self.hd)
+        k = self.wk(h).view(B, S, -1, self.hd)
+        v = self.wv(h).view(B, S, -1, self.hd)
+        q, k = rope(q, cos, sin), rope(k, cos, sin)
+        q, k, v = q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2)
+        att = (q @ k.transpose(-2, -1)) / math.sqrt(self.hd)
+        mask = torch.full((S, S), float("-inf"), device=x.device, dtype=x.dtype).triu(1)
+        y = (att + mask).softmax(-1) @ v
+        x = x + self.wo(y.transpose(1, 2).reshape(B, S, -1))
+        h = self.ffn_norm(x)
+        return x + self.w2(F.silu(self.w1(h)) * self.w3(h))
+
+
+class Llama(nn.Module):
+    def __init__(self, vocab=256, d=64, heads=8, ffn=128, layers=2, max_seq=64):
+        super().__init__()
+        self.tok = nn.Embedding(vocab, d)
+        self.layers = nn.ModuleList(LlamaLayer(d, heads, ffn) for _ in range(layers))
+        self.norm = RMSNorm(d)
+        self.out = nn.Linear(d, vocab, bias=False)
+        hd = d // heads
+        inv = 1.0 / (10000 ** (torch.arange(0, hd, 2).float() / hd))
+        ang = torch.outer(torch.arange(max_seq).float(), inv)
+        self.register_buffer("cos", ang.cos()[:, None, :], persistent=True)
+        self.register_buffer("sin", ang.sin()[:, None, :], persistent=True)
+
+    def forward(self, tokens):
+        S = tokens.shape[1]
+        x = self.tok(tokens)
+        cos, sin = self.cos[:S], self.sin[:S]
+        for layer in self.layers:
+            x = layer(x, cos, sin)
+        return self.out(self.norm(x))
+
+
+class LlamaLoss(nn.Module):
+    def __init__(self, **kw):
+        super().__init__()
+        self.model = Llama(**kw)
+
+    def forward(self, tokens, labels):
+        logits = self.model(tokens)
+        return F.cross_entropy(logits.flatten(0, 1), labels.flatten())
+
+
+class CNN(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.conv1 = nn.Conv2d(3, 16, 3, padding=1)
+        self.bn1 = nn.BatchNorm2d(16)
+        self.conv2 = nn.Conv2d(16, 32, 3, padding=1)
+        self.bn2 = nn.BatchNorm2d(32)
+        self.fc = nn.Linear(32 * 8 * 8, 10)
+
+    def forward(self, x):
+        x = F.max_pool2d(F.relu(self.bn1(self.conv1(x))), 2)
+        x = F.max_pool2d(F.relu(self.bn2(self.conv2(x))), 2)
+        return self.fc(x.flatten(1))
+
+
+class MoE(nn.Module):
+    """Top-2 routed mixture of 4 expert MLPs, dense dispatch by masking."""
+
+    def __init__(self, d=64, h=128, experts=4, k=2):
+        super().__init__()
+        self.router = nn.Linear(d, experts, bias=False)
+        self.w1 = nn.Parameter(torch.randn(experts, d, h) * 0.05)
+        self.w2 = nn.Parameter(torch.randn(experts, h, d) * 0.05)
+        self.k = k
+
+    def forward(self, x):
+        T = x.reshape(-1, x.shape[-1])
+        probs = self.router(T).softmax(-1)
+        topv, topi = probs.topk(self.k, dim=-1)
+        gates = torch.zeros_like(probs).scatter(-1, topi, topv)
+        h = torch.einsum("td,edh->eth", T, self.w1)
+        y = torch.einsum("eth,ehd->etd", F.silu(h), self.w2)
+        out = torch.einsum("te,etd->td", gates, y)
+        return out.reshape(x.shape)
+
+
+class CNNLoss(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.net = CNN()
+
+    def forward(self, x, y):
+        return F.cross_entropy(self.net(x), y)
+
+
+# ----------------------------------------------------------------- export
+
+
+def save_case(out, name, program, inputs, expected, meta):
+    d = os.path.join(out, name)
+    os.makedirs(d, exist_ok=True)
+    torch.export.save(program, os.path.join(d, "model.pt2"))
+    save_file({f"input.{i}": t.contiguous() for i, t in enumerate(inputs)},
+              os.path.join(d, "inputs.safetensors"))
+    save_file({k: v.detach().contiguous() for k, v in expected.items()},
+              os.path.join(d, "expected.safetensors"))
+    ops = {}
+    nodes = 0
+    for node in program.graph.nodes:
+        nodes += 1
+        if node.op == "call_function":
+            ops[str(node.target)] = ops.get(str(node.target), 0) + 1
+    meta = dict(meta, torch=torch.__version__, num_nodes=nodes, ops=dict(sorted(ops.items())))
+    with open(os.path.join(d, "meta.json"), "w") as f:
+        json.dump(meta, f, indent=1)
+    print(f"[ok] {name}: {nodes} nodes, torch {torch.__version__}", flush=True)
+
+
+def export_infer(out, name, mod, inputs, dynamic_shapes=None, decompose=True, note=""):
+    mod.eval()
+    with torch.no_grad():
+        ref = mod(*inputs)
+    ep = torch.export.export(mod, tuple(inputs), dynamic_shapes=dynamic_shapes)
+    if decompose:
+        ep = ep.run_decompositions()
+    outs = ref if isinstance(ref, (tuple, list)) else (ref,)
+    save_case(out, name, ep, inputs, {f"output.{i}": o for i, o in enumerate(outs)},
+              {"kind": "inference", "decomposed": decompose, "note": note})
+
+
+def export_train(out, name, mod, inputs, note=""):
+    """Joint forward+backward graph: outputs the loss, then parameter gradients."""
+    from torch.export.experimental import _export_forward_backward
+    mod.train()
+    mod.zero_grad()
+    loss = mod(*inputs)
+    loss.backward()
+    expected = {"loss": loss.detach()}
+    for k, p in mod.named_parameters():
+        expected[f"grad.{k}"] = p.grad.detach().clone()
+    mod.zero_grad()
+    joint = _export_forward_backward(torch.export.export(mod, tuple(inputs)))
+    save_case(out, name, joint, inputs, expected, {"kind": "train_step_joint", "note": note})
+
+
+def tokens(*shape):
+    return torch.randint(0, 256, shape)
+
+
+# name -> function(out) exporting it; seeded per model so that a subset
+# gives the same tensors as the whole set.
+CASES = {
+    "mlp": lambda o: export_infer(o, "mlp", MLP(), [torch.randn(32, 64)]),
+    "mlp_dynamic_batch": lambda o: export_infer(
+        o, "mlp_dynamic_batch", MLP(), [torch.randn(32, 64)],
+        dynamic_shapes=({0: torch.export.Dim("batch", min=2, max=4096)},)),
+    "mlp_training_ir": lambda o: export_infer(o, "mlp_training_ir", MLP(), [torch.randn(32, 64)],
+                                              decompose=False),
+    "mlp_train": lambda o: export_train(o, "mlp_train", MLPLoss(),
+                                       [torch.randn(32, 64), torch.randn(32, 64)]),
+    "gpt_block": lambda o: export_infer(o, "gpt_block", GPTBlock(), [torch.randn(4, 16, 64)]),
+    "gpt_block_sdpa": lambda o: export_infer(o, "gpt_block_sdpa", GPTBlock(sdpa=True),
+                                             [torch.randn(4, 16, 64)]),
+    "llama": lambda o: export_infer(o, "llama", Llama(), [tokens(2, 16)]),
+    "llama_train": lambda o: export_train(o, "llama_train", LlamaLoss(), [tokens(2, 16), tokens(2, 16)]),
+    "llama_dynamic": lambda o: export_infer(
+        o, "llama_dynamic", Llama(), [tokens(2, 16)],
+        dynamic_shapes=({0: torch.export.Dim("batch", min=1, max=64),
+                         1: torch.export.Dim("seq", min=2, max=64)},)),
+    "cnn": lambda o: export_infer(o, "cnn", CNN(), [torch.randn(8, 3, 32, 32)]),
+    "cnn_train": lambda o: export_train(o, "cnn_train", CNNLoss(),
+                                        [torch.randn(8, 3, 32, 32), torch.randint(0, 10, (8,))]),
+    "moe": lambda o: export_infer(o, "moe", MoE(), [torch.randn(4, 8, 64)]),
+    "llama_deep": lambda o: export_infer(o, "llama_deep", Llama(layers=32, d=32, heads=4, ffn=64),
+                                         [tokens(2, 16)]),
+    "llama_deep_train": lambda o: export_train(
+        o, "llama_deep_train", LlamaLoss(layers=32, d=32, heads=4, ffn=64), [tokens(2, 16), tokens(2, 16)]),
+    # Compute-bound: 8 layers of width 1024 (about 100M parameters), for
+    # step-time comparisons on a GPU; not part of testdata.
+    "llama_big": lambda o: export_infer(o, "llama_big", Llama(d=1024, heads=16, ffn=2816, layers=8,
+                                                              max_seq=256), [tokens(4, 256)]),
+}
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("out", nargs="?")
+    ap.add_argument("--only", help="comma-separated model names (default: all but llama_big)")
+    ap.add_argument("--list", action="store_true", help="print the model names")
+    a = ap.parse_args()
+    if a.list:
+        print("\n".join(CASES))
+        return 0
+    if not a.out:
+        ap.error("name an output folder")
+    names = a.only.split(",") if a.only else [n for n in CASES if n != "llama_big"]
+    unknown = [n for n in names if n not in CASES]
+    if unknown:
+        ap.error(f"unknown model(s) {', '.join(unknown)}; --list shows them")
+    for i, n in enumerate(names):
+        torch.manual_seed(1000 + list(CASES).index(n))
+        CASES[n](a.out)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
