@@ -1,10 +1,20 @@
-# Finds the dependencies. Debian packages are preferred; a plain include
-# folder (SPMD_EXTRA_INCLUDE) can supply the header-only ones on machines
-# without a package registry (see scripts/gpu-check.sh).
+# Finds the dependencies: Debian's packages, or a bundle of their headers
+# and libraries (SPMD_DEPS_BUNDLE, made by scripts/gpu-bundle.sh) on a
+# machine without a package registry. With a bundle, the packages' CMake
+# and pkg-config files are not consulted, and its include/ and lib/ come
+# before the system's, so a build from it uses nothing else.
 
-if(SPMD_EXTRA_INCLUDE)
-  include_directories(SYSTEM ${SPMD_EXTRA_INCLUDE})
-  link_directories(${SPMD_EXTRA_INCLUDE}/../lib)
+if(SPMD_DEPS_BUNDLE)
+  if(NOT EXISTS ${SPMD_DEPS_BUNDLE}/MANIFEST)
+    message(FATAL_ERROR "SPMD_DEPS_BUNDLE=${SPMD_DEPS_BUNDLE} is not a bundle (no MANIFEST): run scripts/gpu-bundle.sh")
+  endif()
+  include_directories(BEFORE SYSTEM ${SPMD_DEPS_BUNDLE}/include)
+  link_directories(BEFORE ${SPMD_DEPS_BUNDLE}/lib)
+  list(APPEND CMAKE_BUILD_RPATH ${SPMD_DEPS_BUNDLE}/lib)
+  add_link_options(-Wl,-rpath-link,${SPMD_DEPS_BUNDLE}/lib)
+  foreach(pkg nlohmann_json CLI11 simdjson PkgConfig Catch2 benchmark)
+    set(CMAKE_DISABLE_FIND_PACKAGE_${pkg} ON)
+  endforeach()
 endif()
 
 # nlohmann_json (header-only)

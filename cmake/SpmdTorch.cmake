@@ -75,7 +75,7 @@ target_link_libraries(spmd_dep_torch INTERFACE ${_spmd_torch_libs})
 target_include_directories(spmd_dep_torch SYSTEM INTERFACE ${TORCH_INCLUDE_DIRS})
 # c10d's Gloo group: its header needs gloo's headers, which pip's wheel does
 # not ship (Debian's libgloo-dev, or the GPU bundle, has them).
-find_path(SPMD_GLOO_INCLUDE gloo/algorithm.h HINTS ${SPMD_EXTRA_INCLUDE})
+find_path(SPMD_GLOO_INCLUDE gloo/algorithm.h HINTS ${SPMD_DEPS_BUNDLE}/include)
 if(NOT SPMD_GLOO_INCLUDE)
   message(FATAL_ERROR "gloo's headers not found: install libgloo-dev (scripts/setup.sh does)")
 endif()
@@ -92,12 +92,12 @@ if(SPMD_WITH_NCCL AND NOT SPMD_TORCH_CUDA)
 endif()
 if(SPMD_WITH_NCCL)
   find_path(SPMD_NCCL_INCLUDE nccl.h
-    HINTS ${_spmd_site}/nvidia/nccl/include ${SPMD_EXTRA_INCLUDE} ${CUDAToolkit_INCLUDE_DIRS})
+    HINTS ${_spmd_site}/nvidia/nccl/include ${SPMD_DEPS_BUNDLE}/include ${CUDAToolkit_INCLUDE_DIRS})
   find_library(SPMD_NCCL_LIBRARY NAMES nccl libnccl.so.2
-    HINTS ${_spmd_site}/nvidia/nccl/lib ${SPMD_EXTRA_INCLUDE}/../lib ${CUDAToolkit_LIBRARY_DIR})
+    HINTS ${_spmd_site}/nvidia/nccl/lib ${SPMD_DEPS_BUNDLE}/lib ${CUDAToolkit_LIBRARY_DIR})
   if(NOT SPMD_NCCL_INCLUDE OR NOT SPMD_NCCL_LIBRARY)
     message(FATAL_ERROR "nccl.h or libnccl not found (torch's nvidia-nccl wheel, the CUDA toolkit, or "
-                        "SPMD_EXTRA_INCLUDE): install the CUDA torch with pip, or pass -DSPMD_WITH_NCCL=OFF")
+                        "SPMD_DEPS_BUNDLE): install the CUDA torch with pip, or pass -DSPMD_WITH_NCCL=OFF")
   endif()
   # c10d's NCCL header pulls in ATen/cuda/CUDAContext.h and so cuBLAS's and
   # cuSPARSE's headers: the toolkit's, else those of torch's nvidia wheels.

@@ -5,7 +5,10 @@
 //   0 and 1), WORLD_SIZE 6, LOCAL_WORLD_SIZE 2, GROUP_RANK 1
 #include "launch/Launcher.h"
 
+#include <algorithm>
+#include <cstdlib>
 #include <string>
+#include <thread>
 #include <utility>
 
 #include "launch/SignalPipe.h"
@@ -70,9 +73,16 @@ Expected<LaunchResult> launchWorkers(const LaunchConfig& cfg, std::ostream& out,
   SignalPipe* sp = signals.get();
   Supervisor supervisor(cfg.killGrace, cfg.quiet, out, err, sp->fd(), [sp] { return sp->drain(); });
   int worldSize = cfg.nnodes * cfg.nprocPerNode;
+  // Like torchrun: unless the user set it, the workers of a node share its
+  // cores instead of each spinning up one intra-op thread per core.
+  std::vector<std::pair<std::string, std::string>> threads;
+  if (std::getenv("OMP_NUM_THREADS") == nullptr) {
+    unsigned cores = std::max(1U, std::thread::hardware_concurrency());
+    threads.emplace_back("OMP_NUM_THREADS", std::to_string(std::max(1U, cores / cfg.nprocPerNode)));
+  }
   for (int local = 0; local < cfg.nprocPerNode; ++local) {
     int rank = cfg.nodeRank * cfg.nprocPerNode + local;
-    std::vector<std::string> env = workerEnvironment({
+    std::vector<std::pair<std::string, std::string>> vars = {
         {"RANK", std::to_string(rank)},
         {"WORLD_SIZE", std::to_string(worldSize)},
         {"LOCAL_RANK", std::to_string(local)},
@@ -80,7 +90,9 @@ Expected<LaunchResult> launchWorkers(const LaunchConfig& cfg, std::ostream& out,
         {"GROUP_RANK", std::to_string(cfg.nodeRank)},
         {"MASTER_ADDR", cfg.masterAddr},
         {"MASTER_PORT", std::to_string(port)},
-    });
+    };
+    vars.insert(vars.end(), threads.begin(), threads.end());
+    std::vector<std::string> env = workerEnvironment(vars);
     // On error the supervisor's destructor kills the workers already started.
     SPMD_ASSIGN_OR_RETURN(SpawnedWorker worker, spawnWorker(program, cfg.workerArgv, env));
     supervisor.add(rank, worker);

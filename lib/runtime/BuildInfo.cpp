@@ -46,4 +46,8 @@ void selectDevice(const c10::Device& device) {
   if (device.is_cuda()) c10::impl::getDeviceGuardImpl(c10::kCUDA)->setDevice(device);
 }
 
+void synchronizeDevice(const c10::Device& device) {
+  if (!device.is_cpu()) c10::impl::getDeviceGuardImpl(device.type())->synchronizeDevice(device.index());
+}
+
 }  // namespace spmd::runtime

@@ -34,4 +34,8 @@ Expected<c10::Device> resolveDevice(std::string_view name, int64_t localRank);
 /// group or stream exists); nothing for the CPU.
 void selectDevice(const c10::Device& device);
 
+/// Waits until the kernels queued on `device` have finished; nothing for
+/// the CPU.
+void synchronizeDevice(const c10::Device& device);
+
 }  // namespace spmd::runtime

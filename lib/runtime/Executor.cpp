@@ -169,18 +169,18 @@ Status Executor::planArguments(const ir::Node& node, const c10::FunctionSchema& 
   for (const c10::Argument& arg : schema.arguments()) {
     auto it = std::find_if(inputs.begin(), inputs.end(),
                            [&](const ir::NamedArgument& a) { return a.name == arg.name(); });
-    Expected<ArgSlot> slot = Status::error("unset");
-    if (it == inputs.end() && !device_.is_cpu() && isOptionalDevice(arg)) {
+    auto slot = [&]() -> Expected<ArgSlot> {
+      if (it != inputs.end()) {
+        used[static_cast<size_t>(it - inputs.begin())] = true;
+        return convertArgument(arg, it->arg, device_);
+      }
+      if (device_.is_cpu() || !isOptionalDevice(arg)) return defaultArgument(arg);
       // A factory op with its device left out makes its tensor on the run's
       // device, like every other value (None would mean the CPU).
-      slot = ArgSlot{};
-      slot->constant = device_;
-    } else if (it == inputs.end()) {
-      slot = defaultArgument(arg);
-    } else {
-      used[static_cast<size_t>(it - inputs.begin())] = true;
-      slot = convertArgument(arg, it->arg, device_);
-    }
+      ArgSlot device;
+      device.constant = device_;
+      return device;
+    }();
     if (!slot) return slot.status();
     slots_.push_back(std::move(slot).value());
   }

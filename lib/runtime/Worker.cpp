@@ -5,6 +5,7 @@
 #include <c10/core/InferenceMode.h>
 #include <torch/csrc/distributed/c10d/HashStore.hpp>
 
+#include <algorithm>
 #include <chrono>
 #include <thread>
 
@@ -76,6 +77,13 @@ at::Tensor toGlobal(at::Tensor t, const ShardingSpec& spec, MeshComm& comm) {
     t = p.isPartial() ? allReduceNow(comm, a, t, p.reduce) : allGatherNow(comm, a, t, p.dim, p.splitFactor);
   }
   return t;
+}
+
+// The median step time, the first (warm-up) step left out when there are more.
+double medianStepSeconds(std::vector<double> s) {
+  if (s.size() > 1) s.erase(s.begin());
+  std::nth_element(s.begin(), s.begin() + static_cast<std::ptrdiff_t>(s.size() / 2), s.end());
+  return s[s.size() / 2];
 }
 
 }  // namespace
@@ -173,6 +181,7 @@ Expected<RankResult> runRank(const program::LoadedProgram& lp, int64_t rank,
   RankResult result;
   Expected<TensorMap> outputs = Status::error("program did not run");
   int runs = std::max(options.repeat, 1) * std::max(options.steps, 1);
+  std::vector<double> seconds;
   for (int i = 0; i < runs; ++i) {
     auto t0 = std::chrono::steady_clock::now();
     outputs = runner->execute(batches[static_cast<size_t>(i) % batches.size()]);
@@ -182,12 +191,14 @@ Expected<RankResult> runRank(const program::LoadedProgram& lp, int64_t rank,
       auto it = outputs->find(name);
       if (it != outputs->end()) weight.copy_(it->second);
     }
-    result.stepSeconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     auto loss = outputs->find("loss");
     double value = loss == outputs->end() ? std::nan("") : loss->second.to(at::kDouble).sum().item<double>();
+    synchronizeDevice(options.device);  // a GPU step ends when its kernels do
+    seconds.push_back(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
     if (loss != outputs->end()) result.losses.push_back(value);
-    if (options.onStep) options.onStep(firstStep + i, value, result.stepSeconds);
+    if (options.onStep) options.onStep(firstStep + i, value, seconds.back());
   }
+  result.stepSeconds = medianStepSeconds(seconds);
   try {
     for (size_t i = 0; i < names.size() && i < p.outputs.size(); ++i) {
       if (names[i].empty()) continue;

@@ -49,7 +49,8 @@ struct RankResult {
   /// Global outputs by name (rank 0 only; empty elsewhere).
   TensorMap outputs;
   CommStats stats;
-  /// Seconds of the last execution (without loading).
+  /// Median seconds of an execution (without loading; the first of several
+  /// left out as warm-up); on a GPU, until its kernels finished.
   double stepSeconds = 0;
   /// The loss of each step (train-step programs).
   std::vector<double> losses;
