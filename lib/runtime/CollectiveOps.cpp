@@ -67,6 +67,7 @@ int64_t bytesOf(const at::Tensor& t) { return t.numel() * static_cast<int64_t>(t
 void finish(Stack& s, size_t nargs, MeshComm& c, bool async, const at::Tensor& handle,
             c10::intrusive_ptr<c10d::Work> work, std::function<at::Tensor()> done) {
   torch::jit::drop(s, nargs);
+  c.track(work);
   if (async) {
     c.addPending(handle, {std::move(work), std::move(done)});
     s.emplace_back(handle);
@@ -325,6 +326,7 @@ at::Tensor allReduceNow(MeshComm& comm, int64_t axis, const at::Tensor& x, shard
   c10::InferenceMode normalTensors(false);
   if (x.scalar_type() == at::kBool) return allReduceNow(comm, axis, x.to(at::kByte), op).to(at::kBool);
   Started st = startAllReduce(comm, axis, x, reduceOf(std::string(sharding::reduceOpName(op))), false);
+  comm.track(st.pending.work);
   if (st.pending.work) st.pending.work->wait();
   return st.pending.finish();
 }
@@ -334,6 +336,7 @@ at::Tensor allGatherNow(MeshComm& comm, int64_t axis, const at::Tensor& x, int64
   if (x.scalar_type() == at::kBool)
     return allGatherNow(comm, axis, x.to(at::kByte), dim, splitFactor).to(at::kBool);
   Started st = startAllGather(comm, axis, x, dim, splitFactor, false);
+  comm.track(st.pending.work);
   if (st.pending.work) st.pending.work->wait();
   return st.pending.finish();
 }

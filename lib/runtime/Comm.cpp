@@ -97,6 +97,27 @@ Status MeshComm::waitAll() {
   return Status::ok();
 }
 
+void MeshComm::track(const c10::intrusive_ptr<c10d::Work>& work) {
+  if (nccl_ && work) issued_.push_back(work);
+}
+
+Status MeshComm::failed() {
+  std::vector<c10::intrusive_ptr<c10d::Work>> issued = std::move(issued_);
+  issued_.clear();
+  for (const auto& w : issued) {
+    try {
+      // NCCL's isCompleted() asks the communicator for asynchronous errors.
+      bool done = w->isCompleted();
+      if (std::exception_ptr e = w->exception()) std::rethrow_exception(e);
+      if (!done) return Status::error("collective failed: it had not completed when its step ended");
+    } catch (const std::exception& e) {
+      std::string what = e.what();
+      return Status::error("collective failed: " + what.substr(0, what.find('\n')));
+    }
+  }
+  return Status::ok();
+}
+
 CollectiveScope::CollectiveScope(MeshComm* comm) : previous_(tCurrent) { tCurrent = comm; }
 CollectiveScope::~CollectiveScope() { tCurrent = previous_; }
 MeshComm* CollectiveScope::current() { return tCurrent; }

@@ -77,6 +77,13 @@ class MeshComm {
   Expected<at::Tensor> wait(const at::Tensor& handle);
   /// Completes every pending collective (end of a run).
   Status waitAll();
+  /// Records an issued collective for failed() (NCCL groups only: their
+  /// wait() does not block the host, so it cannot report a failure).
+  void track(const c10::intrusive_ptr<c10d::Work>& work);
+  /// After the device has synchronized: an error naming the first tracked
+  /// collective that failed (a timeout or a dead peer, after c10d's watchdog
+  /// aborted the communicator), else ok; forgets the tracked ones.
+  Status failed();
 
  private:
   sharding::Mesh mesh_;
@@ -84,6 +91,7 @@ class MeshComm {
   std::vector<int64_t> coords_;
   std::vector<c10::intrusive_ptr<c10d::Backend>> groups_;
   std::unordered_map<const void*, Pending> pending_;
+  std::vector<c10::intrusive_ptr<c10d::Work>> issued_;
   bool nccl_ = false;
   CommStats stats_;
 };

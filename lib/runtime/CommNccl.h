@@ -15,7 +15,8 @@
 namespace spmd::runtime {
 
 /// An NCCL group of `size` ranks on the current CUDA device; collectives
-/// that do not finish within `timeout` are aborted by c10d's watchdog.
+/// that do not finish within `timeout` are aborted by c10d's watchdog, and
+/// show as failed works (the process is not torn down).
 c10::intrusive_ptr<c10d::Backend> makeNcclGroup(const c10::intrusive_ptr<c10d::Store>& store, int rank,
                                                 int size, std::chrono::milliseconds timeout);
 

@@ -194,6 +194,7 @@ Expected<RankResult> runRank(const program::LoadedProgram& lp, int64_t rank,
     auto loss = outputs->find("loss");
     double value = loss == outputs->end() ? std::nan("") : loss->second.to(at::kDouble).sum().item<double>();
     synchronizeDevice(options.device);  // a GPU step ends when its kernels do
+    SPMD_RETURN_IF_ERROR(where((*comm)->failed()));
     seconds.push_back(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
     if (loss != outputs->end()) result.losses.push_back(value);
     if (options.onStep) options.onStep(firstStep + i, value, seconds.back());
@@ -207,6 +208,8 @@ Expected<RankResult> runRank(const program::LoadedProgram& lp, int64_t rank,
       at::Tensor g = toGlobal(it->second, p.outputs[i].spec, **comm);
       if (rank == 0) result.outputs.emplace(names[i], g.cpu());
     }
+    synchronizeDevice(options.device);
+    SPMD_RETURN_IF_ERROR(where((*comm)->failed()));
   } catch (const std::exception& e) {
     std::string what = e.what();
     return Status::error("rank " + std::to_string(rank) +
