@@ -3,16 +3,102 @@
 //   %addmm_1 [P(sum)] wanted [R] on mesh 8 (x):
 //   %addmm_1_all_reduce: f32[32, 64] = spmd.all_reduce(%addmm_1, "x", "sum")
 //
-// Strided shards (S(d, sf)) are gathered first and sliced last with their
-// split factor; the rest follows sharding::planReshard's cheapest plan.
+// Strided shards (S(d, sf)) that change are gathered first and sliced last
+// with their split factor; those that stay are left alone while the rest
+// follows sharding::planReshard's cheapest plan (which knows no split
+// factors):
+//
+//   %view_11 [S(0,sf=2), S(2)] wanted [S(0,sf=2), R] on a 2x4 mesh:
+//   %view_11_all_gather = spmd.all_gather(%view_11, "a1", 2)   (a0 untouched)
+//
+// Nesting is sequential, in mesh order (as sharding::localShape and the
+// runtime's input sharding): axis a splits what the earlier axes left. A
+// strided shard on axis a whose dim a later axis b also splits therefore
+// sees only the outer rows b left it, and its collectives use the split
+// factor sf / n_b:
+//
+//   %view_12 [R, R, S(0)] wanted [R, S(0,sf=4), S(0)] on 2x2x2, dim 0 = 4 x 8:
+//   %view_12_local_slice = spmd.local_slice(%view_12, "a1", 0, split_factor=2)
+//
+// and where n_b does not divide sf, axis b is gathered first and split again
+// after.
+#include <algorithm>
+#include <functional>
+
 #include "passes/Expander.h"
 #include "sharding/Reshard.h"
 
 namespace spmd::passes::detail {
 namespace {
 
-std::vector<ir::NamedArgument> collectiveArgs(ir::Value* x, const std::string& axis) {
-  return {{"self", Argument::tensor(x), false}, {"axis", stringArg(axis), false}};
+/// Emits one op on the value so far: target, arguments after `self`, the
+/// layout after it, the new value's name suffix, the collective kind to
+/// record (null: none), the mesh axis and bytes per rank. An empty target
+/// only relabels the layout.
+using StepFn = std::function<Status(const std::string& target, std::vector<ir::NamedArgument> args,
+                                    const ShardingSpec& after, const std::string& suffix, const char* kind,
+                                    int64_t axis, int64_t bytes)>;
+
+std::vector<ir::NamedArgument> axisArg(const std::string& axis) { return {{"axis", stringArg(axis), false}}; }
+
+/// Emits one step of a planReshard plan, ending in layout `after`.
+Status emitPlanStep(const sharding::ReshardStep& s, const std::string& axis, const ShardingSpec& after,
+                    const StepFn& step) {
+  using K = sharding::CollectiveKind;
+  std::vector<ir::NamedArgument> args = axisArg(axis);
+  const int64_t a = s.axis, bytes = s.bytesPerRank;
+  switch (s.kind) {
+    case K::AllGather:
+      args.push_back({"dim", Argument::integer(s.dim), false});
+      return step(std::string(ir::kAllGather), args, after, "all_gather", "all_gather", a, bytes);
+    case K::AllReduce:
+      args.push_back({"op", stringArg(std::string(sharding::reduceOpName(s.op))), false});
+      return step(std::string(ir::kAllReduce), args, after, "all_reduce", "all_reduce", a, bytes);
+    case K::ReduceScatter:
+      args.push_back({"dim", Argument::integer(s.dim), false});
+      args.push_back({"op", stringArg(std::string(sharding::reduceOpName(s.op))), false});
+      return step(std::string(ir::kReduceScatter), args, after, "reduce_scatter", "reduce_scatter", a, bytes);
+    case K::AllToAll:
+      args.push_back({"split_dim", Argument::integer(s.dim), false});
+      args.push_back({"concat_dim", Argument::integer(s.dim2), false});
+      return step(std::string(ir::kAllToAll), args, after, "all_to_all", "all_to_all", a, bytes);
+    case K::LocalSlice:
+      args.push_back({"dim", Argument::integer(s.dim), false});
+      return step(std::string(ir::kLocalSlice), args, after, "local_slice", nullptr, a, 0);
+    case K::ZeroPartial:
+      return step(std::string(ir::kZeroPartial), args, after, "zero_partial", nullptr, a, 0);
+    case K::MarkPartial:  // equal copies already reduce to the value: relabel only
+      return step("", {}, after, "", nullptr, a, 0);
+    case K::ScalePartial:
+      return step("aten.mul.Tensor", {{"other", Argument::floating(s.scale), false}}, after, "scale", nullptr,
+                  a, 0);
+  }
+  return Status::ok();
+}
+
+/// The split factor that strided placement `p` on axis `a` of `spec` has on
+/// the local tensor: later plain shards of the same dim split its outer
+/// rows. 0 when they do not divide them (or a later shard is strided).
+int64_t localSplitFactor(const ShardingSpec& spec, int64_t a, const Placement& p,
+                         const sharding::Mesh& mesh) {
+  int64_t later = 1;
+  for (int64_t b = a + 1; b < mesh.numAxes(); ++b) {
+    const Placement& q = spec.placements[static_cast<size_t>(b)];
+    if (!q.isShard() || q.dim != p.dim) continue;
+    if (q.isStrided()) return 0;
+    later *= mesh.size(b);
+  }
+  return p.splitFactor % later == 0 ? p.splitFactor / later : 0;
+}
+
+/// Axes after `a` that shard `dim` in `spec`, last first.
+std::vector<int64_t> laterShardsOf(const ShardingSpec& spec, int64_t a, int64_t dim) {
+  std::vector<int64_t> out;
+  for (auto b = static_cast<int64_t>(spec.placements.size()) - 1; b > a; --b) {
+    const Placement& q = spec.placements[static_cast<size_t>(b)];
+    if (q.isShard() && q.dim == dim) out.push_back(b);
+  }
+  return out;
 }
 
 }  // namespace
@@ -29,8 +115,13 @@ Expected<ir::Value*> Expander::reshard(const ir::Value& v, const ShardingSpec& w
   ShardingSpec spec = cur;
   ir::NodeMetadata meta;
   meta.other["spmd_reason"] = consumer;
-  auto step = [&](const std::string& target, std::vector<ir::NamedArgument> args, const ShardingSpec& after,
-                  const std::string& suffix, const char* kind, int64_t axis, int64_t bytes) -> Status {
+  StepFn step = [&](const std::string& target, std::vector<ir::NamedArgument> args, const ShardingSpec& after,
+                    const std::string& suffix, const char* kind, int64_t axis, int64_t bytes) -> Status {
+    if (target.empty()) {
+      spec = after;
+      return Status::ok();
+    }
+    args.insert(args.begin(), {"self", Argument::tensor(x), false});
     SPMD_ASSIGN_OR_RETURN(x, emit(target, std::move(args), v, after, v.name() + "_" + suffix, meta));
     if (kind)
       records_.push_back({x->name(), kind, mesh_.axisNames()[static_cast<size_t>(axis)], bytes, consumer,
@@ -47,85 +138,88 @@ Expected<ir::Value*> Expander::reshard(const ir::Value& v, const ShardingSpec& w
       n *= shape[static_cast<size_t>(d)] / shardCount(s, d, mesh_);
     return n;
   };
-
-  // 1. Strided shards that must change are gathered first.
-  for (int64_t a = 0; a < mesh_.numAxes(); ++a) {
-    const Placement& p = spec.placements[static_cast<size_t>(a)];
-    if (!p.isStrided() || p == want.placements[static_cast<size_t>(a)]) continue;
+  // Gathers the shard on axis `a` (a strided one with its local split
+  // factor; later shards of its dim gathered first where they must be).
+  std::function<Status(int64_t)> gatherAxis = [&](int64_t a) -> Status {
+    const Placement p = spec.placements[static_cast<size_t>(a)];
+    int64_t sf = p.isStrided() ? localSplitFactor(spec, a, p, mesh_) : 1;
+    if (sf == 0 || (!p.isStrided() && !laterShardsOf(spec, a, p.dim).empty())) {
+      for (int64_t b : laterShardsOf(spec, a, p.dim)) SPMD_RETURN_IF_ERROR(gatherAxis(b));
+      sf = p.splitFactor;
+    }
     ShardingSpec after = spec;
     after.placements[static_cast<size_t>(a)] = Placement::replicate();
-    auto args = collectiveArgs(x, mesh_.axisNames()[static_cast<size_t>(a)]);
+    auto args = axisArg(mesh_.axisNames()[static_cast<size_t>(a)]);
     args.push_back({"dim", Argument::integer(p.dim), false});
-    args.push_back({"split_factor", Argument::integer(p.splitFactor), true});
+    if (sf != 1) args.push_back({"split_factor", Argument::integer(sf), true});
     int64_t bytes = sharding::CostModel::bytesMoved(sharding::CollectiveKind::AllGather, mesh_.size(a),
                                                     localBytes(spec), localBytes(after));
-    SPMD_RETURN_IF_ERROR(
-        step(std::string(ir::kAllGather), std::move(args), after, "all_gather", "all_gather", a, bytes));
-  }
-  // 2. The cheapest plan to the target with strided targets replicated.
-  ShardingSpec plain = want;
-  for (auto& p : plain.placements)
-    if (p.isStrided()) p = Placement::replicate();
-  auto plan = sharding::planReshard(shape, elem, spec, plain, mesh_, in_.cost);
-  if (!plan) return plan.status().withContext("value '" + v.name() + "' needed by " + consumer);
-  for (const sharding::ReshardStep& s : plan->steps) {
-    const std::string& axis = mesh_.axisNames()[static_cast<size_t>(s.axis)];
-    auto args = collectiveArgs(x, axis);
-    using K = sharding::CollectiveKind;
-    switch (s.kind) {
-      case K::AllGather:
-        args.push_back({"dim", Argument::integer(s.dim), false});
-        SPMD_RETURN_IF_ERROR(step(std::string(ir::kAllGather), args, s.after, "all_gather", "all_gather",
-                                  s.axis, s.bytesPerRank));
-        break;
-      case K::AllReduce:
-        args.push_back({"op", stringArg(std::string(sharding::reduceOpName(s.op))), false});
-        SPMD_RETURN_IF_ERROR(step(std::string(ir::kAllReduce), args, s.after, "all_reduce", "all_reduce",
-                                  s.axis, s.bytesPerRank));
-        break;
-      case K::ReduceScatter:
-        args.push_back({"dim", Argument::integer(s.dim), false});
-        args.push_back({"op", stringArg(std::string(sharding::reduceOpName(s.op))), false});
-        SPMD_RETURN_IF_ERROR(step(std::string(ir::kReduceScatter), args, s.after, "reduce_scatter",
-                                  "reduce_scatter", s.axis, s.bytesPerRank));
-        break;
-      case K::AllToAll:
-        args.push_back({"split_dim", Argument::integer(s.dim), false});
-        args.push_back({"concat_dim", Argument::integer(s.dim2), false});
-        SPMD_RETURN_IF_ERROR(step(std::string(ir::kAllToAll), args, s.after, "all_to_all", "all_to_all",
-                                  s.axis, s.bytesPerRank));
-        break;
-      case K::LocalSlice:
-        args.push_back({"dim", Argument::integer(s.dim), false});
-        SPMD_RETURN_IF_ERROR(
-            step(std::string(ir::kLocalSlice), args, s.after, "local_slice", nullptr, s.axis, 0));
-        break;
-      case K::ZeroPartial:
-        SPMD_RETURN_IF_ERROR(
-            step(std::string(ir::kZeroPartial), args, s.after, "zero_partial", nullptr, s.axis, 0));
-        break;
-      case K::MarkPartial:
-        spec = s.after;  // equal copies already reduce to the value: relabel only
-        break;
-      case K::ScalePartial:
-        SPMD_RETURN_IF_ERROR(
-            step("aten.mul.Tensor",
-                 {{"self", Argument::tensor(x), false}, {"other", Argument::floating(s.scale), false}},
-                 s.after, "scale", nullptr, s.axis, 0));
-        break;
+    return step(std::string(ir::kAllGather), std::move(args), after, "all_gather", "all_gather", a, bytes);
+  };
+  // Slices placement `p` out of the replicated axis `a` (later shards of its
+  // dim gathered first where they must be; the caller splits them again).
+  auto sliceAxis = [&](int64_t a, const Placement& p) -> Status {
+    int64_t sf = p.isStrided() ? localSplitFactor(spec, a, p, mesh_) : 1;
+    if (sf == 0 || (!p.isStrided() && !laterShardsOf(spec, a, p.dim).empty())) {
+      for (int64_t b : laterShardsOf(spec, a, p.dim)) SPMD_RETURN_IF_ERROR(gatherAxis(b));
+      sf = p.splitFactor;
     }
-  }
-  // 3. Strided targets are sliced from the replicated value.
-  for (int64_t a = 0; a < mesh_.numAxes(); ++a) {
-    const Placement& p = want.placements[static_cast<size_t>(a)];
-    if (!p.isStrided() || spec.placements[static_cast<size_t>(a)] == p) continue;
     ShardingSpec after = spec;
     after.placements[static_cast<size_t>(a)] = p;
-    auto args = collectiveArgs(x, mesh_.axisNames()[static_cast<size_t>(a)]);
+    auto args = axisArg(mesh_.axisNames()[static_cast<size_t>(a)]);
     args.push_back({"dim", Argument::integer(p.dim), false});
-    args.push_back({"split_factor", Argument::integer(p.splitFactor), true});
-    SPMD_RETURN_IF_ERROR(
-        step(std::string(ir::kLocalSlice), std::move(args), after, "local_slice", nullptr, a, 0));
+    if (sf != 1) args.push_back({"split_factor", Argument::integer(sf), true});
+    return step(std::string(ir::kLocalSlice), std::move(args), after, "local_slice", nullptr, a, 0);
+  };
+
+  // 1. Strided shards that must change are gathered first. Those the target
+  //    keeps are frozen: the planner sees them as plain S(d) on both ends
+  //    (so it keeps other axes' steps on d valid around them) and must leave
+  //    their axes alone; a plan that would touch one gathers it first.
+  std::vector<bool> frozen(static_cast<size_t>(mesh_.numAxes()), false);
+  for (int64_t a = 0; a < mesh_.numAxes(); ++a) {
+    const Placement& p = spec.placements[static_cast<size_t>(a)];
+    if (!p.isStrided()) continue;
+    if (p == want.placements[static_cast<size_t>(a)])
+      frozen[static_cast<size_t>(a)] = true;
+    else
+      SPMD_RETURN_IF_ERROR(gatherAxis(a));
+  }
+  // 2. The cheapest plan to the target with the other strided targets
+  //    replicated (step 3 slices them).
+  auto planFor = [&]() {
+    ShardingSpec from = spec, to = want;
+    for (size_t a = 0; a < to.placements.size(); ++a) {
+      if (frozen[a])
+        from.placements[a] = to.placements[a] = Placement::shard(want.placements[a].dim);
+      else if (to.placements[a].isStrided())
+        to.placements[a] = Placement::replicate();
+    }
+    return sharding::planReshard(shape, elem, from, to, mesh_, in_.cost);
+  };
+  auto plan = planFor();
+  if (plan && std::any_of(plan->steps.begin(), plan->steps.end(), [&](const sharding::ReshardStep& s) {
+        return frozen[static_cast<size_t>(s.axis)];
+      })) {
+    for (int64_t a = 0; a < mesh_.numAxes(); ++a)
+      if (frozen[static_cast<size_t>(a)]) SPMD_RETURN_IF_ERROR(gatherAxis(a));
+    std::fill(frozen.begin(), frozen.end(), false);
+    plan = planFor();
+  }
+  if (!plan) return plan.status().withContext("value '" + v.name() + "' needed by " + consumer);
+  for (const sharding::ReshardStep& s : plan->steps) {
+    ShardingSpec after = s.after;  // with the frozen strided shards put back
+    for (size_t a = 0; a < after.placements.size(); ++a)
+      if (frozen[a]) after.placements[a] = want.placements[a];
+    SPMD_RETURN_IF_ERROR(emitPlanStep(s, mesh_.axisNames()[static_cast<size_t>(s.axis)], after, step));
+  }
+  // 3. What the plan left replicated (strided targets, and shards gathered
+  //    to slice them) is sliced, in mesh order.
+  for (int64_t a = 0; a < mesh_.numAxes(); ++a) {
+    const Placement& p = want.placements[static_cast<size_t>(a)];
+    if (spec.placements[static_cast<size_t>(a)] == p) continue;
+    SPMD_CHECK(spec.placements[static_cast<size_t>(a)].isReplicate());
+    SPMD_RETURN_IF_ERROR(sliceAxis(a, p));
   }
   SPMD_CHECK(spec.str() == want.str());
   cache_.emplace(key, x);

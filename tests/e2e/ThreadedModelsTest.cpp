@@ -63,6 +63,17 @@ TEST_CASE("llama on a 2x2 dp x tp mesh and on 2x4") {
   runCase({"llama", "schemas/examples/llama_dp_tp.json", {2, 4}});
 }
 
+TEST_CASE("strided shards that a reshard keeps stay strided on N-D meshes") {
+  // q/k sharded over both axes of a 2x2 (fsdp, tp) mesh make the attention
+  // scores [P(sum), S(0,sf=2)]; they were all-reduced and then gathered
+  // without the split factor (max abs error 0.15, silently).
+  runCase({"llama", "testdata/schemas/llama_fsdp_tp_strided.json", {2, 2}});
+  runCase({"llama_train", "testdata/schemas/llama_fsdp_tp_strided.json", {2, 2}});
+  // Heads strided over a1 and the batch over a2 split one dim in that order:
+  // a1's slice sees only the outer rows a2 left it (split factor 4 / 2).
+  runCase({"gpt_block", "testdata/schemas/gpt_block_nested_strided.json", {2, 2, 2}});
+}
+
 TEST_CASE("llama_train with Megatron tensor parallelism on 4 ranks: loss and every gradient") {
   runCase({"llama_train", "schemas/examples/llama_tp.json", {4}});
 }
