@@ -117,7 +117,9 @@ Expected<ir::Value*> Expander::reshard(const ir::Value& v, const ShardingSpec& w
   meta.other["spmd_reason"] = consumer;
   StepFn step = [&](const std::string& target, std::vector<ir::NamedArgument> args, const ShardingSpec& after,
                     const std::string& suffix, const char* kind, int64_t axis, int64_t bytes) -> Status {
-    if (target.empty()) {
+    // Every step on a size-1 axis is the identity (a gather or reduce over
+    // one rank, a slice into one piece, the zeros of no other rank).
+    if (target.empty() || mesh_.size(axis) == 1) {
       spec = after;
       return Status::ok();
     }

@@ -58,6 +58,23 @@ TEST_CASE("Megatron TP issues no more collectives than PyTorch DTensor") {
   }
 }
 
+TEST_CASE("size-1 mesh axes issue no collectives") {
+  // A gather, reduce or slice over one rank is the identity: nothing is
+  // emitted, counted or reported for it.
+  for (const std::string m : {"mlp", "llama_train"}) {
+    INFO(m);
+    CHECK(countCollectives(compileOrFail(m, "fsdp", std::vector<int64_t>{1}).program).empty());
+    CHECK(countCollectives(compileOrFail(m, "dp", std::vector<int64_t>{1, 1}).program).empty());
+    auto r = compileOrFail(m, "fsdp", std::vector<int64_t>{1, 2});
+    for (const auto& n : r.program.graph.graph.nodes())
+      if (ir::isCommunicating(n->target())) {
+        INFO(n->name());
+        REQUIRE(n->inputs().size() > 1);
+        CHECK(n->inputs()[1].arg.strings == std::vector<std::string>{"d1"});
+      }
+  }
+}
+
 TEST_CASE("data parallel keeps the batch sharded: llama needs only the output all-gather") {
   auto r = compileOrFail("llama", "dp", std::vector<int64_t>{2});
   auto counts = countCollectives(r.program);
