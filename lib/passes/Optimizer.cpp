@@ -9,6 +9,8 @@
 
 #include <map>
 
+#include "sharding/Propagation.h"
+
 namespace spmd::passes {
 namespace {
 
@@ -138,11 +140,17 @@ Status appendOptimizer(ir::ExportedProgram& program, const OptimizerOptions& o) 
     SPMD_ASSIGN_OR_RETURN(ir::Value * bc2, b.oneMinusPow(o.beta2, step, "optim_bias_correction2"));
     SPMD_ASSIGN_OR_RETURN(bc2sqrt, b.sqrt(bc2, "optim_bias_correction2_sqrt"));
   }
-  for (const auto& [fqn, g] : grads) {
+  for (const auto& [fqn, grad] : grads) {
     auto it = params.find(fqn);
     if (it == params.end()) continue;
     ir::Value* p = it->second;
     std::string base = baseName(fqn);
+    // The update reads the gradient in its parameter's layout, reduced once
+    // (all-reduce for a replicated parameter, reduce-scatter for a sharded
+    // one), as DDP and FSDP do: a pending sum never flows into the update.
+    SPMD_ASSIGN_OR_RETURN(ir::Value * g, b.op("aten.alias.default", {{"self", Argument::tensor(grad), false}},
+                                              grad->type(), base + "_grad_reduced"));
+    g->producer()->mutableMetadata().other[std::string(sharding::kLayoutAsKey)] = p->name();
     std::string prefix = std::string(kOptimizerPrefix) + fqn;
     ir::Value* updated = nullptr;
     if (o.kind == "sgd") {

@@ -359,7 +359,15 @@ Expected<Propagation> propagate(const ir::ExportedProgram& program,
       avail.push_back(&available[static_cast<size_t>(v->id())]);
     }
     const RuleFn* fn = registry.find(n->target());
-    if (isSymbolicOp(n->target()) || !fn) {
+    auto anchor = n->metadata().other.find(std::string(kLayoutAsKey));
+    const ir::Value* like = anchor == n->metadata().other.end() ? nullptr : g.findValue(anchor->second);
+    if (anchor != n->metadata().other.end() && (like == nullptr || current.size() != 1))
+      return Status::error("node %" + n->name() + ": layout anchor names no value, or has several operands");
+    if (like != nullptr) {
+      const ShardingSpec& spec = p.values[static_cast<size_t>(like->id())];
+      ns.operands.assign(1, spec);
+      ns.results.assign(tensorResults(*n).size(), spec);
+    } else if (isSymbolicOp(n->target()) || !fn) {
       if (!fn && !isSymbolicOp(n->target()))
         p.warnings.push_back("no sharding rule for " + describe(*n) + ": running it replicated");
       ns.operands =

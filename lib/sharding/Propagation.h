@@ -16,6 +16,7 @@
 #pragma once
 
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "ir/Graph.h"
@@ -24,6 +25,12 @@
 #include "sharding/RuleRegistry.h"
 
 namespace spmd::sharding {
+
+/// Node metadata key of a layout anchor: a one-operand identity node (e.g.
+/// aten.alias) whose operand and result take the layout of the value this
+/// key names, whatever its rule would choose. The optimizer anchors each
+/// gradient to its parameter's layout.
+inline constexpr std::string_view kLayoutAsKey = "spmd_layout_as";
 
 /// Options of propagate().
 struct PropagationOptions {

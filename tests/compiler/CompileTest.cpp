@@ -85,6 +85,39 @@ TEST_CASE("data parallel keeps the batch sharded: llama needs only the output al
   CHECK(tokens->type().str() == "i64[1, 16]");
 }
 
+TEST_CASE("data parallel training with an optimizer reduces each gradient once, as DDP does") {
+  // DDP all-reduces each gradient once before the optimizer; a pending sum
+  // flowing into AdamW's math was all-reduced again at the squared
+  // gradient, the second moment, the first moment and the new parameter
+  // (4x the bytes).
+  for (const std::string m : {"mlp_train", "llama_train"}) {
+    for (const std::string kind : {"adamw", "sgd"}) {
+      INFO(m << " with " << kind);
+      auto archive = pt2::readArchive(model(m));
+      REQUIRE(archive.hasValue());
+      int64_t gradientBytes = 0;
+      for (const auto& in : archive->program.signature.inputs)
+        if (in.kind == ir::InputKind::Parameter) gradientBytes += *in.value->type().numel() * 4;
+      auto s = schema::loadSchemaOrPreset("dp");
+      passes::CompileOptions opts;
+      opts.mesh = std::vector<int64_t>{2};
+      opts.bucketBytes = 0;
+      opts.optimizer.kind = kind;
+      opts.optimizer.momentum = 0.9;
+      auto r = passes::compile(*archive, *s, opts);
+      REQUIRE(r.hasValue());
+      int64_t reduced = 0, scalars = 0;
+      for (const auto& n : r->program.graph.graph.nodes()) {
+        if (n->target() != ir::kAllReduce) continue;
+        int64_t numel = *n->outputValues()[0]->type().numel();
+        numel == 1 ? ++scalars : reduced += numel * 4;
+      }
+      CHECK(reduced == gradientBytes);  // every gradient once
+      CHECK(scalars <= 2);              // the loss (and llama's count of targets)
+    }
+  }
+}
+
 TEST_CASE("data parallel training all-reduces every gradient and the loss; buckets fuse the gradients") {
   auto archive = pt2::readArchive(model("mlp_train"));
   REQUIRE(archive.hasValue());
