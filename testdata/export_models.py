@@ -77,23 +77,13 @@ class Attention(nn.Module):
         return self.o(y)
 
 
-class FFN(nn.Module):
-    def __init__(self, d=64, h=256):
-        super().__init__()
-        self.fc1 = nn.Linear(d, h)
-        self.fc2 = nn.Linear(h, d)
-
-    def forward(self, x):
-        return self.fc2(F.gelu(self.fc1(x)))
-
-
 class GPTBlock(nn.Module):
     def __init__(self, d=64, heads=8, sdpa=False):
         super().__init__()
         self.ln1 = nn.LayerNorm(d)
         self.attn = Attention(d, heads, sdpa=sdpa)
         self.ln2 = nn.LayerNorm(d)
-        self.mlp = FFN(d, 4 * d)
+        self.mlp = MLP(d, 4 * d)  # the feed-forward block
 
     def forward(self, x):
         x = x + self.attn(self.ln1(x))
