@@ -54,8 +54,10 @@ PY
 if ! want_ok; then
   echo "setup: making $venv with torch==$torch_version"
   [ -x "$venv/bin/python" ] || python3 -m venv "$venv"
+  # (This machine's pip configuration names index folders that may be
+  # absent; pip warns about each, and the warnings are dropped here.)
   "$venv/bin/python" -m pip install -q --disable-pip-version-check "torch==$torch_version" \
-    -r python/requirements.txt
+    -r python/requirements.txt 2>&1 | sed '/is ignored: it is neither a file nor a directory/d' >&2
   want_ok || { echo "setup: error: $venv has no working torch==$torch_version" >&2; exit 2; }
 fi
 cuda=$("$venv/bin/python" -c 'import torch; print(torch.version.cuda or "")')
