@@ -232,29 +232,38 @@ void sliceRowMajor(std::span<const std::byte> global, const std::vector<int64_t>
   int64_t numel = 1;
   for (const auto& c : chunks) numel *= c.size;
   if (numel == 0) return;
-  // k: the last dim the block does not cover whole; dims after it are whole.
+  // k: the last dim the block does not cover whole; dims after it are whole,
+  // so each run of dim k (one per strided block) is contiguous in memory.
   size_t k = rank;
   for (size_t d = 0; d < rank; ++d)
-    if (chunks[d].offset != 0 || chunks[d].size != shape[d]) k = d;
+    if (chunks[d].offset != 0 || chunks[d].size != shape[d] || chunks[d].blocks != 1) k = d;
   if (k == rank) {
     std::memcpy(out, global.data(), static_cast<size_t>(numel * elemSize));
     return;
   }
   std::vector<int64_t> stride(rank, elemSize);  // bytes per step of each dim
   for (size_t d = rank - 1; d-- > 0;) stride[d] = stride[d + 1] * shape[d + 1];
-  size_t run = static_cast<size_t>(chunks[k].size * stride[k]);
-  std::vector<int64_t> index(k, 0);
-  int64_t runs = numel * elemSize / static_cast<int64_t>(run);
-  for (int64_t r = 0; r < runs; ++r) {
-    int64_t src = chunks[k].offset * stride[k];
-    for (size_t d = 0; d < k; ++d) src += (chunks[d].offset + index[d]) * stride[d];
-    SPMD_CHECK(src + static_cast<int64_t>(run) <= static_cast<int64_t>(global.size()));
-    std::memcpy(out, global.data() + src, run);
-    out += run;
-    for (size_t d = k; d-- > 0;) {
-      if (++index[d] < chunks[d].size) break;
-      index[d] = 0;
+  // The global indices each dim before k takes, in local order.
+  std::vector<std::vector<int64_t>> taken(k);
+  for (size_t d = 0; d < k; ++d)
+    for (int64_t b = 0; b < chunks[d].blocks; ++b)
+      for (int64_t j = 0; j < chunks[d].blockSize(); ++j)
+        taken[d].push_back(chunks[d].offset + b * chunks[d].blockStride + j);
+  const sharding::Chunk& last = chunks[k];
+  size_t run = static_cast<size_t>(last.blockSize() * stride[k]);
+  std::vector<size_t> index(k, 0);
+  while (true) {
+    int64_t base = 0;
+    for (size_t d = 0; d < k; ++d) base += taken[d][index[d]] * stride[d];
+    for (int64_t b = 0; b < last.blocks; ++b) {
+      int64_t src = base + (last.offset + b * last.blockStride) * stride[k];
+      SPMD_CHECK(src + static_cast<int64_t>(run) <= static_cast<int64_t>(global.size()));
+      std::memcpy(out, global.data() + src, run);
+      out += run;
     }
+    size_t d = k;
+    while (d > 0 && ++index[d - 1] == taken[d - 1].size()) index[--d] = 0;
+    if (d == 0) break;
   }
 }
 

@@ -12,6 +12,24 @@
 namespace spmd::runtime {
 namespace {
 
+// Copies a rank's local tensor into `global` at the indices `chunks` name,
+// one run of each strided dim at a time (from dim `d` on).
+void placeShard(const at::Tensor& global, const at::Tensor& local, const std::vector<sharding::Chunk>& chunks,
+                size_t d) {
+  if (d == chunks.size()) {
+    at::Tensor(global).copy_(local);
+    return;
+  }
+  const sharding::Chunk& c = chunks[d];
+  auto dim = static_cast<int64_t>(d);
+  for (int64_t b = 0; b < c.blocks; ++b)
+    placeShard(global.narrow(dim, c.offset + b * c.blockStride, c.blockSize()),
+               local.narrow(dim, b * c.blockSize(), c.blockSize()), chunks, d + 1);
+}
+
+}  // namespace
+namespace {
+
 namespace fs = std::filesystem;
 
 std::string rankFile(const std::string& dir, int64_t rank) {
@@ -121,11 +139,8 @@ Status consolidateCheckpoint(const std::string& dir, const std::string& output) 
       const at::Tensor& first = ranks[0].at(fqn);
       at::Tensor global = at::empty(shape, first.options());
       for (int64_t r = 0; r < mesh.numRanks(); ++r) {
-        auto chunks = sharding::localChunks(shape, spec, mesh, mesh.coords(r));
-        at::Tensor view = global;
-        for (size_t d = 0; d < chunks.size(); ++d)
-          view = view.narrow(static_cast<int64_t>(d), chunks[d].offset, chunks[d].size);
-        view.copy_(ranks[static_cast<size_t>(r)].at(fqn));
+        placeShard(global, ranks[static_cast<size_t>(r)].at(fqn),
+                   sharding::localChunks(shape, spec, mesh, mesh.coords(r)), 0);
       }
       out.emplace(fqn, global);
     }

@@ -19,6 +19,7 @@
 #include <algorithm>
 #include <cctype>
 #include <charconv>
+#include <optional>
 #include <set>
 
 namespace spmd::sharding {
@@ -243,6 +244,34 @@ Expected<ShardingSpec> normalizeSpec(const ShardingSpec& spec, int64_t rank, con
   return out;
 }
 
+namespace {
+
+/// Piece `index` of `cur` split by `p` over `n` ranks (see localChunks);
+/// nullopt where the pieces would not be runs of equal length.
+std::optional<Chunk> splitChunk(const Chunk& cur, const Placement& p, int64_t n, int64_t index) {
+  if (p.isStrided()) {
+    if (cur.blocks != 1 || cur.size % (p.splitFactor * n) != 0) return std::nullopt;
+    int64_t row = cur.size / p.splitFactor;
+    Chunk piece = chunkOf(row, n, index);
+    if (piece.size == row) return cur;  // one rank (a size-1 axis): the runs touch
+    return Chunk{cur.offset + piece.offset, piece.size * p.splitFactor, p.splitFactor, row};
+  }
+  if (cur.blocks == 1) {
+    Chunk piece = chunkOf(cur.size, n, index);
+    return Chunk{cur.offset + piece.offset, piece.size, 1, 0};
+  }
+  // A plain split of runs: whole runs, or a piece of one run.
+  int64_t run = cur.blockSize();
+  if (cur.size % n != 0) return std::nullopt;
+  int64_t c = cur.size / n, start = index * c;
+  if (c % run == 0)
+    return Chunk{cur.offset + (start / run) * cur.blockStride, c, c / run, c == run ? 0 : cur.blockStride};
+  if (run % c != 0) return std::nullopt;
+  return Chunk{cur.offset + (start / run) * cur.blockStride + start % run, c, 1, 0};
+}
+
+}  // namespace
+
 std::vector<Chunk> localChunks(const std::vector<int64_t>& global, const ShardingSpec& spec, const Mesh& mesh,
                                const std::vector<int64_t>& coords) {
   SPMD_CHECK(static_cast<int64_t>(spec.placements.size()) == mesh.numAxes());
@@ -253,8 +282,9 @@ std::vector<Chunk> localChunks(const std::vector<int64_t>& global, const Shardin
     const Placement& p = spec.placements[a];
     if (!p.isShard()) continue;
     Chunk& cur = chunks[static_cast<size_t>(normalizedDim(p.dim, global.size()))];
-    Chunk sub = chunkOf(cur.size, mesh.size(static_cast<int64_t>(a)), coords[a]);
-    cur = {cur.offset + sub.offset, sub.size};
+    std::optional<Chunk> piece = splitChunk(cur, p, mesh.size(static_cast<int64_t>(a)), coords[a]);
+    SPMD_CHECK(piece.has_value());  // checkEvenlyDivisible refuses the others
+    cur = *piece;
   }
   return chunks;
 }
@@ -268,7 +298,8 @@ std::vector<int64_t> localShape(const std::vector<int64_t>& global, const Shardi
 
 Status checkEvenlyDivisible(const std::vector<int64_t>& global, const ShardingSpec& spec, const Mesh& mesh) {
   SPMD_CHECK(static_cast<int64_t>(spec.placements.size()) == mesh.numAxes());
-  std::vector<int64_t> local = global;
+  std::vector<Chunk> local(global.size());
+  for (size_t d = 0; d < global.size(); ++d) local[d] = {0, global[d]};
   std::vector<std::string> splitBy(global.size());  // earlier axes that split each dim
   for (size_t a = 0; a < spec.placements.size(); ++a) {
     const Placement& p = spec.placements[a];
@@ -276,14 +307,20 @@ Status checkEvenlyDivisible(const std::vector<int64_t>& global, const ShardingSp
     size_t d = static_cast<size_t>(normalizedDim(p.dim, global.size()));
     int64_t n = mesh.size(static_cast<int64_t>(a));
     const std::string& name = mesh.axisNames()[a];
-    if (local[d] % n != 0) {
-      std::string where = "dim " + std::to_string(d) + " of size " + std::to_string(global[d]);
-      if (!splitBy[d].empty())
-        where += " (" + std::to_string(local[d]) + " per shard after mesh axes " + splitBy[d] + ")";
-      where += " does not divide evenly over mesh axis '" + name + "' of size " + std::to_string(n);
-      return Status::error(where + ": shard it over axes whose sizes divide it, or pad it");
-    }
-    local[d] /= n;
+    std::string where = "dim " + std::to_string(d) + " of size " + std::to_string(global[d]);
+    if (!splitBy[d].empty())
+      where += " (" + std::to_string(local[d].size) + " per shard after mesh axes " + splitBy[d] + ")";
+    if (local[d].size % (n * p.splitFactor) != 0)
+      return Status::error(where + " does not divide evenly over mesh axis '" + name + "' of size " +
+                           std::to_string(n) +
+                           (p.isStrided() ? " in " + std::to_string(p.splitFactor) + " rows" : "") +
+                           ": shard it over axes whose sizes divide it, or pad it");
+    std::optional<Chunk> piece = splitChunk(local[d], p, n, 0);
+    if (!piece)
+      return Status::error(where + ": " + p.str() + " on mesh axis '" + name +
+                           "' would split the strided rows " +
+                           "an earlier axis left into unequal runs; shard that dim on fewer axes");
+    local[d] = *piece;
     splitBy[d] += (splitBy[d].empty() ? "'" : ", '") + name + "'";
   }
   return Status::ok();

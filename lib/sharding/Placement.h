@@ -119,12 +119,19 @@ struct ShardingSpec {
   bool operator==(const ShardingSpec&) const = default;
 };
 
-/// Size and offset of one chunk of `size` split in `parts` with torch.chunk
-/// semantics (chunk = ceil(size/parts); trailing chunks may be short or empty).
+/// The indices of one dim that a shard holds: `size` indices in `blocks`
+/// equal runs, run b starting at offset + b * blockStride (a strided shard
+/// S(d, sf) holds sf runs; a plain one, one run). chunkOf() gives the
+/// torch.chunk split of one run (chunk = ceil(size/parts); trailing chunks
+/// may be short or empty).
 struct Chunk {
   int64_t offset = 0;
   int64_t size = 0;
+  int64_t blocks = 1;
+  int64_t blockStride = 0;
   bool operator==(const Chunk&) const = default;
+  /// Length of one run.
+  int64_t blockSize() const { return blocks > 0 ? size / blocks : 0; }
 };
 /// Chunk `index` of `size` split in `parts`: e.g. 5 in 4 gives sizes 2,2,1,0.
 Chunk chunkOf(int64_t size, int64_t parts, int64_t index);
@@ -141,11 +148,16 @@ Expected<ShardingSpec> normalizeSpec(const ShardingSpec& spec, int64_t rank, con
 /// shard dims are accepted.
 std::vector<int64_t> localShape(const std::vector<int64_t>& global, const ShardingSpec& spec,
                                 const Mesh& mesh, const std::vector<int64_t>& coords);
-/// Per-dim (offset, size) of the local shard at `coords`.
+/// Per-dim indices of the local shard at `coords`. A strided S(d, sf) views
+/// what the earlier axes left of dim d as [sf, rest] and splits rest; a later
+/// plain split of those sf runs takes whole runs or a piece of one run
+/// (checkEvenlyDivisible refuses the rest).
 std::vector<Chunk> localChunks(const std::vector<int64_t>& global, const ShardingSpec& spec, const Mesh& mesh,
                                const std::vector<int64_t>& coords);
 /// Error naming dim, size and axis when some Shard does not divide evenly
-/// (for nested shards: the chunk left by the earlier axes must divide too).
+/// (for nested shards: the chunk left by the earlier axes must divide too;
+/// a strided shard splits only a dim no earlier axis made strided, and a
+/// later split of strided runs takes whole runs or pieces of one).
 Status checkEvenlyDivisible(const std::vector<int64_t>& global, const ShardingSpec& spec, const Mesh& mesh);
 
 }  // namespace spmd::sharding

@@ -3,15 +3,16 @@
 // layout and run on simulated ranks must equal the eager result.
 //
 //   seed 17: llama_train on a 2x1x2 mesh (a0, a1, a2):
-//     model.layers.0.wq.weight  {a0: S(1), a2: S(0)}
+//     model.layers.0.wq.weight  {a0: S(1), a2: S(0,sf=2)}
 //     tokens                    {a0: S(0), a2: S(0)}   (nested: dim 0 over two axes)
 //     x (a float input)         {a1: P(sum)}           (a pending sum)
 //     -> compile, run 4 ranks over Gloo, compare loss and 22 gradients
 //
 // Each case draws a model, a mesh of 1 to 3 axes (sizes 1, 2, 4; at most 8
-// ranks) and, per parameter, buffer and input, per axis R or S(d) (and
-// P(sum) for float inputs), keeping only shards that divide. SPMD_RANDOM_LAYOUTS sets the number of
-// cases (CI runs a few dozen; scripts/random-layouts.sh runs thousands),
+// ranks) and, per parameter, buffer and input, per axis R, S(d) or a
+// strided S(d,sf=k) (and P(sum) for float inputs), keeping only shards that
+// divide. SPMD_RANDOM_LAYOUTS sets the number of cases (CI runs a few
+// dozen; scripts/random-layouts.sh runs thousands),
 // SPMD_RANDOM_SEED the first seed; a failure prints its seed and schema, and
 // SPMD_RANDOM_SEED=<seed> SPMD_RANDOM_LAYOUTS=1 reruns exactly that case.
 #include <nlohmann/json.hpp>
@@ -88,8 +89,12 @@ nlohmann::json randomPlacements(std::mt19937_64& rng, const std::vector<int64_t>
       if (shape[d] % (parts[d] * mesh[a]) == 0) dims.push_back(d);
     if (dims.empty()) continue;
     size_t d = dims[rng() % dims.size()];
+    // Sometimes strided, as a fused QKV weight is: S(d,sf=k) views dim d as
+    // [k, size/k] and splits the inner part (the first split of that dim).
+    int64_t sf = roll == 8 && parts[d] == 1 ? int64_t{2} + static_cast<int64_t>(rng() % 2) : 1;
+    if (sf > 1 && shape[d] % (sf * mesh[a]) != 0) sf = 1;
     parts[d] *= mesh[a];
-    out[name] = "S(" + std::to_string(d) + ")";
+    out[name] = "S(" + std::to_string(d) + (sf > 1 ? ",sf=" + std::to_string(sf) : "") + ")";
   }
   return out;
 }

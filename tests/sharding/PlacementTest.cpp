@@ -158,6 +158,28 @@ TEST_CASE("localShape and localChunks, nested axes split in axis order", "[chunk
   CHECK(localChunks({10}, spec({"S(0)", "S(0)"}), m, {1, 2})[0] == Chunk{9, 1});
 }
 
+TEST_CASE("localChunks of strided shards: runs, and later splits of them", "[chunk]") {
+  // A fused [3*h] dim (q, k, v of h = 4 each) strided over tp: every rank
+  // holds its piece of q, of k and of v.
+  Mesh tp = *Mesh::create({2}, {"tp"});
+  CHECK(localChunks({12}, spec({"S(0,sf=3)"}), tp, {1})[0] == (Chunk{2, 6, 3, 4}));
+  CHECK(localShape({12}, spec({"S(0,sf=3)"}), tp, {1}) == std::vector<int64_t>{6});
+  Mesh m = *Mesh::create({2, 4}, {"dp", "tp"});
+  // dp strided in 4 rows of 4, tp then splits dp's 4 runs of 2: one run each.
+  CHECK(localChunks({16}, spec({"S(0,sf=4)", "S(0)"}), m, {1, 3})[0] == (Chunk{14, 2, 1, 0}));
+  // dp strided in 2 rows of 8 (runs of 4), tp splits those 8 into 4 pieces of 2 inside a run.
+  CHECK(localChunks({16}, spec({"S(0,sf=2)", "S(0)"}), m, {0, 2})[0] == (Chunk{8, 2, 1, 0}));
+  // A strided shard over one rank is the whole dim.
+  Mesh one = *Mesh::create({1, 2}, {"a", "b"});
+  CHECK(localChunks({8}, spec({"S(0,sf=2)", "S(0)"}), one, {0, 1})[0] == (Chunk{4, 4, 1, 0}));
+  // dp leaves 3 runs of 4; 4 pieces of 3 would straddle them: refused
+  // before anything uses the layout.
+  CHECK_THAT(checkEvenlyDivisible({24}, spec({"S(0,sf=3)", "S(0)"}), m).message(),
+             Catch::Contains("would split the strided rows"));
+  CHECK_THAT(checkEvenlyDivisible({12}, spec({"S(0,sf=4)", "R"}), m).message(),
+             Catch::Contains("does not divide evenly over mesh axis 'dp' of size 2 in 4 rows"));
+}
+
 TEST_CASE("checkEvenlyDivisible names dim, size and axis", "[chunk]") {
   Mesh m = *Mesh::create({2, 4}, {"dp", "tp"});
   CHECK(checkEvenlyDivisible({16, 8}, spec({"S(0)", "S(1)"}), m).isOk());
