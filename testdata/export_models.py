@@ -77,11 +77,28 @@ class Attention(nn.Module):
         return self.o(y)
 
 
+class FusedAttention(nn.Module):
+    """GPT-2-style attention: one [3*d, d] projection for q, k and v, split after."""
+
+    def __init__(self, d=64, heads=8):
+        super().__init__()
+        self.hd = d // heads
+        self.qkv = nn.Linear(d, 3 * d)
+        self.o = nn.Linear(d, d)
+
+    def forward(self, x):
+        B, S, D = x.shape
+        q, k, v = self.qkv(x).split(D, dim=-1)
+        q, k, v = (t.view(B, S, -1, self.hd).transpose(1, 2) for t in (q, k, v))
+        y = F.scaled_dot_product_attention(q, k, v, is_causal=True)
+        return self.o(y.transpose(1, 2).reshape(B, S, D))
+
+
 class GPTBlock(nn.Module):
-    def __init__(self, d=64, heads=8, sdpa=False):
+    def __init__(self, d=64, heads=8, sdpa=False, fused=False):
         super().__init__()
         self.ln1 = nn.LayerNorm(d)
-        self.attn = Attention(d, heads, sdpa=sdpa)
+        self.attn = FusedAttention(d, heads) if fused else Attention(d, heads, sdpa=sdpa)
         self.ln2 = nn.LayerNorm(d)
         self.mlp = MLP(d, 4 * d)  # the feed-forward block
 
@@ -280,6 +297,8 @@ CASES = {
     "gpt_block": lambda o: export_infer(o, "gpt_block", GPTBlock(), [torch.randn(4, 16, 64)]),
     "gpt_block_sdpa": lambda o: export_infer(o, "gpt_block_sdpa", GPTBlock(sdpa=True),
                                              [torch.randn(4, 16, 64)]),
+    "gpt_block_fused": lambda o: export_infer(o, "gpt_block_fused", GPTBlock(fused=True),
+                                              [torch.randn(4, 16, 64)]),
     "llama": lambda o: export_infer(o, "llama", Llama(), [tokens(2, 16)]),
     "llama_train": lambda o: export_train(o, "llama_train", LlamaLoss(), [tokens(2, 16), tokens(2, 16)]),
     "llama_dynamic": lambda o: export_infer(

@@ -49,6 +49,8 @@ Expected<ir::Value*> Expander::localSize(ir::Value* g, int64_t k, const ir::Node
 
 Status Expander::localizeArgs(const ir::Node& n, const sharding::NodeSharding& ns,
                               std::vector<ir::NamedArgument>& args) {
+  if (n.target() == "aten.split_with_sizes.default" || n.target() == "aten.split.Tensor")
+    return localizeSplit(n, ns, args);
   const char* sizeArg = sizeArgOf(n.target());
   if (!sizeArg || ns.results.empty()) return Status::ok();
   const ir::Value* result = sharding::tensorResults(n)[0];
@@ -68,6 +70,29 @@ Status Expander::localizeArgs(const ir::Node& n, const sharding::NodeSharding& n
         return Status::error("node %" + n.name() + " (" + n.target() + "): size " +
                              std::to_string(a.ints[j]) + " of a symbolic, sharded dim cannot be made local");
       if (local.sizes[j].isStatic()) a.ints[j] = local.sizes[j].value();
+    }
+  }
+  return Status::ok();
+}
+
+// split_with_sizes' sizes (split's one size) along `dim`: the results' local
+// sizes there, when the split dim is sharded (see view.cpp's splitRule).
+Status Expander::localizeSplit(const ir::Node& n, const sharding::NodeSharding& ns,
+                               std::vector<ir::NamedArgument>& args) {
+  auto results = sharding::tensorResults(n);
+  if (results.empty() || ns.results.size() != results.size()) return Status::ok();
+  int64_t rank = results[0]->type().rank();
+  int64_t dim = sharding::normalizeDim(normalizeDimArg(n), rank);
+  for (auto& na : args) {
+    if (na.name != "split_sizes" && na.name != "split_size") continue;
+    for (size_t i = 0; i < na.arg.ints.size() && i < results.size(); ++i) {
+      int64_t k = shardCount(ns.results[i], dim, mesh_);
+      if (k == 1) continue;
+      if (na.arg.ints[i] % k != 0)
+        return Status::error("node %" + n.name() + " (" + n.target() + "): split size " +
+                             std::to_string(na.arg.ints[i]) + " does not divide over " + std::to_string(k) +
+                             " ranks");
+      na.arg.ints[i] /= k;
     }
   }
   return Status::ok();

@@ -120,6 +120,8 @@ class Expander {
   Status expandNode(const ir::Node& n);
   Status localizeArgs(const ir::Node& n, const sharding::NodeSharding& ns,
                       std::vector<ir::NamedArgument>& args);
+  Status localizeSplit(const ir::Node& n, const sharding::NodeSharding& ns,
+                       std::vector<ir::NamedArgument>& args);
   Expected<ir::Value*> localSize(ir::Value* globalSym, int64_t k, const ir::Node& n);
   // The normalized "dim" argument of sym_size.int.
   static int64_t normalizeDimArg(const ir::Node& n) {

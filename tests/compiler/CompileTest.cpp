@@ -58,6 +58,19 @@ TEST_CASE("Megatron TP issues no more collectives than PyTorch DTensor") {
   }
 }
 
+TEST_CASE("a fused QKV projection split Megatron-style: two all-reduces, no all-gather") {
+  // qkv.weight [192, 64] as S(0,sf=3): each rank holds its heads of q, of k
+  // and of v; the split into q, k, v keeps them sharded, attention runs on
+  // local heads, and the block issues DTensor's two all-reduces.
+  for (int64_t n : {2, 4}) {
+    INFO("tp " << n);
+    auto r = compileOrFail("gpt_block_fused", example("gpt_block_fused_tp.json"), std::vector<int64_t>{n});
+    auto counts = countCollectives(r.program);
+    CHECK(counts["spmd.all_reduce"] == 2);
+    CHECK(counts.size() == 1);
+  }
+}
+
 TEST_CASE("size-1 mesh axes issue no collectives") {
   // A gather, reduce or slice over one rank is the identity: nothing is
   // emitted, counted or reported for it.

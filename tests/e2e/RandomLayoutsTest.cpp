@@ -32,8 +32,9 @@ using spmd::testing::TempDir;
 
 namespace {
 
-const char* kModels[] = {"mlp", "mlp_train", "gpt_block", "gpt_block_sdpa",  "llama", "llama_train",
-                         "cnn", "cnn_train", "moe",       "llama_train_t214"};
+const char* kModels[] = {
+    "mlp", "mlp_train", "gpt_block", "gpt_block_sdpa",  "gpt_block_fused", "llama", "llama_train",
+    "cnn", "cnn_train", "moe",       "llama_train_t214"};
 
 int64_t envInt(const char* name, int64_t fallback) {
   const char* v = std::getenv(name);

@@ -36,9 +36,19 @@ void runCase(const Case& c, const std::string& inputs = "inputs", const std::str
   checkOutputs(r->outputs, *exp, deep ? 1e-4 : 1e-5);
 }
 
-const char* kModels[] = {"cnn",   "cnn_train",         "gpt_block",   "gpt_block_sdpa",
-                         "llama", "llama_dynamic",     "llama_train", "llama_train_t214",
-                         "mlp",   "mlp_dynamic_batch", "mlp_train",   "mlp_training_ir",
+const char* kModels[] = {"cnn",
+                         "cnn_train",
+                         "gpt_block",
+                         "gpt_block_sdpa",
+                         "gpt_block_fused",
+                         "llama",
+                         "llama_dynamic",
+                         "llama_train",
+                         "llama_train_t214",
+                         "mlp",
+                         "mlp_dynamic_batch",
+                         "mlp_train",
+                         "mlp_training_ir",
                          "moe"};
 
 }  // namespace
@@ -61,6 +71,11 @@ TEST_CASE("Megatron tensor parallelism on 2 and 8 ranks") {
 TEST_CASE("llama on a 2x2 dp x tp mesh and on 2x4") {
   runCase({"llama", "schemas/examples/llama_dp_tp.json", {2, 2}});
   runCase({"llama", "schemas/examples/llama_dp_tp.json", {2, 4}});
+}
+
+TEST_CASE("a fused QKV projection under Megatron TP, strided in the schema") {
+  runCase({"gpt_block_fused", "schemas/examples/gpt_block_fused_tp.json", {2}});
+  runCase({"gpt_block_fused", "schemas/examples/gpt_block_fused_tp.json", {4}});
 }
 
 TEST_CASE("strided shards that a reshard keeps stay strided on N-D meshes") {

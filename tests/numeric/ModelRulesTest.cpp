@@ -83,6 +83,7 @@ TEST_CASE("rules hold numerically on 2 ranks: mlp_train") { report(checkModel("m
 TEST_CASE("rules hold numerically on 2 ranks: mlp_training_ir") { report(checkModel("mlp_training_ir")); }
 TEST_CASE("rules hold numerically on 2 ranks: gpt_block") { report(checkModel("gpt_block")); }
 TEST_CASE("rules hold numerically on 2 ranks: gpt_block_sdpa") { report(checkModel("gpt_block_sdpa")); }
+TEST_CASE("rules hold numerically on 2 ranks: gpt_block_fused") { report(checkModel("gpt_block_fused")); }
 TEST_CASE("rules hold numerically on 2 ranks: llama") { report(checkModel("llama")); }
 TEST_CASE("rules hold numerically on 2 ranks: llama_train") { report(checkModel("llama_train")); }
 // Exported with torch 2.14.1: cross-entropy decomposes with bitwise_and and clamp.

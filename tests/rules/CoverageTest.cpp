@@ -10,9 +10,9 @@ using namespace spmd::testing;
 
 TEST_CASE("every op of the test models has a working rule", "[rules][coverage]") {
   for (const char* m :
-       {"cnn", "cnn_train", "gpt_block", "gpt_block_sdpa", "llama", "llama_deep", "llama_deep_train",
-        "llama_dynamic", "llama_dynamic_b3s24", "llama_train", "llama_train_t214", "mlp", "mlp_dynamic_batch",
-        "mlp_train", "mlp_training_ir", "moe"}) {
+       {"cnn", "cnn_train", "gpt_block", "gpt_block_fused", "gpt_block_sdpa", "llama", "llama_deep",
+        "llama_deep_train", "llama_dynamic", "llama_dynamic_b3s24", "llama_train", "llama_train_t214", "mlp",
+        "mlp_dynamic_batch", "mlp_train", "mlp_training_ir", "moe"}) {
     const ir::ExportedProgram& p = model(m);
     for (const auto& n : p.graph.nodes()) {
       if (sharding::isSymbolicOp(n->target())) continue;

@@ -110,6 +110,41 @@ Expected<OpShardingRule> allButDim(const ir::Node& node, int64_t dim, Linearity 
   return b.replicateRest().build();
 }
 
+// A split of `dim` into k equal parts of c: the dim is [k, c] with k whole
+// (which part) and c shared with every part, so a strided shard S(dim, sf=k)
+// of the input (a fused QKV projection's output) gives each part as S(dim):
+//
+//   aten.split_with_sizes.default(x[4, 16, 192], [64, 64, 64], -1)
+//     -> ([b, s, k c]) -> ([b, s, c], [b, s, c], [b, s, c]) {k=3 replicated, c=64}
+// Unequal parts keep the dim whole (allButDim).
+Expected<OpShardingRule> splitRule(const ir::Node& node) {
+  RuleBuilder probe(node);
+  int64_t rank = static_cast<int64_t>(probe.operandShape(0).size());
+  int64_t dim = normalizeDim(rules::intArg(node, "dim", 0), rank);
+  int64_t k = probe.numResults(), size = probe.operandShape(0)[static_cast<size_t>(dim)];
+  bool equal = k > 1 && static_cast<int64_t>(tensorResults(node).size()) == k;
+  for (int i = 0; equal && i < k; ++i)
+    equal = static_cast<int64_t>(probe.resultShape(i).size()) == rank &&
+            probe.resultShape(i)[static_cast<size_t>(dim)] * k == size;
+  if (!equal || size / k == 1) return allButDim(node, dim, Linearity::Each);
+  RuleBuilder b(node);
+  for (int64_t d = 0; d < rank; ++d) {
+    int64_t n = b.resultShape(0)[static_cast<size_t>(d)];
+    if (n == 1) continue;
+    if (d == dim) {
+      b.operand(0, d, b.factor(k, FactorKind::NeedReplication));
+      int c = b.factor(n);
+      b.operand(0, d, c);
+      for (int i = 0; i < k; ++i) b.result(i, d, c);
+      continue;
+    }
+    int f = b.factor(n);
+    b.operand(0, d, f);
+    for (int i = 0; i < k; ++i) b.result(i, d, f);
+  }
+  return b.linear(Linearity::Each).replicateRest().build();
+}
+
 bool isFullSlice(const ir::Node& node, int64_t size) {
   const ir::Argument* start = node.input("start");
   const ir::Argument* end = node.input("end");
@@ -163,10 +198,8 @@ void registerViewRules(RuleRegistry& r) {
     int64_t rank = static_cast<int64_t>(tensorResults(n)[0]->type().rank());
     return allButDim(n, normalizeDim(rules::intArg(n, "dim", 0), rank), Linearity::Joint);
   });
-  r.add("aten.split.Tensor",
-        [](const ir::Node& n) { return allButDim(n, rules::intArg(n, "dim", 0), Linearity::Each); });
-  r.add("aten.split_with_sizes.default",
-        [](const ir::Node& n) { return allButDim(n, rules::intArg(n, "dim", 0), Linearity::Each); });
+  r.add("aten.split.Tensor", splitRule);
+  r.add("aten.split_with_sizes.default", splitRule);
   r.add({"aten.squeeze.default", "aten.squeeze.dim", "aten.squeeze.dims", "aten.unsqueeze.default",
          "aten.view.default"},
         reshapeRule);
