@@ -76,7 +76,16 @@ std::vector<int64_t> randomMesh(std::mt19937_64& rng) {
 nlohmann::json randomPlacements(std::mt19937_64& rng, const std::vector<int64_t>& shape,
                                 const std::vector<int64_t>& mesh, bool partial) {
   nlohmann::json out = nlohmann::json::object();
-  std::vector<int64_t> parts(shape.size(), 1);
+  // Per dim: what the earlier axes left of it (size) in how many equal runs
+  // (strided shards leave several); a later split must take whole runs or
+  // pieces of one run (as sharding::checkEvenlyDivisible demands).
+  std::vector<int64_t> size = shape, runs(shape.size(), 1);
+  auto fits = [&](size_t d, int64_t n, int64_t sf) {
+    if (size[d] % (n * sf) != 0) return false;
+    if (sf > 1) return runs[d] == 1;
+    int64_t piece = size[d] / n, run = size[d] / runs[d];
+    return piece % run == 0 || run % piece == 0;
+  };
   for (size_t a = 0; a < mesh.size(); ++a) {
     uint64_t roll = rng() % 10;
     std::string name = "a" + std::to_string(a);
@@ -87,14 +96,16 @@ nlohmann::json randomPlacements(std::mt19937_64& rng, const std::vector<int64_t>
     }
     std::vector<size_t> dims;
     for (size_t d = 0; d < shape.size(); ++d)
-      if (shape[d] % (parts[d] * mesh[a]) == 0) dims.push_back(d);
+      if (fits(d, mesh[a], 1)) dims.push_back(d);
     if (dims.empty()) continue;
     size_t d = dims[rng() % dims.size()];
-    // Sometimes strided, as a fused QKV weight is: S(d,sf=k) views dim d as
-    // [k, size/k] and splits the inner part (the first split of that dim).
-    int64_t sf = roll == 8 && parts[d] == 1 ? int64_t{2} + static_cast<int64_t>(rng() % 2) : 1;
-    if (sf > 1 && shape[d] % (sf * mesh[a]) != 0) sf = 1;
-    parts[d] *= mesh[a];
+    // Sometimes strided, as a fused QKV weight is: S(d,sf=k) views what is
+    // left of dim d as [k, rest] and splits rest.
+    int64_t sf = roll == 8 ? int64_t{2} + static_cast<int64_t>(rng() % 2) : 1;
+    if (sf > 1 && !fits(d, mesh[a], sf)) sf = 1;
+    int64_t piece = size[d] / mesh[a], run = size[d] / runs[d];
+    runs[d] = sf > 1 ? (mesh[a] == 1 ? 1 : sf) : (piece % run == 0 ? piece / run : 1);
+    size[d] = piece;
     out[name] = "S(" + std::to_string(d) + (sf > 1 ? ",sf=" + std::to_string(sf) : "") + ")";
   }
   return out;
