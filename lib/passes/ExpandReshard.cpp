@@ -140,15 +140,22 @@ Expected<ir::Value*> Expander::reshard(const ir::Value& v, const ShardingSpec& w
       n *= shape[static_cast<size_t>(d)] / shardCount(s, d, mesh_);
     return n;
   };
-  // Gathers the shard on axis `a` (a strided one with its local split
-  // factor; later shards of its dim gathered first where they must be).
-  std::function<Status(int64_t)> gatherAxis = [&](int64_t a) -> Status {
-    const Placement p = spec.placements[static_cast<size_t>(a)];
+  // The split factor a gather or slice of `p` on axis `a` uses on the local
+  // tensor; first gathers the later shards of its dim where they must go
+  // (a plain shard's, or a strided one's that do not divide its rows).
+  std::function<Status(int64_t)> gatherAxis;
+  auto localFactor = [&](int64_t a, const Placement& p) -> Expected<int64_t> {
     int64_t sf = p.isStrided() ? localSplitFactor(spec, a, p, mesh_) : 1;
     if (sf == 0 || (!p.isStrided() && !laterShardsOf(spec, a, p.dim).empty())) {
       for (int64_t b : laterShardsOf(spec, a, p.dim)) SPMD_RETURN_IF_ERROR(gatherAxis(b));
       sf = p.splitFactor;
     }
+    return sf;
+  };
+  // Gathers the shard on axis `a`.
+  gatherAxis = [&](int64_t a) -> Status {
+    const Placement p = spec.placements[static_cast<size_t>(a)];
+    SPMD_ASSIGN_OR_RETURN(int64_t sf, localFactor(a, p));
     ShardingSpec after = spec;
     after.placements[static_cast<size_t>(a)] = Placement::replicate();
     auto args = axisArg(mesh_.axisNames()[static_cast<size_t>(a)]);
@@ -158,14 +165,10 @@ Expected<ir::Value*> Expander::reshard(const ir::Value& v, const ShardingSpec& w
                                                     localBytes(spec), localBytes(after));
     return step(std::string(ir::kAllGather), std::move(args), after, "all_gather", "all_gather", a, bytes);
   };
-  // Slices placement `p` out of the replicated axis `a` (later shards of its
-  // dim gathered first where they must be; the caller splits them again).
+  // Slices placement `p` out of the replicated axis `a` (the caller splits
+  // the later shards localFactor gathered again).
   auto sliceAxis = [&](int64_t a, const Placement& p) -> Status {
-    int64_t sf = p.isStrided() ? localSplitFactor(spec, a, p, mesh_) : 1;
-    if (sf == 0 || (!p.isStrided() && !laterShardsOf(spec, a, p.dim).empty())) {
-      for (int64_t b : laterShardsOf(spec, a, p.dim)) SPMD_RETURN_IF_ERROR(gatherAxis(b));
-      sf = p.splitFactor;
-    }
+    SPMD_ASSIGN_OR_RETURN(int64_t sf, localFactor(a, p));
     ShardingSpec after = spec;
     after.placements[static_cast<size_t>(a)] = p;
     auto args = axisArg(mesh_.axisNames()[static_cast<size_t>(a)]);

@@ -27,9 +27,6 @@ void placeShard(const at::Tensor& global, const at::Tensor& local, const std::ve
                local.narrow(dim, b * c.blockSize(), c.blockSize()), chunks, d + 1);
 }
 
-}  // namespace
-namespace {
-
 namespace fs = std::filesystem;
 
 std::string rankFile(const std::string& dir, int64_t rank) {

@@ -20,6 +20,8 @@ import torch
 from safetensors.torch import load_file
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+sys.path.insert(0, os.path.join(ROOT, "scripts"))
+import gpu_check  # noqa: E402  (its compare(): one output comparison for both checks)
 MODELS = ["mlp", "mlp_dynamic_batch", "mlp_training_ir", "mlp_train", "gpt_block_sdpa", "llama",
           "llama_train", "llama_dynamic", "cnn_train", "moe"]
 TP_SCHEMAS = {"mlp": "mlp_tp.json", "llama": "llama_tp.json"}
@@ -33,20 +35,9 @@ def run(cmd):
 
 
 def compare(got_path, expected, what):
-    got = load_file(got_path)
-    bad = []
-    for name, want in expected.items():
-        if name not in got:
-            bad.append(f"{name} missing")
-            continue
-        g = got[name].to(torch.float64)
-        w = want.to(torch.float64)
-        if g.shape != w.shape:
-            bad.append(f"{name}: shape {tuple(g.shape)}, eager {tuple(w.shape)}")
-        elif not torch.allclose(g, w, rtol=1e-4, atol=1e-5):
-            bad.append(f"{name}: max abs {float((g - w).abs().max()):.3g}")
-    if bad:
-        raise AssertionError(f"{what}: " + "; ".join(bad))
+    verdict = gpu_check.compare(got_path, expected, rtol=1e-4, atol=1e-5)
+    if not verdict.startswith("ok"):
+        raise AssertionError(f"{what}: {verdict}")
     print(f"ok   {what}: {len(expected)} tensors match eager", flush=True)
 
 
