@@ -1,12 +1,16 @@
 // async-collectives: each communicating collective moves right after the
 // node producing its input, and an spmd.wait just before its first reader,
-// so communication overlaps the computation in between.
+// so communication overlaps the computation in between. Collectives of graph
+// inputs (FSDP's parameter gathers) are prefetched one ahead, as FSDP does:
+// each starts at the first reader of the one before, not all at the start.
 //
 //   %h = aten.mm.default(...)                      %h = aten.mm.default(...)
 //   %g = aten.gelu.default(%y)              =>     %r = spmd.all_reduce(%h, "tp", "sum")
 //   %r = spmd.all_reduce(%h, "tp", "sum")          %g = aten.gelu.default(%y)
 //   %o = aten.add.Tensor(%r, %g)                   %r_wait = spmd.wait(%r)
 //                                                  %o = aten.add.Tensor(%r_wait, %g)
+#include <algorithm>
+#include <cstdint>
 #include <unordered_map>
 #include <unordered_set>
 
@@ -27,6 +31,26 @@ Status AsyncCollectives::run(program::Program& program) {
     (producer ? after[producer] : atStart).push_back(n.get());
   }
   if (collectives.empty()) return Status::ok();
+  auto firstReader = [](const ir::Node* c) {
+    const ir::Node* first = nullptr;
+    for (ir::Node* u : c->outputValues()[0]->users())
+      if (!first || u->index() < first->index()) first = u;
+    return first;
+  };
+  std::stable_sort(atStart.begin(), atStart.end(), [&](const ir::Node* a, const ir::Node* b) {
+    const ir::Node* fa = firstReader(a);
+    const ir::Node* fb = firstReader(b);
+    return (fa ? fa->index() : INT32_MAX) < (fb ? fb->index() : INT32_MAX);
+  });
+  for (size_t i = atStart.size(); i-- > 1;) {
+    const ir::Node* prev = firstReader(atStart[i - 1]);
+    const ir::Node* mine = firstReader(atStart[i]);
+    if (prev == nullptr || mine == nullptr) continue;
+    // Read by the same node as the one before: start right after that one.
+    const ir::Node* at = prev->index() < mine->index() ? prev : atStart[i - 1];
+    after[at].insert(after[at].begin(), atStart[i]);
+    atStart.erase(atStart.begin() + static_cast<std::ptrdiff_t>(i));
+  }
   std::function<void(ir::Node*)> place = [&](ir::Node* n) {
     order.push_back(n);
     if (auto it = after.find(n); it != after.end())

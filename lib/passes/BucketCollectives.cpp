@@ -56,7 +56,7 @@ class Bucketer {
     // New nodes were appended; place each fused group where its last member was.
     std::vector<ir::Node*> order;
     for (const auto& n : g_.nodes()) {
-      if (placed_.count(n.get())) continue;
+      if (placed_.count(n.get()) || moved_.count(n.get())) continue;
       order.push_back(n.get());  // bucket members stay until erased below
       if (auto it = emitAt_.find(n.get()); it != emitAt_.end())
         order.insert(order.end(), it->second.begin(), it->second.end());
@@ -70,9 +70,19 @@ class Bucketer {
   }
 
  private:
-  int firstUse(const ir::Node* c) const {
+  // Index of the first node that needs `v`; aliases of it (such as the
+  // optimizer's gradient anchors) are looked through and collected in
+  // `aliases`, to move behind the bucket.
+  int firstUse(const ir::Value* v, std::vector<ir::Node*>& aliases) const {
     int first = static_cast<int>(g_.nodes().size());
-    for (const ir::Node* u : c->outputValues()[0]->users()) first = std::min(first, u->index());
+    for (ir::Node* u : v->users()) {
+      if (u->target() == "aten.alias.default" && u->outputValues().size() == 1) {
+        aliases.push_back(u);
+        first = std::min(first, firstUse(u->outputValues()[0], aliases));
+      } else {
+        first = std::min(first, u->index());
+      }
+    }
     return first;
   }
 
@@ -91,7 +101,9 @@ class Bucketer {
       }
       bucket.push_back(c);
       bytes += b;
-      closeBefore = std::min(closeBefore, firstUse(c));
+      std::vector<ir::Node*> aliases;
+      closeBefore = std::min(closeBefore, firstUse(c->outputValues()[0], aliases));
+      aliasesOf_[c] = std::move(aliases);
     }
     return flush(bucket);
   }
@@ -176,6 +188,10 @@ class Bucketer {
          sharding::CostModel::bytesMoved(sharding::CollectiveKind::AllReduce, n, bytes, bytes),
          "bucket of " + std::to_string(bucket.size()) + " all-reduces", cat->name(), "[P(" + op + ")]", "[R]",
          ""});
+    // Aliases of members read the bucket's results: they follow it.
+    for (ir::Node* c : bucket)
+      for (ir::Node* a : aliasesOf_[c])
+        if (moved_.insert(a).second) nodes.push_back(a);
     emitAt_[bucket.back()] = nodes;
     return Status::ok();
   }
@@ -187,6 +203,8 @@ class Bucketer {
   std::unordered_map<const ir::Node*, std::vector<ir::Node*>> emitAt_;
   std::unordered_set<const ir::Node*> placed_;
   std::unordered_set<const ir::Node*> removed_;
+  std::unordered_map<const ir::Node*, std::vector<ir::Node*>> aliasesOf_;
+  std::unordered_set<const ir::Node*> moved_;
   std::unordered_map<ir::Value*, ir::Value*> replacement_;
 };
 

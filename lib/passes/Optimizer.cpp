@@ -140,17 +140,26 @@ Status appendOptimizer(ir::ExportedProgram& program, const OptimizerOptions& o) 
     SPMD_ASSIGN_OR_RETURN(ir::Value * bc2, b.oneMinusPow(o.beta2, step, "optim_bias_correction2"));
     SPMD_ASSIGN_OR_RETURN(bc2sqrt, b.sqrt(bc2, "optim_bias_correction2_sqrt"));
   }
+  // Each update reads its gradient in the parameter's layout, reduced once
+  // (all-reduce for a replicated parameter, reduce-scatter for a sharded
+  // one), as DDP and FSDP do: a pending sum never flows into the update.
+  // All gradients are anchored before the first update, so their
+  // reductions can share buckets.
+  std::map<std::string, ir::Value*> reduced;
+  for (const auto& [fqn, grad] : grads) {
+    auto it = params.find(fqn);
+    if (it == params.end()) continue;
+    SPMD_ASSIGN_OR_RETURN(ir::Value * g, b.op("aten.alias.default", {{"self", Argument::tensor(grad), false}},
+                                              grad->type(), baseName(fqn) + "_grad_reduced"));
+    g->producer()->mutableMetadata().other[std::string(sharding::kLayoutAsKey)] = it->second->name();
+    reduced[fqn] = g;
+  }
   for (const auto& [fqn, grad] : grads) {
     auto it = params.find(fqn);
     if (it == params.end()) continue;
     ir::Value* p = it->second;
+    ir::Value* g = reduced[fqn];
     std::string base = baseName(fqn);
-    // The update reads the gradient in its parameter's layout, reduced once
-    // (all-reduce for a replicated parameter, reduce-scatter for a sharded
-    // one), as DDP and FSDP do: a pending sum never flows into the update.
-    SPMD_ASSIGN_OR_RETURN(ir::Value * g, b.op("aten.alias.default", {{"self", Argument::tensor(grad), false}},
-                                              grad->type(), base + "_grad_reduced"));
-    g->producer()->mutableMetadata().other[std::string(sharding::kLayoutAsKey)] = p->name();
     std::string prefix = std::string(kOptimizerPrefix) + fqn;
     ir::Value* updated = nullptr;
     if (o.kind == "sgd") {

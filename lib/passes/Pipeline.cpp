@@ -4,6 +4,7 @@
 #include <chrono>
 
 #include "passes/Expand.h"
+#include "passes/GatherParams.h"
 #include "passes/Passes.h"
 #include "schema/Resolve.h"
 #include "sharding/Propagation.h"
@@ -59,6 +60,8 @@ Expected<CompileResult> compile(pt2::Archive& archive, const schema::PlacementSc
   SPMD_ASSIGN_OR_RETURN(schema::ResolvedPlacements placements,
                         schema::resolvePlacements(schema, source, options.mesh));
   alignOptimizerStates(source, placements);
+  Status gathers = insertParameterGathers(archive.program, placements);
+  if (!gathers.isOk()) return gathers.withContext(archive.path);
   r.notes = placements.notes;
   timer.done("placement");
 

@@ -69,6 +69,12 @@ std::string reportJson(const CompileResult& r) {
     e["bytes_per_rank"] = c.bytesPerRank;
     e["node"] = c.node;
     e["value"] = c.value;
+    // The local shape the collective produces ([] for a scalar, such as a
+    // loss or the count a mean divides by).
+    nlohmann::ordered_json shape = nlohmann::ordered_json::array();
+    if (const ir::Value* v = p.graph.graph.findValue(c.node))
+      for (const auto& d : v->type().sizes) shape.push_back(d.value());
+    e["shape"] = shape;
     e["from"] = c.from;
     e["to"] = c.to;
     e["reason"] = "needed by " + c.consumer;

@@ -233,6 +233,12 @@ Expected<PlacementRule> ruleFrom(const json& j, std::string_view source, const s
   rule.pointer = pointer;
   rule.match = j.at("match").get<std::string>();
   rule.optional = j.value("optional", false);
+  rule.whereDivisible = j.value("where_divisible", false);
+  if (j.contains("gather")) {
+    const json& g = j.at("gather");
+    rule.gather = g.is_array() || g.get<bool>();
+    if (g.is_array()) rule.gatherAxes = g.get<std::vector<std::string>>();
+  }
   const json& placements = j.at("placements");
   rule.positional = placements.is_array();
   if (rule.positional) {
@@ -277,6 +283,7 @@ Expected<PlacementSchema> schemaFrom(const json& doc, std::string_view source) {
                            " axes but axes names " + std::to_string(s.meshAxes.size()) +
                            "; give one name per mesh axis");
   }
+  if (doc.contains("preset")) s.preset = *presetNamed(doc["preset"].get<std::string>());
   SPMD_ASSIGN_OR_RETURN(s.params, rulesFrom(doc, "params", source));
   SPMD_ASSIGN_OR_RETURN(s.inputs, rulesFrom(doc, "inputs", source));
   if (doc.contains("outputs") && doc["outputs"].is_string()) {
@@ -308,26 +315,28 @@ Expected<PlacementSchema> loadPlacementSchema(const std::string& path) {
   return parsePlacementSchema(text.str(), path);
 }
 
-std::vector<std::string_view> presetNames() { return {"dp", "fsdp"}; }
+std::vector<std::string_view> presetNames() { return {"dp", "ddp", "fsdp", "hsdp"}; }
+
+std::optional<Preset> presetNamed(std::string_view name) {
+  if (name == "dp" || name == "ddp") return Preset::DataParallel;
+  if (name == "fsdp") return Preset::Fsdp;
+  if (name == "hsdp") return Preset::Hsdp;
+  return std::nullopt;
+}
 
 Expected<PlacementSchema> loadSchemaOrPreset(const std::string& arg) {
-  std::vector<std::string_view> presets = presetNames();
-  bool preset = std::find(presets.begin(), presets.end(), arg) != presets.end();
-  if (preset && !std::ifstream(arg).good()) return presetSchema(arg);
+  if (presetNamed(arg) && !std::ifstream(arg).good()) return presetSchema(arg);
   return loadPlacementSchema(arg);
 }
 
 Expected<PlacementSchema> presetSchema(std::string_view name) {
+  std::optional<Preset> preset = presetNamed(name);
+  if (!preset)
+    return Status::error("unknown placement preset '" + std::string(name) +
+                         "' (presets: dp, ddp, fsdp, hsdp; or give a schema file)");
   PlacementSchema s;
   s.source = "preset '" + std::string(name) + "'";
-  if (name == "dp") {
-    s.preset = Preset::DataParallel;
-  } else if (name == "fsdp") {
-    s.preset = Preset::Fsdp;
-  } else {
-    return Status::error("unknown placement preset '" + std::string(name) +
-                         "' (presets: dp, fsdp; or give a schema file)");
-  }
+  s.preset = *preset;
   return s;
 }
 

@@ -18,6 +18,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <utility>
@@ -40,6 +41,13 @@ struct PlacementRule {
   std::vector<sharding::Placement> byPosition;
   /// When true, matching nothing is not an error.
   bool optional = false;
+  /// When true, a tensor the placements do not fit keeps its layout
+  /// without this rule (with a note) instead of failing.
+  bool whereDivisible = false;
+  /// Parameters only: stored with `placements`, all-gathered before use
+  /// (FSDP). `gatherAxes` empty means every axis the placements shard.
+  bool gather = false;
+  std::vector<std::string> gatherAxes;
   /// JSON pointer of the rule in its file ("/params/2"), for messages.
   std::string pointer;
 };
@@ -61,9 +69,13 @@ enum class Preset : uint8_t {
   None,
   /// Parameters and buffers replicated; every user input S(0) on every axis.
   DataParallel,
-  /// Parameters S(0) on every axis where dim 0 divides by the number of
-  /// ranks (else replicated, with a note); user inputs S(0) on every axis.
+  /// ZeRO-3: each parameter whose dim 0 divides by the number of ranks is
+  /// stored S(0) on every axis and all-gathered before use (else replicated,
+  /// with a note); buffers replicated; user inputs S(0) on every axis.
   Fsdp,
+  /// A 2-D mesh: parameters replicated over axis 0 and fsdp over axis 1;
+  /// user inputs S(0) on both axes.
+  Hsdp,
 };
 
 /// A parsed placement schema.
@@ -93,11 +105,14 @@ Expected<PlacementSchema> parsePlacementSchema(std::string_view text, std::strin
 /// Reads the file at `path` and parses it (messages name `path`).
 Expected<PlacementSchema> loadPlacementSchema(const std::string& path);
 
-/// The preset named `name` ("dp" or "fsdp"); error lists the presets.
+/// The preset named `name` (dp, ddp, fsdp, hsdp); error lists the presets.
 Expected<PlacementSchema> presetSchema(std::string_view name);
 
-/// What `spmdc --schema <arg>` means: the preset `arg` names ("dp",
-/// "fsdp") unless a file of that name exists, else the file at `arg`.
+/// The preset a name means (ddp is dp); nullopt for other names.
+std::optional<Preset> presetNamed(std::string_view name);
+
+/// What `spmdc --schema <arg>` means: the preset `arg` names (dp, ddp,
+/// fsdp, hsdp) unless a file of that name exists, else the file at `arg`.
 Expected<PlacementSchema> loadSchemaOrPreset(const std::string& arg);
 
 /// Names of the presets, in the order `spmdc --help` lists them.

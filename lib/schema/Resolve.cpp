@@ -10,6 +10,7 @@
 // normalized, ranges and divisibility checked).
 #include "schema/Resolve.h"
 
+#include <algorithm>
 #include <map>
 
 #include "schema/Glob.h"
@@ -166,27 +167,57 @@ Expected<std::vector<int>> matchRules(const PlacementSchema& s, const std::vecto
   return winner;
 }
 
-/// Specs for `targets` from `rules` (nullopt where no rule matched).
-Expected<std::vector<std::optional<ShardingSpec>>> applyRules(const PlacementSchema& s,
-                                                              const std::vector<PlacementRule>& rules,
-                                                              const std::vector<Target>& targets,
-                                                              const std::string& noun, const Mesh& mesh,
-                                                              std::vector<std::string>& notes) {
+/// What the rules say of one target.
+struct Ruled {
+  /// nullopt: no rule matched, or a where_divisible rule did not fit.
+  std::optional<ShardingSpec> spec;
+  /// The winning rule (null: none).
+  const PlacementRule* rule = nullptr;
+};
+
+/// Specs for `targets` from `rules`.
+Expected<std::vector<Ruled>> applyRules(const PlacementSchema& s, const std::vector<PlacementRule>& rules,
+                                        const std::vector<Target>& targets, const std::string& noun,
+                                        const Mesh& mesh, std::vector<std::string>& notes) {
   std::vector<ShardingSpec> specs;
   for (const PlacementRule& r : rules) {
     SPMD_ASSIGN_OR_RETURN(ShardingSpec spec, ruleSpec(s, r, mesh));
     specs.push_back(std::move(spec));
   }
   SPMD_ASSIGN_OR_RETURN(std::vector<int> winner, matchRules(s, rules, targets, noun));
-  std::vector<std::optional<ShardingSpec>> out(targets.size());
+  std::vector<Ruled> out(targets.size());
   for (size_t t = 0; t < targets.size(); ++t) {
     if (winner[t] < 0) continue;
     const PlacementRule& r = rules[static_cast<size_t>(winner[t])];
     std::string origin = s.source + ": " + r.pointer + ": rule '" + r.match + "'";
-    SPMD_ASSIGN_OR_RETURN(out[t],
-                          fitSpec(origin, specs[static_cast<size_t>(winner[t])], targets[t], mesh, notes));
+    Expected<ShardingSpec> fit =
+        fitSpec(origin, specs[static_cast<size_t>(winner[t])], targets[t], mesh, notes);
+    if (!fit && r.whereDivisible) {
+      notes.push_back(fit.status().message() + "; where_divisible: left as it was");
+      continue;
+    }
+    if (!fit) return fit.status();
+    out[t] = {std::move(*fit), &r};
   }
   return out;
+}
+
+/// The layout parameter `stored` is computed with when rule `r` gathers it:
+/// R on the gathered axes; nullopt when nothing is gathered.
+Expected<std::optional<ShardingSpec>> gatheredSpec(const PlacementSchema& s, const PlacementRule& r,
+                                                   const ShardingSpec& stored, const Mesh& mesh) {
+  if (!r.gather) return std::optional<ShardingSpec>();
+  ShardingSpec out = stored;
+  for (size_t a = 0; a < out.placements.size(); ++a) {
+    const std::string& name = mesh.axisNames()[a];
+    bool named = r.gatherAxes.empty() ||
+                 std::find(r.gatherAxes.begin(), r.gatherAxes.end(), name) != r.gatherAxes.end();
+    if (named && out.placements[a].isShard()) out.placements[a] = Placement::replicate();
+  }
+  for (const std::string& axis : r.gatherAxes)
+    if (mesh.axisIndex(axis) < 0) return unknownAxis(s.source + ": " + r.pointer + "/gather", axis, mesh);
+  if (out == stored) return std::optional<ShardingSpec>();
+  return std::optional<ShardingSpec>(out);
 }
 
 /// Parameters, buffers and tensor constants (names: FQN).
@@ -234,29 +265,82 @@ ShardingSpec shardAll(const Mesh& mesh) {
   return {std::vector<Placement>(static_cast<size_t>(mesh.numAxes()), Placement::shard(0))};
 }
 
-/// Input specs from a preset (dp, fsdp).
-Status applyPreset(const PlacementSchema& s, const ir::ExportedProgram& p, ResolvedPlacements& r) {
-  for (const Target& t : userInputTargets(p)) {
-    if (t.value == nullptr || !t.value->isTensor()) continue;
-    if (t.value->type().rank() == 0) {
-      r.notes.push_back(s.source + ": " + t.what + " " + typeText(t) + " is a scalar: replicated");
-      continue;
-    }
-    SPMD_ASSIGN_OR_RETURN(r.inputs[t.index], fitSpec(s.source, shardAll(r.mesh), t, r.mesh, r.notes));
+/// fsdp and hsdp: each parameter whose dim 0 divides is stored S(0) on the
+/// sharding axes (all axes; hsdp: the last) and gathered before use.
+void shardParameters(const PlacementSchema& s, const ir::ExportedProgram& p, ResolvedPlacements& r) {
+  ShardingSpec stored = ShardingSpec::replicated(r.mesh.numAxes());
+  int64_t ranks = 1;
+  for (int64_t a = s.preset == Preset::Hsdp ? 1 : 0; a < r.mesh.numAxes(); ++a) {
+    stored.placements[static_cast<size_t>(a)] = Placement::shard(0);
+    ranks *= r.mesh.size(a);
   }
-  if (s.preset != Preset::Fsdp) return Status::ok();
   for (const Target& t : paramTargets(p)) {
     if (p.signature.inputs[t.index].kind != ir::InputKind::Parameter || !t.value->isTensor()) continue;
     const ir::TensorType& type = t.value->type();
-    int64_t ranks = r.mesh.numRanks();
     if (type.rank() > 0 && type.sizes[0].isStatic() && type.sizes[0].value() % ranks == 0) {
-      r.inputs[t.index] = shardAll(r.mesh);
+      r.inputs[t.index] = stored;
+      if (ranks > 1) r.gathered[t.index] = ShardingSpec::replicated(r.mesh.numAxes());
       continue;
     }
     std::string why = type.rank() == 0 ? "it is a scalar"
                                        : "dim 0 (" + type.sizes[0].str() + ") does not divide by the " +
                                              std::to_string(ranks) + " ranks";
     r.notes.push_back(s.source + ": " + t.what + " " + type.str() + " stays replicated: " + why);
+  }
+}
+
+/// Specs from a preset (dp, fsdp, hsdp).
+Status applyPreset(const PlacementSchema& s, const ir::ExportedProgram& p, ResolvedPlacements& r) {
+  if (s.preset == Preset::Hsdp && r.mesh.numAxes() != 2)
+    return Status::error(s.source +
+                         ": hsdp needs a 2-D mesh (replicate x shard), e.g. --mesh 2x4; the mesh is " +
+                         r.mesh.str());
+  for (const Target& t : userInputTargets(p)) {
+    if (t.value == nullptr || !t.value->isTensor()) continue;
+    if (t.value->type().rank() == 0) {
+      r.notes.push_back(s.source + ": " + t.what + " " + typeText(t) + " is a scalar: replicated");
+      continue;
+    }
+    // S(0) over every axis; else over the leading axes it divides by.
+    ShardingSpec spec = shardAll(r.mesh);
+    Expected<ShardingSpec> fit = fitSpec(s.source, spec, t, r.mesh, r.notes);
+    for (int64_t a = r.mesh.numAxes() - 1; !fit && a > 0; --a) {
+      spec.placements[static_cast<size_t>(a)] = Placement::replicate();
+      fit = fitSpec(s.source, spec, t, r.mesh, r.notes);
+      if (fit)
+        r.notes.push_back(s.source + ": " + t.what + " " + typeText(t) + ": dim 0 does not divide over all " +
+                          std::to_string(r.mesh.numRanks()) + " ranks; split " + spec.str() + " instead");
+    }
+    if (!fit) return fit.status();
+    r.inputs[t.index] = *fit;
+  }
+  if (s.preset == Preset::Fsdp || s.preset == Preset::Hsdp) shardParameters(s, p, r);
+  return Status::ok();
+}
+
+/// The rules of `s` over parameters and user inputs, over what the preset
+/// chose (rules win).
+Status applyTensorRules(const PlacementSchema& s, const ir::ExportedProgram& p, ResolvedPlacements& r) {
+  std::vector<Target> params = paramTargets(p), inputs = userInputTargets(p);
+  SPMD_ASSIGN_OR_RETURN(auto paramSpecs,
+                        applyRules(s, s.params, params, "parameter or buffer", r.mesh, r.notes));
+  SPMD_ASSIGN_OR_RETURN(auto inputSpecs, applyRules(s, s.inputs, inputs, "user input", r.mesh, r.notes));
+  for (size_t t = 0; t < params.size(); ++t) {
+    if (!paramSpecs[t].spec) continue;
+    size_t i = params[t].index;
+    const PlacementRule& rule = *paramSpecs[t].rule;
+    if (rule.gather && p.signature.inputs[i].kind != ir::InputKind::Parameter)
+      return Status::error(s.source + ": " + rule.pointer + "/gather: " + params[t].what +
+                           " is not a parameter; gather applies to parameters only (narrow the match)");
+    r.inputs[i] = *paramSpecs[t].spec;
+    SPMD_ASSIGN_OR_RETURN(r.gathered[i], gatheredSpec(s, rule, r.inputs[i], r.mesh));
+  }
+  for (size_t t = 0; t < inputs.size(); ++t) {
+    if (!inputSpecs[t].spec) continue;
+    if (inputSpecs[t].rule->gather)
+      return Status::error(s.source + ": " + inputSpecs[t].rule->pointer +
+                           "/gather: gather applies to parameters only, not to user inputs");
+    r.inputs[inputs[t].index] = *inputSpecs[t].spec;
   }
   return Status::ok();
 }
@@ -282,7 +366,8 @@ Status resolveOutputs(const PlacementSchema& s, const ir::ExportedProgram& p, Re
   std::vector<Target> targets = outputTargets(p);
   std::vector<std::optional<ShardingSpec>> ruled(targets.size());
   if (s.outputPolicy == OutputPolicy::Rules) {
-    SPMD_ASSIGN_OR_RETURN(ruled, applyRules(s, s.outputs, targets, "output", r.mesh, r.notes));
+    SPMD_ASSIGN_OR_RETURN(auto outs, applyRules(s, s.outputs, targets, "output", r.mesh, r.notes));
+    for (size_t i = 0; i < outs.size(); ++i) ruled[i] = outs[i].spec;
   }
   for (size_t i = 0; i < targets.size(); ++i) {
     std::optional<ShardingSpec> spec = ruled[i];
@@ -359,18 +444,9 @@ Expected<ResolvedPlacements> resolvePlacements(const PlacementSchema& s, const i
   ResolvedPlacements r;
   SPMD_ASSIGN_OR_RETURN(r.mesh, resolveMesh(s, meshOverride));
   r.inputs.assign(p.signature.inputs.size(), ShardingSpec::replicated(r.mesh.numAxes()));
-  if (s.preset != Preset::None) {
-    SPMD_RETURN_IF_ERROR(applyPreset(s, p, r));
-  } else {
-    std::vector<Target> params = paramTargets(p), inputs = userInputTargets(p);
-    SPMD_ASSIGN_OR_RETURN(auto paramSpecs,
-                          applyRules(s, s.params, params, "parameter or buffer", r.mesh, r.notes));
-    SPMD_ASSIGN_OR_RETURN(auto inputSpecs, applyRules(s, s.inputs, inputs, "user input", r.mesh, r.notes));
-    for (size_t t = 0; t < params.size(); ++t)
-      if (paramSpecs[t]) r.inputs[params[t].index] = *paramSpecs[t];
-    for (size_t t = 0; t < inputs.size(); ++t)
-      if (inputSpecs[t]) r.inputs[inputs[t].index] = *inputSpecs[t];
-  }
+  r.gathered.assign(p.signature.inputs.size(), std::nullopt);
+  if (s.preset != Preset::None) SPMD_RETURN_IF_ERROR(applyPreset(s, p, r));
+  SPMD_RETURN_IF_ERROR(applyTensorRules(s, p, r));
   SPMD_RETURN_IF_ERROR(resolveOutputs(s, p, r));
   return r;
 }

@@ -28,6 +28,9 @@ struct ResolvedPlacements {
   sharding::Mesh mesh;
   /// One per graph input (signature.inputs order); Shard dims are >= 0.
   std::vector<sharding::ShardingSpec> inputs;
+  /// One per graph input: the layout a parameter stored sharded is
+  /// all-gathered into before use (FSDP); nullopt = used as stored.
+  std::vector<std::optional<sharding::ShardingSpec>> gathered;
   /// One per graph output; nullopt = keep what propagation produced ("any").
   std::vector<std::optional<sharding::ShardingSpec>> outputs;
   /// Things the user should know (fsdp fallbacks, symbolic sizes checked at

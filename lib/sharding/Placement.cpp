@@ -215,6 +215,26 @@ std::string ShardingSpec::str() const {
   return out + "]";
 }
 
+Expected<ShardingSpec> ShardingSpec::parse(std::string_view text) {
+  std::string_view s = trim(text);
+  if (s.size() < 2 || s.front() != '[' || s.back() != ']')
+    return Status::error("bad sharding spec '" + std::string(text) + "' (expected e.g. [S(0), R])");
+  ShardingSpec spec;
+  std::string_view body = s.substr(1, s.size() - 2);
+  size_t start = 0;
+  int depth = 0;
+  for (size_t i = 0; i <= body.size(); ++i) {
+    if (i < body.size() && body[i] == '(') ++depth;
+    if (i < body.size() && body[i] == ')') --depth;
+    if (i < body.size() && (body[i] != ',' || depth > 0)) continue;
+    if (trim(body).empty()) break;
+    SPMD_ASSIGN_OR_RETURN(Placement p, parsePlacement(body.substr(start, i - start)));
+    spec.placements.push_back(p);
+    start = i + 1;
+  }
+  return spec;
+}
+
 Chunk chunkOf(int64_t size, int64_t parts, int64_t index) {
   SPMD_CHECK(size >= 0 && parts >= 1 && index >= 0 && index < parts);
   int64_t chunk = (size + parts - 1) / parts;

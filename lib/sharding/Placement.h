@@ -116,6 +116,8 @@ struct ShardingSpec {
   bool shardsDim(int64_t d) const;
   /// "[S(0), R]".
   std::string str() const;
+  /// Parses what str() prints ("[S(0,sf=2), R]"); error names the text.
+  static Expected<ShardingSpec> parse(std::string_view text);
   bool operator==(const ShardingSpec&) const = default;
 };
 

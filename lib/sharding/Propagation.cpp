@@ -15,6 +15,7 @@ struct Candidate {
   std::vector<Placement> results;
   int factor = -1;  // the sharded factor, -1 for none
   double cost = 0;
+  bool passThrough = false;  // a pending sum passed on, not reduced here
 };
 
 int64_t localBytes(const ir::Value& v, const ShardingSpec& s, const Mesh& mesh) {
@@ -85,8 +86,13 @@ class NodePlanner {
  public:
   NodePlanner(const ir::Node& node, const OpShardingRule& rule, const std::vector<ShardingSpec>& current,
               const std::vector<const std::vector<ShardingSpec>*>& available, const Mesh& mesh,
-              const CostModel& cm)
-      : rule_(rule), current_(current), available_(available), mesh_(mesh), cm_(cm) {
+              const CostModel& cm, bool resultsSink)
+      : rule_(rule),
+        current_(current),
+        available_(available),
+        mesh_(mesh),
+        cm_(cm),
+        resultsSink_(resultsSink) {
     operands_ = tensorOperands(node);
     results_ = tensorResults(node);
     size_t axes = static_cast<size_t>(mesh.numAxes());
@@ -169,6 +175,22 @@ class NodePlanner {
       c.cost +=
           cm_.cost(CollectiveKind::AllGather, a, n, localBytes(*results_[0], out_.results[0], mesh_) / n,
                    localBytes(*results_[0], out_.results[0], mesh_));
+    // A pending sum passed on must still be reduced later, unless it only
+    // flows to an output or anchor that takes it as it is: count that
+    // reduction now, so sums are reduced where they are smallest and, on a
+    // tie at an op that combines operands, at once (Megatron's backward: one
+    // all-reduce of the activation gradient, not one per weight gradient
+    // computed from it). One-operand ops that keep the size (views) pass a
+    // sum on for free: the choice is made where it matters.
+    if (!c.passThrough || resultsSink_) return;
+    double penalty = 0;
+    bool sameSize = operands_.size() == 1;
+    for (size_t i = 0; i < results_.size(); ++i) {
+      int64_t bytes = localBytes(*results_[i], out_.results[i], mesh_);
+      sameSize = sameSize && bytes == localBytes(*operands_[0], current_[0], mesh_);
+      penalty += transitionCost(c.results[i], Placement::replicate(), a, n, bytes, cm_);
+    }
+    if (!sameSize) c.cost += penalty;
   }
 
   // True when an earlier node already redistributed operand `i` into a
@@ -248,6 +270,7 @@ class NodePlanner {
           Candidate c = rep;
           c.operands[i] = cur(i, a);
           c.results.assign(results_.size(), cur(i, a));
+          c.passThrough = true;
           out.push_back(std::move(c));
         }
         return;
@@ -260,6 +283,7 @@ class NodePlanner {
         for (size_t i = 0; i < operands_.size(); ++i)
           if (lin[i]) c.operands[i] = *p;
         c.results.assign(results_.size(), *p);
+        c.passThrough = true;
         out.push_back(std::move(c));
         return;
       }
@@ -280,6 +304,7 @@ class NodePlanner {
   const std::vector<const std::vector<ShardingSpec>*>& available_;
   const Mesh& mesh_;
   const CostModel& cm_;
+  bool resultsSink_;
   std::vector<ir::Value*> operands_, results_;
   NodeSharding out_;
   std::vector<int> axisFactor_;
@@ -288,6 +313,138 @@ class NodePlanner {
 std::string describe(const ir::Node& n) {
   std::string loc = ir::userSourceLine(n.metadata().stackTrace);
   return n.target() + " (node %" + n.name() + (loc.empty() ? "" : ", " + loc) + ")";
+}
+
+// By value id: true when the value reaches nothing but graph outputs and
+// layout anchors, directly or through one-operand nodes, so a pending sum
+// in it is resolved where the output's or anchor's layout says.
+std::vector<bool> sinkBoundValues(const ir::Graph& g) {
+  std::vector<bool> sink(g.numValues(), false);
+  for (const auto& out : g.outputs())
+    for (ir::Value* v : out.values) sink[static_cast<size_t>(v->id())] = true;
+  for (auto it = g.nodes().rbegin(); it != g.nodes().rend(); ++it) {
+    const ir::Node& n = **it;
+    auto operands = tensorOperands(n);
+    if (operands.size() != 1) continue;
+    bool anchor = n.metadata().other.count(std::string(kLayoutAsKey)) != 0 ||
+                  n.metadata().other.count(std::string(kLayoutKey)) != 0;
+    auto results = tensorResults(n);
+    bool allSink = anchor || !results.empty();
+    for (ir::Value* r : results) allSink = allSink && sink[static_cast<size_t>(r->id())];
+    if (!allSink) continue;
+    ir::Value* v = operands[0];
+    bool onlyHere = true;
+    for (ir::Node* u : v->users()) onlyHere = onlyHere && u == &n;
+    bool isOutput = sink[static_cast<size_t>(v->id())];
+    if (onlyHere || isOutput) sink[static_cast<size_t>(v->id())] = true;
+  }
+  return sink;
+}
+
+// What every propagation pass reads.
+struct PassInputs {
+  const ir::Graph& g;
+  const std::vector<ShardingSpec>& inputSpecs;
+  const Mesh& mesh;
+  const RuleRegistry& registry;
+  const PropagationOptions& options;
+  std::vector<bool> sink;
+};
+
+// Layouts each value has been redistributed into so far (by value id).
+using Available = std::vector<std::vector<ShardingSpec>>;
+
+// One greedy pass over the nodes in graph order; `available` starts with
+// what an earlier pass redistributed and gains this pass's layouts.
+Expected<Propagation> runPass(const PassInputs& in, Available& available) {
+  const ir::Graph& g = in.g;
+  const Mesh& mesh = in.mesh;
+  const PropagationOptions& options = in.options;
+  const std::vector<bool>& sink = in.sink;
+  Propagation p;
+  ShardingSpec replicated = ShardingSpec::replicated(mesh.numAxes());
+  p.values.assign(g.numValues(), ShardingSpec{});
+  for (size_t i = 0; i < g.inputs().size(); ++i)
+    p.values[static_cast<size_t>(g.inputs()[i]->id())] = in.inputSpecs[i];
+  p.nodes.resize(g.nodes().size());
+  for (const auto& n : g.nodes()) {
+    NodeSharding& ns = p.nodes[static_cast<size_t>(n->index())];
+    std::vector<ShardingSpec> current;
+    std::vector<const std::vector<ShardingSpec>*> avail;
+    auto operandValues = tensorOperands(*n);
+    for (ir::Value* v : operandValues) {
+      current.push_back(p.values[static_cast<size_t>(v->id())]);
+      avail.push_back(&available[static_cast<size_t>(v->id())]);
+    }
+    const RuleFn* fn = in.registry.find(n->target());
+    auto anchor = n->metadata().other.find(std::string(kLayoutAsKey));
+    const ir::Value* like = anchor == n->metadata().other.end() ? nullptr : g.findValue(anchor->second);
+    if (anchor != n->metadata().other.end() && (like == nullptr || current.size() != 1))
+      return Status::error("node %" + n->name() + ": layout anchor names no value, or has several operands");
+    auto fixed = n->metadata().other.find(std::string(kLayoutKey));
+    if (fixed != n->metadata().other.end()) {
+      Expected<ShardingSpec> spec = ShardingSpec::parse(fixed->second);
+      if (!spec || current.size() != 1 || static_cast<int64_t>(spec->placements.size()) != mesh.numAxes())
+        return Status::error("node %" + n->name() + ": layout anchor '" + fixed->second +
+                             "' is not a layout of the mesh, or the node has several operands");
+      ns.operands.assign(1, *spec);
+      ns.results.assign(tensorResults(*n).size(), *spec);
+    } else if (like != nullptr) {
+      const ShardingSpec& spec = p.values[static_cast<size_t>(like->id())];
+      ns.operands.assign(1, spec);
+      ns.results.assign(tensorResults(*n).size(), spec);
+    } else if (isSymbolicOp(n->target()) || !fn) {
+      if (!fn && !isSymbolicOp(n->target()))
+        p.warnings.push_back("no sharding rule for " + describe(*n) + ": running it replicated");
+      ns.operands =
+          fn || !isSymbolicOp(n->target()) ? std::vector<ShardingSpec>(current.size(), replicated) : current;
+      ns.results.assign(tensorResults(*n).size(), replicated);
+    } else {
+      auto rule = (*fn)(*n);
+      if (!rule) return rule.status().withContext("node %" + n->name() + " (" + n->target() + ")");
+      if (rule->operands.size() != current.size() || rule->results.size() != tensorResults(*n).size())
+        return Status::error("node %" + n->name() + " (" + n->target() + "): sharding rule describes " +
+                             std::to_string(rule->operands.size()) + " operands, the node has " +
+                             std::to_string(current.size()));
+      bool resultsSink = true;
+      for (ir::Value* r : tensorResults(*n)) resultsSink = resultsSink && sink[static_cast<size_t>(r->id())];
+      ns = NodePlanner(*n, *rule, current, avail, mesh, options.cost, resultsSink).plan();
+    }
+    for (size_t i = 0; i < operandValues.size(); ++i) {
+      auto& list = available[static_cast<size_t>(operandValues[i]->id())];
+      if (ns.operands[i] != current[i] && std::find(list.begin(), list.end(), ns.operands[i]) == list.end())
+        list.push_back(ns.operands[i]);
+    }
+    auto results = tensorResults(*n);
+    for (size_t i = 0; i < results.size(); ++i)
+      p.values[static_cast<size_t>(results[i]->id())] = ns.results[i];
+  }
+  return p;
+}
+
+// The modeled cost of every redistribution a plan implies (each value into
+// each layout once).
+double planCost(const PassInputs& in, const Propagation& p) {
+  double total = 0;
+  std::vector<std::vector<ShardingSpec>> seen(in.g.numValues());
+  for (const auto& n : in.g.nodes()) {
+    const NodeSharding& ns = p.nodes[static_cast<size_t>(n->index())];
+    auto operands = tensorOperands(*n);
+    for (size_t i = 0; i < operands.size() && i < ns.operands.size(); ++i) {
+      const ShardingSpec& cur = p.values[static_cast<size_t>(operands[i]->id())];
+      const ShardingSpec& req = ns.operands[i];
+      auto& list = seen[static_cast<size_t>(operands[i]->id())];
+      if (cur == req || cur.placements.size() != req.placements.size() ||
+          std::find(list.begin(), list.end(), req) != list.end())
+        continue;
+      list.push_back(req);
+      int64_t bytes = localBytes(*operands[i], cur, in.mesh);
+      for (size_t a = 0; a < req.placements.size(); ++a)
+        total += transitionCost(cur.placements[a], req.placements[a], static_cast<int64_t>(a),
+                                in.mesh.size(static_cast<int64_t>(a)), bytes, in.options.cost);
+    }
+  }
+  return total;
 }
 
 }  // namespace
@@ -310,7 +467,7 @@ Expected<std::vector<NodeSharding>> enumerateStrategies(const ir::Node& node, co
   avail.reserve(none.size());
   for (auto& v : none) avail.push_back(&v);
   CostModel cost;
-  NodePlanner planner(node, rule, current, avail, mesh, cost);
+  NodePlanner planner(node, rule, current, avail, mesh, cost, /*resultsSink=*/true);
   std::vector<NodeSharding> out = planner.all();
   return out;
 }
@@ -328,15 +485,6 @@ Expected<Propagation> propagate(const ir::ExportedProgram& program,
   if (inputSpecs.size() != g.inputs().size())
     return Status::error("propagation: " + std::to_string(inputSpecs.size()) + " input layouts for " +
                          std::to_string(g.inputs().size()) + " graph inputs");
-  Propagation p;
-  ShardingSpec replicated = ShardingSpec::replicated(mesh.numAxes());
-  p.values.assign(g.numValues(), ShardingSpec{});
-  for (size_t i = 0; i < g.inputs().size(); ++i)
-    p.values[static_cast<size_t>(g.inputs()[i]->id())] = inputSpecs[i];
-  p.nodes.resize(g.nodes().size());
-
-  // Layouts each value has been redistributed into so far (by value id).
-  std::vector<std::vector<ShardingSpec>> available(g.numValues());
   std::vector<std::string> missing;
   for (const auto& n : g.nodes()) {
     if (!isSymbolicOp(n->target()) && !registry.find(n->target())) missing.push_back(describe(*n));
@@ -348,50 +496,16 @@ Expected<Propagation> propagate(const ir::ExportedProgram& program,
                          (missing.size() == 1 ? "" : "s") + ": " + list +
                          "; add rules, or pass --replicate-unknown to run them replicated");
   }
-
-  for (const auto& n : g.nodes()) {
-    NodeSharding& ns = p.nodes[static_cast<size_t>(n->index())];
-    std::vector<ShardingSpec> current;
-    std::vector<const std::vector<ShardingSpec>*> avail;
-    auto operandValues = tensorOperands(*n);
-    for (ir::Value* v : operandValues) {
-      current.push_back(p.values[static_cast<size_t>(v->id())]);
-      avail.push_back(&available[static_cast<size_t>(v->id())]);
-    }
-    const RuleFn* fn = registry.find(n->target());
-    auto anchor = n->metadata().other.find(std::string(kLayoutAsKey));
-    const ir::Value* like = anchor == n->metadata().other.end() ? nullptr : g.findValue(anchor->second);
-    if (anchor != n->metadata().other.end() && (like == nullptr || current.size() != 1))
-      return Status::error("node %" + n->name() + ": layout anchor names no value, or has several operands");
-    if (like != nullptr) {
-      const ShardingSpec& spec = p.values[static_cast<size_t>(like->id())];
-      ns.operands.assign(1, spec);
-      ns.results.assign(tensorResults(*n).size(), spec);
-    } else if (isSymbolicOp(n->target()) || !fn) {
-      if (!fn && !isSymbolicOp(n->target()))
-        p.warnings.push_back("no sharding rule for " + describe(*n) + ": running it replicated");
-      ns.operands =
-          fn || !isSymbolicOp(n->target()) ? std::vector<ShardingSpec>(current.size(), replicated) : current;
-      ns.results.assign(tensorResults(*n).size(), replicated);
-    } else {
-      auto rule = (*fn)(*n);
-      if (!rule) return rule.status().withContext("node %" + n->name() + " (" + n->target() + ")");
-      if (rule->operands.size() != current.size() || rule->results.size() != tensorResults(*n).size())
-        return Status::error("node %" + n->name() + " (" + n->target() + "): sharding rule describes " +
-                             std::to_string(rule->operands.size()) + " operands, the node has " +
-                             std::to_string(current.size()));
-      ns = NodePlanner(*n, *rule, current, avail, mesh, options.cost).plan();
-    }
-    for (size_t i = 0; i < operandValues.size(); ++i) {
-      auto& list = available[static_cast<size_t>(operandValues[i]->id())];
-      if (ns.operands[i] != current[i] && std::find(list.begin(), list.end(), ns.operands[i]) == list.end())
-        list.push_back(ns.operands[i]);
-    }
-    auto results = tensorResults(*n);
-    for (size_t i = 0; i < results.size(); ++i)
-      p.values[static_cast<size_t>(results[i]->id())] = ns.results[i];
-  }
-  return p;
+  // The second pass knows which layouts the first one redistributed values
+  // into, so an early consumer can use the all-reduced value a later one
+  // needs anyway instead of passing its pending sum on; it wins unless it
+  // costs more.
+  PassInputs in{g, inputSpecs, mesh, registry, options, sinkBoundValues(g)};
+  Available first(g.numValues());
+  SPMD_ASSIGN_OR_RETURN(Propagation p1, runPass(in, first));
+  Available second = first;
+  SPMD_ASSIGN_OR_RETURN(Propagation p2, runPass(in, second));
+  return planCost(in, p2) <= planCost(in, p1) + 1e-15 ? p2 : p1;
 }
 
 }  // namespace spmd::sharding

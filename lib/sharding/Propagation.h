@@ -32,6 +32,11 @@ namespace spmd::sharding {
 /// gradient to its parameter's layout.
 inline constexpr std::string_view kLayoutAsKey = "spmd_layout_as";
 
+/// Node metadata key of a fixed layout anchor: like kLayoutAsKey, but the
+/// layout is written out ("[R, S(0)]", ShardingSpec::str()). A parameter
+/// stored sharded and gathered before use (FSDP) is read through one.
+inline constexpr std::string_view kLayoutKey = "spmd_layout";
+
 /// Options of propagate().
 struct PropagationOptions {
   CostModel cost = CostModel();

@@ -2,6 +2,7 @@
 // counts against PyTorch DTensor, determinism, local shapes, reports and
 // the refusal of bad input.
 #include <nlohmann/json.hpp>
+#include <set>
 #include "../TestCatch.h"
 
 #include "../pt2/ArchiveFixtures.h"
@@ -129,6 +130,103 @@ TEST_CASE("data parallel training with an optimizer reduces each gradient once, 
       CHECK(scalars <= 2);              // the loss (and llama's count of targets)
     }
   }
+}
+
+namespace {
+
+passes::CompileResult compileTrain(const std::string& m, const std::string& schema, std::vector<int64_t> mesh,
+                                   const std::string& optimizer) {
+  auto archive = pt2::readArchive(model(m));
+  REQUIRE(archive.hasValue());
+  auto s = schema::loadSchemaOrPreset(schema);
+  REQUIRE(s.hasValue());
+  passes::CompileOptions opts;
+  opts.mesh = std::move(mesh);
+  opts.optimizer.kind = optimizer;
+  auto r = passes::compile(*archive, *s, opts);
+  if (!r) FAIL(r.status().message());
+  return std::move(*r);
+}
+
+int64_t parameterCount(const std::string& m) {
+  auto archive = pt2::readArchive(model(m));
+  REQUIRE(archive.hasValue());
+  int64_t n = 0;
+  for (const auto& in : archive->program.signature.inputs)
+    if (in.kind == ir::InputKind::Parameter) n += *in.value->type().numel();
+  return n;
+}
+
+}  // namespace
+
+TEST_CASE("Megatron TP training: one all-reduce per column-parallel input gradient, none on weights") {
+  // Megatron's backward all-reduces the activation gradient once where the
+  // column-parallel linears' input gradients meet; row-parallel weight
+  // gradients and the replicated norms' gradients are computed locally.
+  // llama_train: 2 layers x (2 forward + 2 backward) all-reduces of [2, 16, 64].
+  for (const std::string kind : {"sgd", "adamw"}) {
+    INFO(kind);
+    auto r = compileTrain("llama_train", example("llama_tp.json"), {2}, kind);
+    auto counts = countCollectives(r.program);
+    CHECK(counts["spmd.all_reduce"] == 8);
+    CHECK(counts.size() == 1);
+    for (const auto& n : r.program.graph.graph.nodes())
+      if (n->target() == ir::kAllReduce) CHECK(n->outputValues()[0]->type().str() == "f32[2, 16, 64]");
+  }
+  auto mlp = compileTrain("mlp_train", example("mlp_tp.json"), {2}, "adamw");
+  CHECK(countCollectives(mlp.program) == std::map<std::string, int>{{"spmd.all_reduce", 1}});
+}
+
+TEST_CASE("fsdp is ZeRO-3: parameters gathered once before use, gradients reduce-scattered, states sharded") {
+  for (const std::string m : {"mlp_train", "llama_train"}) {
+    INFO(m);
+    auto r = compileTrain(m, "fsdp", {2}, "adamw");
+    int64_t gathered = 0, scattered = 0, parameters = 0;  // elements
+    for (const auto& n : r.program.graph.graph.nodes()) {
+      if (!ir::isCommunicating(n->target())) continue;
+      int64_t numel = *n->outputValues()[0]->type().numel();
+      if (n->target() == ir::kAllGather) {
+        CHECK(n->inputValues()[0]->producer() == nullptr);  // a stored shard, not an activation
+        gathered += numel;
+      }
+      if (n->target() == ir::kReduceScatter) scattered += numel * 2;
+      CHECK(n->target() != ir::kAllToAll);
+    }
+    std::set<std::string> params;
+    auto archive = pt2::readArchive(model(m));
+    REQUIRE(archive.hasValue());
+    for (const auto& in : archive->program.signature.inputs)
+      if (in.kind == ir::InputKind::Parameter) params.insert(in.target);
+    for (const auto& w : r.program.weights) {
+      INFO(w.fqn);
+      if (w.fqn.rfind("optim.", 0) == 0 && w.fqn != "optim.step") CHECK(w.spec.str() == "[S(0)]");
+      if (w.fqn.rfind("optim.", 0) != 0 && !params.count(w.fqn)) CHECK(w.spec.str() == "[R]");  // buffers
+      if (params.count(w.fqn)) {
+        CHECK(w.spec.str() == "[S(0)]");
+        int64_t numel = 1;
+        for (int64_t d : w.globalShape) numel *= d;
+        parameters += numel;
+      }
+    }
+    CHECK(parameters == parameterCount(m));
+    CHECK(gathered == parameters);
+    CHECK(scattered == parameters);
+  }
+}
+
+TEST_CASE("hsdp: gathers and reduce-scatters over the shard axis, all-reduces shards over the other") {
+  auto r = compileTrain("mlp_train", "hsdp", {2, 2}, "sgd");
+  int64_t params = parameterCount("mlp_train");
+  std::map<std::string, int64_t> elements;
+  for (const auto& n : r.program.graph.graph.nodes()) {
+    if (!ir::isCommunicating(n->target()) || n->outputValues()[0]->type().rank() == 0) continue;
+    CHECK(n->inputs()[1].arg.strings ==
+          std::vector<std::string>{n->target() == ir::kAllReduce ? "d0" : "d1"});
+    elements[n->target()] += *n->outputValues()[0]->type().numel();
+  }
+  CHECK(elements[std::string(ir::kAllGather)] == params);
+  CHECK(elements[std::string(ir::kReduceScatter)] == params / 2);
+  CHECK(elements[std::string(ir::kAllReduce)] == params / 2);
 }
 
 TEST_CASE("data parallel training all-reduces every gradient and the loss; buckets fuse the gradients") {

@@ -61,6 +61,10 @@ TEST_CASE("every model under fsdp on 2 ranks") {
   for (const char* m : kModels) runCase({m, "fsdp", {2}});
 }
 
+TEST_CASE("every model under hsdp on a 2x2 mesh (ddp x fsdp)") {
+  for (const char* m : kModels) runCase({m, "hsdp", {2, 2}});
+}
+
 TEST_CASE("Megatron tensor parallelism on 2 and 8 ranks") {
   for (const std::string m : {"mlp", "gpt_block", "llama"}) {
     runCase({m, "schemas/examples/" + m + "_tp.json", {2}});

@@ -55,8 +55,8 @@ void checkSameLosses(const std::vector<double>& got, const std::vector<double>& 
 }  // namespace
 
 TEST_CASE(
-    "5 AdamW steps: dp and fsdp on 2 ranks, Megatron on 4 and (llama) 2x2 dp x tp, give one worker's "
-    "losses") {
+    "5 AdamW steps: dp and fsdp on 2 ranks, hsdp on 2x2, Megatron on 4 and (llama) 2x2 dp x tp, give one "
+    "worker's losses") {
   for (const std::string model : {"mlp_train", "llama_train"}) {
     INFO(model);
     Run one = train(model, "dp", {1}, 5);
@@ -64,6 +64,7 @@ TEST_CASE(
     for (size_t i = 1; i < one.losses.size(); ++i) CHECK(one.losses[i] < one.losses[i - 1]);
     checkSameLosses(train(model, "dp", {2}, 5).losses, one.losses);
     checkSameLosses(train(model, "fsdp", {2}, 5).losses, one.losses);
+    checkSameLosses(train(model, "hsdp", {2, 2}, 5).losses, one.losses);
     if (model == "mlp_train")
       checkSameLosses(train(model, "schemas/examples/mlp_tp.json", {4}, 5).losses, one.losses);
     if (model == "llama_train") {

@@ -85,7 +85,8 @@ struct Out {
   ir::ScalarType dtype = ir::ScalarType::Float;
 };
 
-/// Builds a small program: inputs (user inputs) and nodes.
+/// Builds a small program: inputs (user inputs) and nodes; the last node's
+/// results are the program's outputs.
 class TestGraph {
  public:
   /// A user input tensor.
@@ -115,6 +116,9 @@ class TestGraph {
                               std::move(outputs));
     INFO(n.status().message());
     REQUIRE(n.hasValue());
+    p_.graph.mutableOutputs().clear();
+    for (ir::Value* v : values)
+      if (v) p_.graph.addOutput(ir::Argument::tensor(v));
     return values;
   }
   /// The last node added.

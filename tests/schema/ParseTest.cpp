@@ -104,9 +104,9 @@ TEST_CASE("presets", "[schema][parse]") {
   CHECK(presetSchema("dp")->preset == Preset::DataParallel);
   CHECK(presetSchema("dp")->source == "preset 'dp'");
   CHECK(presetSchema("fsdp")->preset == Preset::Fsdp);
-  CHECK(presetNames() == std::vector<std::string_view>{"dp", "fsdp"});
+  CHECK(presetNames() == std::vector<std::string_view>{"dp", "ddp", "fsdp", "hsdp"});
   CHECK(presetSchema("tp").status().message() ==
-        "unknown placement preset 'tp' (presets: dp, fsdp; or give a schema file)");
+        "unknown placement preset 'tp' (presets: dp, ddp, fsdp, hsdp; or give a schema file)");
 }
 
 TEST_CASE("loadSchemaOrPreset: preset names, else files", "[schema][parse]") {

@@ -408,4 +408,85 @@ TEST_CASE("preset fsdp: dim 0 sharded where it divides, gradients follow", "[sch
             "preset 'fsdp': parameter 'b' f32[10] stays replicated: dim 0 (10) does not divide by "
             "the 8 ranks",
             "preset 'fsdp': parameter 'scale' f32[] stays replicated: it is a scalar"});
+  // ZeRO-3: the sharded parameter is gathered before use, the rest are not.
+  CHECK(r->gathered[0] == spec({kR, kR}));
+  for (size_t i = 1; i < r->gathered.size(); ++i) CHECK_FALSE(r->gathered[i].has_value());
+}
+
+TEST_CASE("preset ddp is dp", "[schema][preset]") {
+  auto r = resolvePlacements(*presetSchema("ddp"), mlpTrainProgram(), std::vector<int64_t>{2});
+  REQUIRE(r.hasValue());
+  for (size_t i = 0; i < 4; ++i) CHECK(r->inputs[i] == spec({kR}));
+  CHECK(r->inputs[4] == spec({S(0)}));
+  for (const auto& g : r->gathered) CHECK_FALSE(g.has_value());
+}
+
+TEST_CASE("preset hsdp: replicate over axis 0, fsdp over axis 1", "[schema][preset]") {
+  auto r = resolvePlacements(*presetSchema("hsdp"), mlpTrainProgram(), std::vector<int64_t>{2, 2});
+  REQUIRE(r.hasValue());
+  CHECK(r->inputs[0] == spec({kR, S(0)}));  // fc1.weight
+  CHECK(r->gathered[0] == spec({kR, kR}));
+  CHECK(r->inputs[4] == spec({S(0), S(0)}));  // x
+  CHECK(r->outputs[1] == spec({kR, S(0)}));   // its gradient: all-reduced over axis 0, scattered over 1
+  CHECK(resolvePlacements(*presetSchema("hsdp"), mlpTrainProgram(), std::vector<int64_t>{4})
+            .status()
+            .message() ==
+        "preset 'hsdp': hsdp needs a 2-D mesh (replicate x shard), e.g. --mesh 2x4; the mesh is 4 (x)");
+}
+
+TEST_CASE("presets split a batch over the leading axes it divides by", "[schema][preset]") {
+  ProgramBuilder b;
+  b.input(ir::InputKind::UserInput, "x", {2, 64});
+  auto r = resolvePlacements(*presetSchema("dp"), b.take(), std::vector<int64_t>{2, 2});
+  REQUIRE(r.hasValue());
+  CHECK(r->inputs[0] == spec({S(0), kR}));
+  CHECK(r->notes ==
+        std::vector<std::string>{"preset 'dp': input 'x' f32[2, 64]: dim 0 does not divide over all "
+                                 "4 ranks; split [S(0), R] instead"});
+}
+
+TEST_CASE("a preset in the file, refined by rules (rules win)", "[schema][preset]") {
+  ResolvedPlacements r = resolved(R"js({"version": 1, "preset": "fsdp", "mesh": {"shape": [2]},
+      "params": [{"match": "*fc2.*", "placements": ["R"]}]})js",
+                                  mlpTrainProgram());
+  CHECK(r.inputs[0] == spec({S(0)}));  // fc1.weight: the preset's
+  CHECK(r.gathered[0] == spec({kR}));
+  CHECK(r.inputs[2] == spec({kR}));  // fc2.weight: the rule's, not gathered
+  CHECK_FALSE(r.gathered[2].has_value());
+  CHECK(r.inputs[4] == spec({S(0)}));  // x: the preset's
+}
+
+TEST_CASE("gather: stored sharded, gathered on the named axes before use", "[schema][resolve]") {
+  ResolvedPlacements r = resolved(R"js({"version": 1, "mesh": {"shape": [2, 2], "axes": ["fsdp", "tp"]},
+      "params": [{"match": "*fc1.weight", "placements": {"fsdp": "S(1)", "tp": "S(0)"}, "gather": ["fsdp"]},
+                 {"match": "*fc2.weight", "placements": {"fsdp": "S(0)"}, "gather": true}]})js",
+                                  mlpTrainProgram());
+  CHECK(r.inputs[0] == spec({S(1), S(0)}));
+  CHECK(r.gathered[0] == spec({kR, S(0)}));  // tp's shard stays
+  CHECK(r.gathered[2] == spec({kR, kR}));
+  CHECK(resolveError(R"js({"version": 1, "mesh": {"shape": [2]},
+      "inputs": [{"match": "x", "placements": ["S(0)"], "gather": true}]})js",
+                     mlpTrainProgram()) ==
+        "s.json: /inputs/0/gather: gather applies to parameters only, not to user inputs");
+  CHECK(resolveError(R"js({"version": 1, "mesh": {"shape": [2]},
+      "params": [{"match": "*fc1.weight", "placements": ["S(0)"], "gather": ["tp"]}]})js",
+                     mlpTrainProgram())
+            .find("s.json: /params/0/gather/tp: unknown mesh axis 'tp'") == 0);
+}
+
+TEST_CASE("where_divisible: tensors the placements do not fit keep their layout, with a note",
+          "[schema][resolve]") {
+  ProgramBuilder b;
+  b.input(ir::InputKind::Parameter, "p_a", {6, 4}, "a");
+  b.input(ir::InputKind::Parameter, "p_b", {4}, "b");
+  ResolvedPlacements r = resolved(R"js({"version": 1, "mesh": {"shape": [3]},
+      "params": [{"match": "*", "placements": ["S(0)"], "where_divisible": true}]})js",
+                                  b.take());
+  CHECK(r.inputs[0] == spec({S(0)}));
+  CHECK(r.inputs[1] == spec({kR}));
+  CHECK(r.notes ==
+        std::vector<std::string>{
+            "s.json: /params/0: rule '*' on parameter 'b' f32[4]: dim 0 of size 4 does not divide "
+            "evenly over mesh axis 'x' of size 3: shard it over axes whose sizes divide it, or pad "
+            "it; where_divisible: left as it was"});
 }

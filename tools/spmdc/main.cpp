@@ -120,7 +120,9 @@ int main(int argc, char** argv) {
   CompileArgs c;
   auto* compile = app.add_subcommand("compile", "Compile a .pt2 archive into a distributed .spmd program");
   compile->add_option("model", c.model, "torch.export archive (.pt2)")->required();
-  compile->add_option("--schema", c.schema, "placement schema (JSON file), or a preset: dp, fsdp")
+  compile
+      ->add_option("--schema", c.schema,
+                   "placement schema (JSON file), or a preset: dp (alias ddp), fsdp, hsdp")
       ->required();
   compile->add_option("--mesh", c.mesh, "mesh shape, e.g. 8 or 2x4 (overrides the schema's)");
   compile->add_option("-o,--output", c.output, "output program (.spmd)")->required();
