@@ -40,6 +40,32 @@ class MLP(nn.Module):
         return self.fc2(F.gelu(self.fc1(x)))
 
 
+class MLPCast(nn.Module):
+    """The MLP behind dtype casts: training-IR exports keep aten.to.dtype
+    and guard each cast with aten._assert_tensor_metadata."""
+
+    def __init__(self):
+        super().__init__()
+        self.mlp = MLP()
+
+    def forward(self, x):
+        return self.mlp(x.to(torch.float32)).to(torch.float64)
+
+
+class TiedLM(nn.Module):
+    """An embedding whose table is also the output projection (GPT-2's
+    wte / lm_head): one tensor under two FQNs."""
+
+    def __init__(self, vocab=64, d=16):
+        super().__init__()
+        self.wte = nn.Embedding(vocab, d)
+        self.lm_head = nn.Linear(d, vocab, bias=False)
+        self.lm_head.weight = self.wte.weight
+
+    def forward(self, tokens):
+        return self.lm_head(torch.tanh(self.wte(tokens)))
+
+
 class MLPLoss(nn.Module):
     def __init__(self):
         super().__init__()
@@ -292,6 +318,9 @@ CASES = {
         dynamic_shapes=({0: torch.export.Dim("batch", min=2, max=4096)},)),
     "mlp_training_ir": lambda o: export_infer(o, "mlp_training_ir", MLP(), [torch.randn(32, 64)],
                                               decompose=False),
+    "mlp_cast": lambda o: export_infer(o, "mlp_cast", MLPCast(), [torch.randn(32, 64, dtype=torch.float64)],
+                                       decompose=False),
+    "tied_lm": lambda o: export_infer(o, "tied_lm", TiedLM(), [torch.randint(0, 64, (2, 8))]),
     "mlp_train": lambda o: export_train(o, "mlp_train", MLPLoss(),
                                        [torch.randn(32, 64), torch.randn(32, 64)]),
     "gpt_block": lambda o: export_infer(o, "gpt_block", GPTBlock(), [torch.randn(4, 16, 64)]),

@@ -24,6 +24,10 @@ inline constexpr std::string_view kAllToAll = "spmd.all_to_all";
 inline constexpr std::string_view kLocalSlice = "spmd.local_slice";
 inline constexpr std::string_view kZeroPartial = "spmd.zero_partial";
 inline constexpr std::string_view kWait = "spmd.wait";
+/// Embedding lookup into a table whose rows (the vocabulary) are sharded:
+/// rows this rank holds are looked up, others give zeros (a pending sum).
+///   %e: f32[2, 16, 64] = spmd.vocab_embedding(%w, %tokens, "[S(0)]", 256)
+inline constexpr std::string_view kVocabEmbedding = "spmd.vocab_embedding";
 
 /// True for targets in the spmd namespace.
 inline bool isSpmdOp(std::string_view target) { return target.substr(0, 5) == "spmd."; }

@@ -308,6 +308,10 @@ struct ExportedProgram {
   std::string torchVersion;
   /// Display name (the archive's stem).
   std::string name;
+  /// Tied weights: for a stored tensor's FQN, the other FQNs that name the
+  /// same bytes (e.g. GPT-2's lm_head.weight and transformer.wte.weight),
+  /// whether or not they are graph inputs too.
+  std::map<std::string, std::vector<std::string>, std::less<>> tiedNames;
 };
 
 /// Prints the program one line per input, node and output; identical

@@ -8,6 +8,7 @@
 //   %sym_size_int_46 = _operator.mul(%sym_size_int_46_local, 2)     (symbols stay global)
 #include <algorithm>
 
+#include "ir/Collectives.h"
 #include "passes/Expander.h"
 
 namespace spmd::passes::detail {
@@ -51,6 +52,21 @@ Status Expander::localizeArgs(const ir::Node& n, const sharding::NodeSharding& n
                               std::vector<ir::NamedArgument>& args) {
   if (n.target() == "aten.split_with_sizes.default" || n.target() == "aten.split.Tensor")
     return localizeSplit(n, ns, args);
+  if (n.target() == "aten._assert_tensor_metadata.default") {
+    // The traced size and stride are global: check the local shard's size
+    // instead, and no stride (a shard's strides are its own).
+    const ir::Value* x = sharding::tensorOperands(n)[0];
+    ir::TensorType local = localType(x->type(), ns.operands[0], mesh_);
+    for (auto& na : args) {
+      if (na.name == "stride") na.arg = Argument::none();
+      if (na.name == "size" && na.arg.kind != Argument::Kind::None && local.isStatic()) {
+        std::vector<int64_t> sizes;
+        for (const auto& d : local.sizes) sizes.push_back(d.value());
+        na.arg = Argument::integers(sizes);
+      }
+    }
+    return Status::ok();
+  }
   const char* sizeArg = sizeArgOf(n.target());
   if (!sizeArg || ns.results.empty()) return Status::ok();
   const ir::Value* result = sharding::tensorResults(n)[0];
@@ -123,6 +139,15 @@ Status Expander::expandNode(const ir::Node& n) {
     }
   }
   SPMD_RETURN_IF_ERROR(localizeArgs(n, ns, args));
+  std::string target = n.target();
+  if (target == "aten.embedding.default" && !ns.operands.empty() && ns.operands[0].shardsDim(0)) {
+    // Vocab-parallel: this rank's rows are looked up, the rest give zeros.
+    target = std::string(ir::kVocabEmbedding);
+    args = {args[0],
+            args[1],
+            {"spec", stringArg(ns.operands[0].str()), false},
+            {"vocab", Argument::integer(operands[0]->type().sizes[0].value()), false}};
+  }
   // sym_size of a sharded dim: local size times the shard count, so symbols stay global.
   int64_t symScale = 1;
   if (n.target() == "aten.sym_size.int" && !operands.empty()) {
@@ -148,7 +173,7 @@ Status Expander::expandNode(const ir::Node& n) {
     }
   }
   std::string nodeName = symScale != 1 ? uniqueName(n.name() + "_local") : n.name();
-  SPMD_ASSIGN_OR_RETURN(ir::Node * node, g_->addNode(nodeName, n.target(), std::move(args), std::move(outs)));
+  SPMD_ASSIGN_OR_RETURN(ir::Node * node, g_->addNode(nodeName, target, std::move(args), std::move(outs)));
   node->mutableMetadata() = n.metadata();
   for (auto [src, v] : mapped) map_[static_cast<size_t>(src->id())] = v;
   if (symScale != 1) {

@@ -71,7 +71,8 @@ Expected<CompileResult> compile(pt2::Archive& archive, const schema::PlacementSc
   auto prop =
       sharding::propagate(source, placements.inputs, placements.mesh, sharding::defaultRuleRegistry(), popts);
   if (!prop) return prop.status().withContext(archive.path);
-  r.warnings = prop->warnings;
+  r.warnings = placements.warnings;
+  r.warnings.insert(r.warnings.end(), prop->warnings.begin(), prop->warnings.end());
   timer.done("propagation");
 
   ExpandInput in;

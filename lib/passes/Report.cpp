@@ -123,7 +123,11 @@ std::string summaryText(const CompileResult& r, const std::string& input, const 
   out += "  per rank: " + withCommas(m.paramBytes) + " B of weights, peak estimate " +
          withCommas(m.peakBytes) + " B\n";
   for (const auto& n : r.notes) out += "note: " + n + "\n";
-  for (const auto& w : r.warnings) out += "warning: " + w + "\n";
+  constexpr size_t kWarningsShown = 10;
+  for (size_t i = 0; i < r.warnings.size() && i < kWarningsShown; ++i)
+    out += "warning: " + r.warnings[i] + "\n";
+  if (r.warnings.size() > kWarningsShown)
+    out += "warning: ... " + std::to_string(r.warnings.size() - kWarningsShown) + " more (see --report)\n";
   return out;
 }
 

@@ -8,7 +8,9 @@
 
 #include <chrono>
 #include <cstdlib>
+#include <map>
 #include <new>
+#include <tuple>
 #include <unordered_map>
 
 #include "io/Zip.h"
@@ -143,6 +145,16 @@ std::string stem(const std::string& path) {
   return dot == std::string::npos || dot == 0 ? base : base.substr(0, dot);
 }
 
+// Tied weights: FQNs whose payload is the same member, offset and shape.
+void recordTiedNames(Archive& a) {
+  std::map<std::tuple<std::string, int64_t, std::vector<int64_t>>, std::vector<std::string>> byBytes;
+  for (const auto& [fqn, t] : a.weights) byBytes[{t.member, t.storageOffset, t.sizes}].push_back(fqn);
+  for (const auto& [key, names] : byBytes)
+    for (const std::string& n : names)
+      for (const std::string& other : names)
+        if (other != n) a.program.tiedNames[n].push_back(other);
+}
+
 }  // namespace
 
 Storage::Storage(size_t size) : size_(size) {
@@ -189,6 +201,7 @@ Expected<Archive> readArchive(const std::string& path, const ReadOptions& option
   Status st = readPayloadConfig(*zip, *layout, layout->weightsConfig, a.weights);
   if (st.isOk()) st = readPayloadConfig(*zip, *layout, layout->constantsConfig, a.constants);
   if (!st.isOk()) return st.withContext(path);
+  recordTiedNames(a);
   for (const auto& in : a.program.signature.inputs) {
     bool stored = in.kind == ir::InputKind::Parameter || in.kind == ir::InputKind::Buffer ||
                   in.kind == ir::InputKind::TensorConstant;

@@ -7,6 +7,7 @@
 //                                                   allreduce + narrow where a backend has none
 //   spmd.all_to_all(%x, "tp", 1, 0)              -> alltoall_base over stacked chunks
 //   spmd.local_slice / spmd.zero_partial          -> local, from the rank's axis coordinate
+//   spmd.vocab_embedding(%w, %i, "[S(0)]", 256)   -> lookup of the rows held, zeros elsewhere
 //   spmd.wait(%r)                                 -> completes an async collective
 //
 // With async=true a kernel returns the buffer at once and registers the
@@ -280,6 +281,34 @@ void zeroPartial(Stack& s) {
   s.emplace_back(r);
 }
 
+// spmd.vocab_embedding(weight, indices, spec, vocab): the rows of the
+// [vocab, D] table this rank holds under `spec` (one run, or sf runs of a
+// strided shard) are looked up; indices outside them give zero rows.
+void vocabEmbedding(Stack& s) {
+  auto a = torch::jit::last(s, 4);
+  at::Tensor w = a[0].toTensor();
+  at::Tensor idx = a[1].toTensor();
+  auto spec = sharding::ShardingSpec::parse(a[2].toStringRef());
+  TORCH_CHECK(spec.hasValue(), spec.status().message());
+  int64_t vocab = a[3].toInt();
+  MeshComm& c = comm();
+  sharding::Chunk rows = sharding::localChunks({vocab, w.size(1)}, *spec, c.mesh(), c.coords())[0];
+  TORCH_CHECK(rows.size == w.size(0), "vocab_embedding: the table holds ", w.size(0), " rows, its layout ",
+              a[2].toStringRef(), " gives this rank ", rows.size);
+  int64_t run = rows.blockSize();
+  at::Tensor local = at::zeros_like(idx);
+  at::Tensor held = at::zeros_like(idx, idx.options().dtype(at::kBool));
+  for (int64_t b = 0; b < rows.blocks; ++b) {
+    int64_t start = rows.offset + b * rows.blockStride;
+    at::Tensor in = idx.ge(start).logical_and(idx.lt(start + run));
+    local = at::where(in, idx - start + b * run, local);
+    held = held.logical_or(in);
+  }
+  at::Tensor out = at::embedding(w, local).mul(held.unsqueeze(-1).to(w.scalar_type()));
+  torch::jit::drop(s, 4);
+  s.emplace_back(out);
+}
+
 void waitOp(Stack& s) {
   at::Tensor x = s.back().toTensor();
   auto r = comm().wait(x);
@@ -316,6 +345,8 @@ const LocalOpDef kCollectives[] = {
     {"spmd.reduce_scatter",
      "spmd::reduce_scatter(Tensor self, str axis, int dim, str op, *, bool async=False) -> Tensor",
      boolAsByte<reduceScatter, 5>},
+    {"spmd.vocab_embedding",
+     "spmd::vocab_embedding(Tensor weight, Tensor indices, str spec, int vocab) -> Tensor", vocabEmbedding},
     {"spmd.wait", "spmd::wait(Tensor self) -> Tensor", waitOp},
     {"spmd.zero_partial", "spmd::zero_partial(Tensor self, str axis) -> Tensor", zeroPartial},
 };

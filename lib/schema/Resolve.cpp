@@ -220,7 +220,14 @@ Expected<std::optional<ShardingSpec>> gatheredSpec(const PlacementSchema& s, con
   return std::optional<ShardingSpec>(out);
 }
 
-/// Parameters, buffers and tensor constants (names: FQN).
+bool isInputTarget(const ir::ExportedProgram& p, const std::string& fqn) {
+  for (const ir::InputSpec& in : p.signature.inputs)
+    if (in.kind != ir::InputKind::UserInput && in.target == fqn) return true;
+  return false;
+}
+
+/// Parameters, buffers and tensor constants (names: FQN, then the tied
+/// names of the same bytes that are no graph input).
 std::vector<Target> paramTargets(const ir::ExportedProgram& p) {
   std::vector<Target> out;
   for (size_t i = 0; i < p.signature.inputs.size(); ++i) {
@@ -230,7 +237,12 @@ std::vector<Target> paramTargets(const ir::ExportedProgram& p) {
                        : in.kind == ir::InputKind::TensorConstant ? "constant"
                                                                   : nullptr;
     if (noun == nullptr || in.value == nullptr) continue;
-    out.push_back({i, {in.target}, std::string(noun) + " '" + in.target + "'", in.value});
+    Target t{i, {in.target}, std::string(noun) + " '" + in.target + "'", in.value};
+    // Tied names that are no graph input match this input too.
+    if (auto it = p.tiedNames.find(in.target); it != p.tiedNames.end())
+      for (const std::string& other : it->second)
+        if (!isInputTarget(p, other)) t.names.push_back(other);
+    out.push_back(std::move(t));
   }
   return out;
 }
@@ -289,6 +301,39 @@ void shardParameters(const PlacementSchema& s, const ir::ExportedProgram& p, Res
   }
 }
 
+/// Warns when tied graph inputs (one tensor under two FQNs) get different
+/// layouts: each is stored and laid out on its own, and a train step
+/// updates each on its own.
+void warnTiedMismatch(const ir::ExportedProgram& p, const std::vector<Target>& params,
+                      ResolvedPlacements& r) {
+  std::map<std::string, const Target*> byName;
+  for (const Target& t : params) byName[t.names.front()] = &t;
+  for (const Target& t : params) {
+    auto it = p.tiedNames.find(t.names.front());
+    if (it == p.tiedNames.end()) continue;
+    for (const std::string& other : it->second) {
+      auto o = byName.find(other);
+      if (o == byName.end() || other < t.names.front()) continue;
+      const ShardingSpec& a = r.inputs[t.index];
+      const ShardingSpec& b = r.inputs[o->second->index];
+      if (a == b) continue;
+      bool aUsed = !t.value->users().empty(), bUsed = !o->second->value->users().empty();
+      if (aUsed != bUsed) {
+        const Target& unused = aUsed ? *o->second : t;
+        const Target& used = aUsed ? t : *o->second;
+        r.warnings.push_back(unused.what + " is laid out " + r.inputs[unused.index].str() +
+                             " but the program never reads it: it reads that tensor (tied) as " + used.what +
+                             ", laid out " + r.inputs[used.index].str() + "; place " + used.what +
+                             " instead");
+        continue;
+      }
+      r.warnings.push_back(t.what + " and " + o->second->what + " are one tensor (tied) but are laid out " +
+                           a.str() + " and " + b.str() +
+                           ": each is stored and updated on its own; give both the same placements");
+    }
+  }
+}
+
 /// Specs from a preset (dp, fsdp, hsdp).
 Status applyPreset(const PlacementSchema& s, const ir::ExportedProgram& p, ResolvedPlacements& r) {
   if (s.preset == Preset::Hsdp && r.mesh.numAxes() != 2)
@@ -334,7 +379,13 @@ Status applyTensorRules(const PlacementSchema& s, const ir::ExportedProgram& p, 
                            " is not a parameter; gather applies to parameters only (narrow the match)");
     r.inputs[i] = *paramSpecs[t].spec;
     SPMD_ASSIGN_OR_RETURN(r.gathered[i], gatheredSpec(s, rule, r.inputs[i], r.mesh));
+    if (!globMatch(rule.match, params[t].names.front()))
+      r.notes.push_back(s.source + ": " + rule.pointer + ": rule '" + rule.match + "' applies to " +
+                        params[t].what +
+                        ", whose tied name it matches (one tensor, which torch.export "
+                        "names once)");
   }
+  warnTiedMismatch(p, params, r);
   for (size_t t = 0; t < inputs.size(); ++t) {
     if (!inputSpecs[t].spec) continue;
     if (inputSpecs[t].rule->gather)

@@ -36,6 +36,9 @@ struct ResolvedPlacements {
   /// Things the user should know (fsdp fallbacks, symbolic sizes checked at
   /// their trace-time hint), one line each, without "note: ".
   std::vector<std::string> notes;
+  /// Things that are likely mistakes (tied weights laid out differently),
+  /// one line each, without "warning: ".
+  std::vector<std::string> warnings;
 };
 
 /// The mesh of `s`, with `meshOverride` (--mesh) replacing its shape. Errors:

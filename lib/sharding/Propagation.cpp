@@ -422,6 +422,32 @@ Expected<Propagation> runPass(const PassInputs& in, Available& available) {
   return p;
 }
 
+// A warning for each operand an op's rule makes gather (a shard on some
+// axis the op takes whole): the user sharded it, and from here it is not.
+// Layout anchors (FSDP's gathers, gradients) are asked for, not forced.
+void addGatherWarnings(const ir::Graph& g, const Mesh& mesh, Propagation& p) {
+  for (const auto& n : g.nodes()) {
+    const auto& other = n->metadata().other;
+    if (isSymbolicOp(n->target()) || other.count(std::string(kLayoutKey)) ||
+        other.count(std::string(kLayoutAsKey)))
+      continue;
+    const NodeSharding& ns = p.nodes[static_cast<size_t>(n->index())];
+    auto operands = tensorOperands(*n);
+    for (size_t i = 0; i < operands.size() && i < ns.operands.size(); ++i) {
+      const ShardingSpec& cur = p.values[static_cast<size_t>(operands[i]->id())];
+      const ShardingSpec& want = ns.operands[i];
+      std::string axes;
+      for (size_t a = 0; a < cur.placements.size() && a < want.placements.size(); ++a)
+        if (cur.placements[a].isShard() && !want.placements[a].isShard() &&
+            mesh.size(static_cast<int64_t>(a)) > 1)
+          axes += (axes.empty() ? "'" : ", '") + mesh.axisNames()[a] + "'";
+      if (axes.empty()) continue;
+      p.warnings.push_back(describe(*n) + " gathers %" + operands[i]->name() + " " + cur.str() + " -> " +
+                           want.str() + " on " + axes + ": its rule cannot keep that sharding here");
+    }
+  }
+}
+
 // The modeled cost of every redistribution a plan implies (each value into
 // each layout once).
 double planCost(const PassInputs& in, const Propagation& p) {
@@ -475,7 +501,8 @@ Expected<std::vector<NodeSharding>> enumerateStrategies(const ir::Node& node, co
 bool isSymbolicOp(std::string_view target) {
   return target == "aten.sym_size.int" || target == "aten.sym_numel.default" ||
          target == "aten.sym_stride.int" || target.substr(0, 10) == "_operator." ||
-         target == "aten._assert_scalar.default" || target == "aten.sym_constrain_range_for_size.default";
+         target == "aten._assert_scalar.default" || target == "aten.sym_constrain_range_for_size.default" ||
+         target == "aten._assert_tensor_metadata.default";
 }
 
 Expected<Propagation> propagate(const ir::ExportedProgram& program,
@@ -505,7 +532,9 @@ Expected<Propagation> propagate(const ir::ExportedProgram& program,
   SPMD_ASSIGN_OR_RETURN(Propagation p1, runPass(in, first));
   Available second = first;
   SPMD_ASSIGN_OR_RETURN(Propagation p2, runPass(in, second));
-  return planCost(in, p2) <= planCost(in, p1) + 1e-15 ? p2 : p1;
+  Propagation& p = planCost(in, p2) <= planCost(in, p1) + 1e-15 ? p2 : p1;
+  addGatherWarnings(g, mesh, p);
+  return std::move(p);
 }
 
 }  // namespace spmd::sharding

@@ -79,7 +79,9 @@ Expected<Propagation> propagate(const ir::ExportedProgram& program,
 Expected<std::vector<NodeSharding>> enumerateStrategies(const ir::Node& node, const RuleRegistry& registry,
                                                         const Mesh& mesh);
 
-/// Targets evaluated without a rule (symbolic integer arithmetic, sym_size).
+/// Targets evaluated without a rule (symbolic integer arithmetic, sym_size,
+/// and asserts such as _assert_tensor_metadata): tensor operands are read in
+/// whatever layout they have, with no collective.
 bool isSymbolicOp(std::string_view target);
 
 }  // namespace spmd::sharding

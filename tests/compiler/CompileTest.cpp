@@ -1,6 +1,7 @@
 // spmdc compile end to end on real models (no execution): collective
 // counts against PyTorch DTensor, determinism, local shapes, reports and
 // the refusal of bad input.
+#include <fstream>
 #include <nlohmann/json.hpp>
 #include <set>
 #include "../TestCatch.h"
@@ -70,6 +71,35 @@ TEST_CASE("a fused QKV projection split Megatron-style: two all-reduces, no all-
     CHECK(counts["spmd.all_reduce"] == 2);
     CHECK(counts.size() == 1);
   }
+}
+
+TEST_CASE("a vocab-sharded embedding looks up locally and all-reduces the activations") {
+  // Megatron's vocab-parallel embedding: no gather of the [256, 64] table,
+  // one all-reduce of the [2, 16, 64] lookup on top of Megatron's four.
+  auto r = compileOrFail("llama", std::string(SPMD_TESTDATA_DIR) + "/schemas/llama_vocab_tp.json");
+  CHECK(countCollectives(r.program) == std::map<std::string, int>{{"spmd.all_reduce", 5}});
+  std::string dump = program::dumpProgram(r.program);
+  CHECK_THAT(dump,
+             Catch::Contains("%embedding: f32[2, 16, 64] = spmd.vocab_embedding(%p_tok_weight, %tokens, "
+                             "\"[S(0)]\", 256)"));
+}
+
+TEST_CASE("a rule on a tied weight the program never reads is a warning naming the name it reads") {
+  // torch.export keeps both FQNs of a tied table (wte.weight, lm_head.weight)
+  // but the graph reads only one of them.
+  TempDir dir;
+  std::string schema = dir.file("s.json");
+  std::ofstream(schema) << R"js({"version": 1, "mesh": {"shape": [2]},
+      "params": [{"match": "wte.weight", "placements": ["S(0)"]}]})js";
+  auto r = compileOrFail("tied_lm", schema);
+  REQUIRE(r.warnings.size() == 1);
+  CHECK(
+      r.warnings[0] ==
+      "parameter 'wte.weight' is laid out [S(0)] but the program never reads it: it reads that tensor (tied) "
+      "as parameter 'lm_head.weight', laid out [R]; place parameter 'lm_head.weight' instead");
+  std::ofstream(schema, std::ios::trunc) << R"js({"version": 1, "mesh": {"shape": [2]},
+      "params": [{"match": "*.weight", "placements": ["S(0)"]}]})js";
+  CHECK(compileOrFail("tied_lm", schema).warnings.empty());
 }
 
 TEST_CASE("size-1 mesh axes issue no collectives") {

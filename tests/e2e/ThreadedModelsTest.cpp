@@ -49,7 +49,8 @@ const char* kModels[] = {"cnn",
                          "mlp_dynamic_batch",
                          "mlp_train",
                          "mlp_training_ir",
-                         "moe"};
+                         "moe",
+                         "tied_lm"};
 
 }  // namespace
 
@@ -70,6 +71,11 @@ TEST_CASE("Megatron tensor parallelism on 2 and 8 ranks") {
     runCase({m, "schemas/examples/" + m + "_tp.json", {2}});
     runCase({m, "schemas/examples/" + m + "_tp.json", {8}});
   }
+}
+
+TEST_CASE("a vocab-parallel embedding: each rank looks up the rows it holds") {
+  for (const char* m : {"llama", "llama_train"}) runCase({m, "testdata/schemas/llama_vocab_tp.json", {2}});
+  runCase({"llama", "testdata/schemas/llama_vocab_tp.json", {4}});
 }
 
 TEST_CASE("llama on a 2x2 dp x tp mesh and on 2x4") {

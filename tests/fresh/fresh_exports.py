@@ -22,7 +22,7 @@ from safetensors.torch import load_file
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 sys.path.insert(0, os.path.join(ROOT, "scripts"))
 import gpu_check  # noqa: E402  (its compare(): one output comparison for both checks)
-MODELS = ["mlp", "mlp_dynamic_batch", "mlp_training_ir", "mlp_train", "gpt_block_sdpa", "llama",
+MODELS = ["mlp", "mlp_dynamic_batch", "mlp_training_ir", "mlp_cast", "mlp_train", "gpt_block_sdpa", "llama",
           "llama_train", "llama_dynamic", "cnn_train", "moe"]
 TP_SCHEMAS = {"mlp": "mlp_tp.json", "llama": "llama_tp.json"}
 

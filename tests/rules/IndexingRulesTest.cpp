@@ -24,15 +24,17 @@ TestGraph embeddingGraph() {
 
 }  // namespace
 
-TEST_CASE("embedding: index dims and D pass through, the vocabulary is replicated", "[rules][indexing]") {
+TEST_CASE("embedding: index dims and D pass through, the vocabulary is a summed factor",
+          "[rules][indexing]") {
   CHECK(ruleText(nodeWithTarget(model("llama"), "aten.embedding.default")) ==
-        "([l, k], [i, j]) -> ([i, j, k]) {i=2, j=16, k=64, l=256 replicated} linear-each(0)");
+        "([l, k], [i, j]) -> ([i, j, k]) {i=2, j=16, k=64, l=256 reduction(sum)} linear-each(0)");
   TestGraph g = embeddingGraph();
   CHECK(Placements(g.program(), {{"t", "S(0)"}}, 2).node("n0") == "[R] [S(0)] -> [S(0)]");
   CHECK(Placements(g.program(), {{"t", "S(1)"}}, 2).of("out") == "[S(1)]");
   CHECK(Placements(g.program(), {{"w", "S(1)"}}, 2).node("n0") == "[S(1)] [R] -> [S(2)]");
-  // A vocabulary shard is gathered first.
-  CHECK(Placements(g.program(), {{"w", "S(0)"}}, 2).node("n0") == "[R] [R] -> [R]");
+  // A vocabulary shard is looked up where it lies (vocab-parallel): the
+  // rows a rank does not hold give zeros, a pending sum.
+  CHECK(Placements(g.program(), {{"w", "S(0)"}}, 2).node("n0") == "[S(0)] [R] -> [P(sum)]");
   // A pending weight stays pending: a lookup is linear in the table.
   CHECK(Placements(g.program(), {{"w", "P(sum)"}}, 2).node("n0") == "[P(sum)] [R] -> [P(sum)]");
 }

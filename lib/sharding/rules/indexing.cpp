@@ -6,7 +6,7 @@
 // destination must then be pending too.
 //
 //   aten.embedding.default(w[256, 64], tokens[2, 16])
-//     -> ([l, k], [i, j]) -> ([i, j, k]) {i=2, j=16, k=64, l=256 replicated} linear-each(0)
+//     -> ([l, k], [i, j]) -> ([i, j, k]) {i=2, j=16, k=64, l=256 reduction(sum)} linear-each(0)
 //   aten.gather.default(x[8, 10], 1, idx[8, 1])
 //     -> ([i, j], [i, 1]) -> ([i, 1]) {i=8, j=10 replicated} linear-each(0)
 //   aten.index_put.default(z[256, 64], [t[2, 16]], v[2, 16, 64], true)
@@ -15,9 +15,11 @@
 //   aten.topk.default(x[32, 4], 2)
 //     -> ([i, j]) -> ([i, k], [i, k]) {i=32, j=4 replicated, k=2 replicated}
 //
-// Embedding with the vocabulary sharded would need masked lookups: the
-// vocabulary dim needs replication. Non-accumulating scatters are not
-// marked linear: with duplicate indices, ranks may keep different writes.
+// Embedding with the vocabulary sharded is Megatron's vocab-parallel
+// embedding: each rank looks up the rows it holds and gives zeros for the
+// others (spmd.vocab_embedding), so the vocabulary is a summed factor.
+// Non-accumulating scatters are not marked linear: with duplicate indices,
+// ranks may keep different writes.
 #include <algorithm>
 #include <optional>
 
@@ -52,6 +54,7 @@ Expected<OpShardingRule> embeddingRule(const ir::Node& node) {
   for (int64_t d = 0; d < rank; ++d)
     if (idx[sz(d)] != 1) b.addFactor({-1, d}, {d}, idx[sz(d)]);
   if (w[1] != 1) b.addFactor({1, -1}, {rank}, w[1]);
+  if (w[0] != 1) b.addFactor({0, -1}, {-1}, w[0], FactorKind::Reduction);
   return b.linear(Linearity::Each, {0}).replicateRest().build();
 }
 

@@ -76,6 +76,9 @@ void registerPointwiseRules(RuleRegistry& r) {
   r.add("aten.sqrt.default", plain);
   r.add("aten.sub.Tensor", pointwise(Linearity::Joint, {0, 1}));
   r.add("aten.tanh.default", plain);
+  r.add("aten.to.device", linearUnary);
+  r.add("aten.to.dtype", linearUnary);
+  r.add("aten.to.dtype_layout", linearUnary);
   r.add("aten.threshold_backward.default", pointwise(Linearity::Each, {0}));
   r.add("aten.where.self", pointwise(Linearity::Joint, {1, 2}));
   r.add("aten.zeros_like.default", valueIndependent);
