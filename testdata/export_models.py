@@ -66,6 +66,32 @@ class TiedLM(nn.Module):
         return self.lm_head(torch.tanh(self.wte(tokens)))
 
 
+class CustomOpModel(nn.Module):
+    """A Linear feeding a custom op, spmdtest::scaled_add(x, y) = x + 2 * y,
+    defined here for export and in C++ by tests/runtime/TestOps.cpp for
+    spmd-run --load-library."""
+
+    def __init__(self):
+        super().__init__()
+        self.l = nn.Linear(16, 16)
+
+    def forward(self, x):
+        return torch.ops.spmdtest.scaled_add(self.l(x), x)
+
+
+def define_test_ops():
+    if hasattr(torch.ops.spmdtest, "scaled_add"):
+        return
+
+    @torch.library.custom_op("spmdtest::scaled_add", mutates_args=())
+    def scaled_add(x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+        return x + 2 * y
+
+    @scaled_add.register_fake
+    def _(x, y):
+        return torch.empty_like(x)
+
+
 class MLPLoss(nn.Module):
     def __init__(self):
         super().__init__()
@@ -321,6 +347,8 @@ CASES = {
     "mlp_cast": lambda o: export_infer(o, "mlp_cast", MLPCast(), [torch.randn(32, 64, dtype=torch.float64)],
                                        decompose=False),
     "tied_lm": lambda o: export_infer(o, "tied_lm", TiedLM(), [torch.randint(0, 64, (2, 8))]),
+    "custom_op": lambda o: (define_test_ops(),
+                            export_infer(o, "custom_op", CustomOpModel(), [torch.randn(8, 16)])),
     "mlp_train": lambda o: export_train(o, "mlp_train", MLPLoss(),
                                        [torch.randn(32, 64), torch.randn(32, 64)]),
     "gpt_block": lambda o: export_infer(o, "gpt_block", GPTBlock(), [torch.randn(4, 16, 64)]),

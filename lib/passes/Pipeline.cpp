@@ -8,6 +8,7 @@
 #include "passes/Passes.h"
 #include "schema/Resolve.h"
 #include "sharding/Propagation.h"
+#include "sharding/RuleText.h"
 
 namespace spmd::passes {
 namespace {
@@ -68,8 +69,10 @@ Expected<CompileResult> compile(pt2::Archive& archive, const schema::PlacementSc
   sharding::PropagationOptions popts;
   popts.cost = options.cost;
   popts.replicateUnknown = options.replicateUnknown;
-  auto prop =
-      sharding::propagate(source, placements.inputs, placements.mesh, sharding::defaultRuleRegistry(), popts);
+  // The schema's own op rules (custom ops) join the built-in ones.
+  sharding::RuleRegistry registry = sharding::defaultRuleRegistry();
+  for (const auto& [target, rule] : schema.opRules) registry.set(target, sharding::ruleFromTemplate(rule));
+  auto prop = sharding::propagate(source, placements.inputs, placements.mesh, registry, popts);
   if (!prop) return prop.status().withContext(archive.path);
   r.warnings = placements.warnings;
   r.warnings.insert(r.warnings.end(), prop->warnings.begin(), prop->warnings.end());

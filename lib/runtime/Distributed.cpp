@@ -157,6 +157,8 @@ int runDistributed(const DistributedOptions& o, std::ostream& out, std::ostream&
   if (!o.inputs.empty()) cfg.workerArgv.insert(cfg.workerArgv.end(), {"--inputs", o.inputs});
   if (!output.empty()) cfg.workerArgv.insert(cfg.workerArgv.end(), {"--output", output});
   if (o.quiet) cfg.workerArgv.push_back("--quiet");
+  for (const std::string& lib : o.opLibraries)
+    cfg.workerArgv.insert(cfg.workerArgv.end(), {"--load-library", lib});
   auto result = launch::launchWorkers(cfg, out, err);
   if (!result) return fail(err, kBadInput, result.status().message());
   if (result->exitCode != 0)

@@ -22,7 +22,9 @@ struct DistributedOptions {
   std::string inputs;           ///< global inputs (safetensors), optional
   std::string output;           ///< written by rank 0, optional
   std::string device = "auto";  ///< cpu, cuda, or auto (cuda when this build and machine have a GPU)
-  int nproc = 1;                ///< workers on this node (-n)
+  /// Shared libraries of custom ops (TORCH_LIBRARY) every worker loads.
+  std::vector<std::string> opLibraries;
+  int nproc = 1;  ///< workers on this node (-n)
   int nnodes = 1;
   int nodeRank = 0;
   std::string masterAddr = "127.0.0.1";

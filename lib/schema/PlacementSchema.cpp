@@ -27,6 +27,7 @@
 #include <sstream>
 
 #include "schema/Glob.h"
+#include "schema/TpPlan.h"
 
 namespace spmd::schema {
 namespace {
@@ -284,6 +285,17 @@ Expected<PlacementSchema> schemaFrom(const json& doc, std::string_view source) {
                            "; give one name per mesh axis");
   }
   if (doc.contains("preset")) s.preset = *presetNamed(doc["preset"].get<std::string>());
+  if (doc.contains("tp_plan"))
+    for (const auto& [glob, style] : doc["tp_plan"].items())
+      s.tpPlan.emplace_back(glob, style.get<std::string>());
+  SPMD_RETURN_IF_ERROR(checkTpPlan(s.tpPlan, std::string(source) + ": /tp_plan"));
+  s.tpAxis = doc.value("tp_axis", "");
+  if (doc.contains("rules"))
+    for (const auto& [target, text] : doc["rules"].items()) {
+      auto rule = sharding::parseRuleText(text.get<std::string>());
+      if (!rule) return Status::error(at(source, "/rules/" + target) + rule.status().message());
+      s.opRules.emplace_back(target, std::move(*rule));
+    }
   SPMD_ASSIGN_OR_RETURN(s.params, rulesFrom(doc, "params", source));
   SPMD_ASSIGN_OR_RETURN(s.inputs, rulesFrom(doc, "inputs", source));
   if (doc.contains("outputs") && doc["outputs"].is_string()) {

@@ -25,6 +25,7 @@
 #include <vector>
 
 #include "sharding/Placement.h"
+#include "sharding/RuleText.h"
 #include "support/Status.h"
 
 namespace spmd::schema {
@@ -87,6 +88,12 @@ struct PlacementSchema {
   std::vector<int64_t> meshShape;
   /// Mesh axis names; empty when the schema does not name them.
   std::vector<std::string> meshAxes;
+  /// A Hugging Face tensor-parallel plan (TpPlan.h): (module glob, style).
+  std::vector<std::pair<std::string, std::string>> tpPlan;
+  /// The axis tpPlan shards over; empty: "tp", or the only axis.
+  std::string tpAxis;
+  /// Op sharding rules the schema brings (custom ops): (target, rule).
+  std::vector<std::pair<std::string, sharding::RuleTemplate>> opRules;
   /// Rules over parameter, buffer and tensor-constant FQNs.
   std::vector<PlacementRule> params;
   /// Rules over user input names ("x", or "input.<i>").

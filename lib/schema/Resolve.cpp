@@ -14,6 +14,7 @@
 #include <map>
 
 #include "schema/Glob.h"
+#include "schema/TpPlan.h"
 
 namespace spmd::schema {
 namespace {
@@ -363,6 +364,55 @@ Status applyPreset(const PlacementSchema& s, const ir::ExportedProgram& p, Resol
   return Status::ok();
 }
 
+/// The mesh axis a tp_plan shards over.
+Expected<int64_t> tpAxisOf(const PlacementSchema& s, const Mesh& mesh) {
+  if (!s.tpAxis.empty()) {
+    int64_t a = mesh.axisIndex(s.tpAxis);
+    if (a < 0) return unknownAxis(s.source + ": /tp_axis", s.tpAxis, mesh);
+    return a;
+  }
+  if (int64_t a = mesh.axisIndex("tp"); a >= 0) return a;
+  if (mesh.numAxes() == 1) return int64_t{0};
+  return Status::error(s.source + ": /tp_plan: the mesh " + mesh.str() +
+                       " has no axis named tp; name one in \"mesh\": {\"axes\": [...]} or give \"tp_axis\"");
+}
+
+/// The parameters a tp_plan's modules hold get its placements on the tp
+/// axis, over the preset's (an fsdp gather keeps the tp shard).
+Status applyTpPlan(const PlacementSchema& s, const ir::ExportedProgram& p, ResolvedPlacements& r) {
+  if (s.tpPlan.empty()) return Status::ok();
+  SPMD_ASSIGN_OR_RETURN(int64_t axis, tpAxisOf(s, r.mesh));
+  std::map<std::string, std::string> types = moduleTypes(p);
+  bool matched = false;
+  for (const Target& t : paramTargets(p)) {
+    if (p.signature.inputs[t.index].kind != ir::InputKind::Parameter || !t.value->isTensor()) continue;
+    const std::string& fqn = t.names.front();
+    size_t dot = fqn.rfind('.');
+    if (dot == std::string::npos) continue;
+    std::string module = fqn.substr(0, dot);
+    auto entry = tpPlanEntry(s.tpPlan, module);
+    if (!entry) continue;
+    matched = true;
+    auto type = types.find(module);
+    Placement pl = tpPlacement(entry->second, type == types.end() ? "" : type->second, fqn.substr(dot + 1),
+                               t.value->type().rank());
+    if (pl.isReplicate()) continue;
+    ShardingSpec spec = r.inputs[t.index];
+    spec.placements[static_cast<size_t>(axis)] = pl;
+    std::string origin = s.source + ": /tp_plan/" + entry->first + " ('" + entry->second + "')";
+    SPMD_ASSIGN_OR_RETURN(r.inputs[t.index], fitSpec(origin, spec, t, r.mesh, r.notes));
+    if (r.gathered[t.index])
+      r.gathered[t.index]->placements[static_cast<size_t>(axis)] =
+          r.inputs[t.index].placements[static_cast<size_t>(axis)];
+  }
+  if (!matched)
+    return Status::error(s.source + ": /tp_plan: no module of the program matches any of its " +
+                         std::to_string(s.tpPlan.size()) +
+                         " globs (they match module paths such as model.layers.0.self_attn.q_proj, under any "
+                         "prefix)");
+  return Status::ok();
+}
+
 /// The rules of `s` over parameters and user inputs, over what the preset
 /// chose (rules win).
 Status applyTensorRules(const PlacementSchema& s, const ir::ExportedProgram& p, ResolvedPlacements& r) {
@@ -497,6 +547,7 @@ Expected<ResolvedPlacements> resolvePlacements(const PlacementSchema& s, const i
   r.inputs.assign(p.signature.inputs.size(), ShardingSpec::replicated(r.mesh.numAxes()));
   r.gathered.assign(p.signature.inputs.size(), std::nullopt);
   if (s.preset != Preset::None) SPMD_RETURN_IF_ERROR(applyPreset(s, p, r));
+  SPMD_RETURN_IF_ERROR(applyTpPlan(s, p, r));
   SPMD_RETURN_IF_ERROR(applyTensorRules(s, p, r));
   SPMD_RETURN_IF_ERROR(resolveOutputs(s, p, r));
   return r;

@@ -519,9 +519,11 @@ Expected<Propagation> propagate(const ir::ExportedProgram& program,
   if (!missing.empty() && !options.replicateUnknown) {
     std::string list;
     for (const auto& m : missing) list += (list.empty() ? "" : "; ") + m;
-    return Status::error("no sharding rule for " + std::to_string(missing.size()) + " op" +
-                         (missing.size() == 1 ? "" : "s") + ": " + list +
-                         "; add rules, or pass --replicate-unknown to run them replicated");
+    return Status::error(
+        "no sharding rule for " + std::to_string(missing.size()) + " op" + (missing.size() == 1 ? "" : "s") +
+        ": " + list +
+        "; give them rules (a schema's \"rules\": {\"<op>\": \"([i, j]) -> ([i, j])\"}), or pass "
+        "--replicate-unknown to run them replicated");
   }
   // The second pass knows which layouts the first one redistributed values
   // into, so an early consumer can use the all-reduced value a later one

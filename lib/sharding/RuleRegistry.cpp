@@ -12,6 +12,8 @@ void RuleRegistry::add(std::initializer_list<std::string_view> targets, const Ru
   for (std::string_view t : targets) add(std::string(t), fn);
 }
 
+void RuleRegistry::set(std::string target, RuleFn fn) { rules_[std::move(target)] = std::move(fn); }
+
 const RuleFn* RuleRegistry::find(std::string_view target) const {
   auto it = rules_.find(target);
   return it == rules_.end() ? nullptr : &it->second;

@@ -26,6 +26,8 @@ class RuleRegistry {
   void add(std::string target, RuleFn fn);
   /// Registers the same rule for several targets.
   void add(std::initializer_list<std::string_view> targets, const RuleFn& fn);
+  /// Registers `fn` for `target`, replacing a rule it had (a schema's rules).
+  void set(std::string target, RuleFn fn);
   /// The rule of `target`, or null.
   const RuleFn* find(std::string_view target) const;
   /// Every registered target, sorted.

@@ -4,6 +4,7 @@
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <set>
+#include <sstream>
 #include "../TestCatch.h"
 
 #include "../pt2/ArchiveFixtures.h"
@@ -100,6 +101,40 @@ TEST_CASE("a rule on a tied weight the program never reads is a warning naming t
   std::ofstream(schema, std::ios::trunc) << R"js({"version": 1, "mesh": {"shape": [2]},
       "params": [{"match": "*.weight", "placements": ["S(0)"]}]})js";
   CHECK(compileOrFail("tied_lm", schema).warnings.empty());
+}
+
+TEST_CASE("a Hugging Face tp plan compiles as the hand-written Megatron schema, directly or via from-hf") {
+  // llama_hf_plan.json holds a base_model_tp_plan; `spmdc schema from-hf`
+  // writes it out as explicit rules, and a schema may carry it as tp_plan.
+  TempDir dir;
+  std::string plan = std::string(SPMD_TESTDATA_DIR) + "/schemas/llama_hf_plan.json";
+  for (const std::string m : {"llama", "llama_train"}) {
+    INFO(m);
+    std::string explicitSchema = dir.file(m + ".json");
+    auto r = runCommand(kSpmdc + " schema from-hf " + plan + " --mesh 2 --model " + model(m) + " -o " +
+                        explicitSchema);
+    INFO(r.stderrText);
+    REQUIRE(r.exitCode == 0);
+    std::string inline_ = dir.file(m + "_inline.json");
+    std::ofstream(inline_) << R"js({"version": 1, "mesh": {"shape": [2], "axes": ["tp"]},
+        "tp_plan": {"layers.*.w[qkv13]": "colwise", "layers.*.w[o2]": "rowwise"}})js";
+    std::string byHand =
+        program::dumpProgram(compileOrFail(m, example("llama_tp.json"), std::vector<int64_t>{2}).program);
+    auto strip = [](const std::string& d) {  // provenance names the schema file
+      std::string out, line;
+      std::istringstream in(d);
+      while (std::getline(in, line))
+        if (line.rfind("provenance", 0) != 0) out += line + "\n";
+      return out;
+    };
+    CHECK(strip(program::dumpProgram(compileOrFail(m, explicitSchema).program)) == strip(byHand));
+    CHECK(strip(program::dumpProgram(compileOrFail(m, inline_).program)) == strip(byHand));
+  }
+  auto bad = runCommand(kSpmdc + " schema from-hf " + std::string(SPMD_TESTDATA_DIR) +
+                        "/schemas/llama_fsdp_tp_strided.json --mesh 2 -o " + dir.file("x.json"));
+  CHECK(bad.exitCode == 2);
+  CHECK_THAT(bad.stderrText, Catch::Contains("no tensor-parallel plan"));
+  CHECK_FALSE(std::ifstream(dir.file("x.json")).good());
 }
 
 TEST_CASE("size-1 mesh axes issue no collectives") {

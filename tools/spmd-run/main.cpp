@@ -22,6 +22,7 @@
 #include "runtime/BuildInfo.h"
 #include "runtime/Checkpoint.h"
 #include "runtime/Distributed.h"
+#include "runtime/OpLibrary.h"
 #include "runtime/Runner.h"
 #include "runtime/TensorIO.h"
 
@@ -131,6 +132,9 @@ int main(int argc, char** argv) {
   app.add_flag("--worker", worker,
                "run as one worker (RANK, WORLD_SIZE, MASTER_ADDR, MASTER_PORT from the environment)");
   app.add_option("--stats-dir", d.statsDir, "worker: folder for its statistics")->group("");
+  app.add_option(
+      "--load-library", d.opLibraries,
+      "load a shared library of custom ops (TORCH_LIBRARY) first; every worker loads it (repeatable)");
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
@@ -138,6 +142,8 @@ int main(int argc, char** argv) {
     std::cerr << "error: " << e.what() << " (see --help)\n";
     return kBadInput;
   }
+  for (const std::string& lib : d.opLibraries)
+    if (Status st = runtime::loadOpLibrary(lib); !st.isOk()) return fail(kBadInput, "", st);
   if (!consolidate.empty()) {
     Status st = runtime::consolidateCheckpoint(consolidate, o.output);
     return st.isOk() ? 0 : fail(kBadInput, "", st);

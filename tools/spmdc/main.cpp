@@ -19,6 +19,7 @@
 #include "program/Writer.h"
 #include "pt2/Archive.h"
 #include "pt2/Inspect.h"
+#include "schema/FromHf.h"
 #include "sharding/RuleRegistry.h"
 #include "support/File.h"
 
@@ -85,6 +86,37 @@ int runCompile(const CompileArgs& a) {
   return 0;
 }
 
+struct FromHfArgs {
+  std::string plan, mesh, axes, tpAxis, model, output;
+};
+
+int runFromHf(const FromHfArgs& a) {
+  auto plan = spmd::schema::readHfPlan(a.plan);
+  if (!plan) return fail(plan.status());
+  spmd::schema::SchemaMesh mesh;
+  auto shape = spmd::sharding::Mesh::parseShape(a.mesh);
+  if (!shape) return fail(shape.status().withContext("--mesh " + a.mesh));
+  mesh.shape = *shape;
+  for (size_t start = 0; !a.axes.empty() && start <= a.axes.size();) {
+    size_t end = a.axes.find(',', start);
+    if (end == std::string::npos) end = a.axes.size();
+    mesh.axes.push_back(a.axes.substr(start, end - start));
+    start = end + 1;
+  }
+  mesh.tpAxis = a.tpAxis;
+  std::optional<spmd::pt2::Archive> archive;
+  if (!a.model.empty()) {
+    auto read = spmd::pt2::readArchive(a.model, spmd::pt2::ReadOptions{false});
+    if (!read) return fail(read.status());
+    archive = std::move(*read);
+  }
+  auto text =
+      spmd::schema::explicitSchemaFromPlan(*plan, mesh, archive ? &archive->program : nullptr, a.plan);
+  if (!text) return fail(text.status());
+  if (auto st = spmd::writeFileAtomic(a.output, *text); !st.isOk()) return fail(st);
+  return 0;
+}
+
 int runDump(const std::string& path) {
   auto p = spmd::program::readProgram(path);
   if (!p) return fail(p.status());
@@ -141,6 +173,18 @@ int main(int argc, char** argv) {
   compile->add_option("--eps", c.optimizer.eps, "adamw epsilon");
   compile->add_option("--weight-decay", c.optimizer.weightDecay, "weight decay (adamw: decoupled)");
 
+  FromHfArgs h;
+  auto* schemaCmd = app.add_subcommand("schema", "Write placement schemas");
+  auto* fromHf = schemaCmd->add_subcommand(
+      "from-hf", "Write the explicit schema of a Hugging Face tensor-parallel plan (base_model_tp_plan)");
+  fromHf->add_option("plan", h.plan, "JSON file holding base_model_tp_plan (and tp_plan)")->required();
+  fromHf->add_option("--mesh", h.mesh, "mesh shape, e.g. 2 or 2x4")->required();
+  fromHf->add_option("--axes", h.axes, "mesh axis names, e.g. dp,tp (default for 1-D: tp)");
+  fromHf->add_option("--tp-axis", h.tpAxis, "the axis the plan shards over (default: tp)");
+  fromHf->add_option("--model", h.model, "the exported model (.pt2): one exact rule per parameter");
+  fromHf->add_option("-o,--output", h.output, "schema file to write")->required();
+  schemaCmd->require_subcommand(1);
+
   std::string dumpPath, diffA, diffB;
   auto* dump = app.add_subcommand("dump", "Print a .spmd program, one op per line");
   dump->add_option("program", dumpPath, ".spmd program")->required();
@@ -164,6 +208,7 @@ int main(int argc, char** argv) {
   }
   if (*inspect) return runInspect(inspectPath, format, printIr);
   if (*compile) return runCompile(c);
+  if (*fromHf) return runFromHf(h);
   if (*dump) return runDump(dumpPath);
   if (*diff) return runDiff(diffA, diffB);
   std::cerr << app.help();
