@@ -7,6 +7,7 @@
 #include "../TestCatch.h"
 
 #include "pt2/Archive.h"
+#include "runtime/OpLibrary.h"
 #include "runtime/Runner.h"
 #include "runtime/TensorIO.h"
 #include "runtime/Weights.h"
@@ -85,6 +86,10 @@ TEST_CASE("every model matches eager PyTorch") {
       models.push_back(entry.path().filename().string());
   std::sort(models.begin(), models.end());
   REQUIRE(models.size() >= 15);
+  // custom_op's kernel comes from a library, as spmd-run --load-library loads it.
+  Status loaded = runtime::loadOpLibrary(SPMD_TEST_OPS);
+  INFO(loaded.message());
+  REQUIRE(loaded.isOk());
   for (const std::string& model : models) {
     DYNAMIC_SECTION(model) {
       const double tolerance = model.rfind("llama_deep", 0) == 0 ? 1e-4 : 1e-5;
