@@ -17,7 +17,6 @@ exports from another torch differ in node names and in which ops stay
 undecomposed, which is what the fresh-export test checks spmdc against.
 """
 import argparse
-import json
 import math
 import os
 import sys
@@ -25,7 +24,6 @@ import sys
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
-from safetensors.torch import save_file
 
 # ----------------------------------------------------------------- models
 
@@ -282,53 +280,27 @@ class CNNLoss(nn.Module):
 
 
 # ----------------------------------------------------------------- export
+#
+# The archives are written by the spmdc_export package (python/spmdc_export),
+# the export helper users run: the same files, from the same code.
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "python"))
+import spmdc_export  # noqa: E402
 
 
-def save_case(out, name, program, inputs, expected, meta):
-    d = os.path.join(out, name)
-    os.makedirs(d, exist_ok=True)
-    torch.export.save(program, os.path.join(d, "model.pt2"))
-    save_file({f"input.{i}": t.contiguous() for i, t in enumerate(inputs)},
-              os.path.join(d, "inputs.safetensors"))
-    save_file({k: v.detach().contiguous() for k, v in expected.items()},
-              os.path.join(d, "expected.safetensors"))
-    ops = {}
-    nodes = 0
-    for node in program.graph.nodes:
-        nodes += 1
-        if node.op == "call_function":
-            ops[str(node.target)] = ops.get(str(node.target), 0) + 1
-    meta = dict(meta, torch=torch.__version__, num_nodes=nodes, ops=dict(sorted(ops.items())))
-    with open(os.path.join(d, "meta.json"), "w") as f:
-        json.dump(meta, f, indent=1)
+def report(name, program):
+    nodes = sum(1 for _ in program.graph.nodes)
     print(f"[ok] {name}: {nodes} nodes, torch {torch.__version__}", flush=True)
 
 
 def export_infer(out, name, mod, inputs, dynamic_shapes=None, decompose=True, note=""):
-    mod.eval()
-    with torch.no_grad():
-        ref = mod(*inputs)
-    ep = torch.export.export(mod, tuple(inputs), dynamic_shapes=dynamic_shapes)
-    if decompose:
-        ep = ep.run_decompositions()
-    outs = ref if isinstance(ref, (tuple, list)) else (ref,)
-    save_case(out, name, ep, inputs, {f"output.{i}": o for i, o in enumerate(outs)},
-              {"kind": "inference", "decomposed": decompose, "note": note})
+    report(name, spmdc_export.export(mod, inputs, os.path.join(out, name), dynamic_shapes=dynamic_shapes,
+                                     decompose=decompose, note=note))
 
 
 def export_train(out, name, mod, inputs, note=""):
     """Joint forward+backward graph: outputs the loss, then parameter gradients."""
-    from torch.export.experimental import _export_forward_backward
-    mod.train()
-    mod.zero_grad()
-    loss = mod(*inputs)
-    loss.backward()
-    expected = {"loss": loss.detach()}
-    for k, p in mod.named_parameters():
-        expected[f"grad.{k}"] = p.grad.detach().clone()
-    mod.zero_grad()
-    joint = _export_forward_backward(torch.export.export(mod, tuple(inputs)))
-    save_case(out, name, joint, inputs, expected, {"kind": "train_step_joint", "note": note})
+    report(name, spmdc_export.export_train_step(mod, inputs, os.path.join(out, name), note=note))
 
 
 def tokens(*shape):

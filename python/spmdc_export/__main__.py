@@ -1,0 +1,276 @@
+"""python -m spmdc_export: export a model (or one train step) for spmdc.
+
+    python -m spmdc_export mypkg.models:make_model --example-input 'randint(0,256,(2,32))' -o out/
+    python -m spmdc_export path/to/file.py:make_model --example-input 'randn(32,64)' -o out/
+    python -m spmdc_export mypkg.models:make_model --example-input 'randn(32,64)' \\
+        --train --loss mse --target 'randn(32,64)' -o out/
+    python -m spmdc_export --hf llama --layers 2 --hidden 64 [--train] -o out/
+
+The factory is imported and called with no arguments; it returns an
+nn.Module (or a (module, example_inputs) pair, used when no --example-input
+is given). Example inputs are expressions over randint, randn, rand, ones,
+zeros, full and arange (and dtypes such as float64 or int32), evaluated
+with nothing else in scope. Errors are one line; the exit code is then 2.
+"""
+import argparse
+import ast
+import importlib
+import importlib.util
+import os
+import sys
+import traceback
+
+PROG = "python -m spmdc_export"
+FUNCS = ("randint", "randn", "rand", "ones", "zeros", "full", "arange")
+DTYPES = ("float16", "bfloat16", "float32", "float64", "float", "double", "half", "int8", "int16", "int32",
+          "int64", "long", "int", "uint8", "bool")
+_NODES = (ast.Expression, ast.Call, ast.Name, ast.Load, ast.Constant, ast.Tuple, ast.List, ast.keyword,
+          ast.UnaryOp, ast.USub, ast.UAdd, ast.BinOp, ast.Add, ast.Sub, ast.Mult, ast.FloorDiv, ast.Div)
+
+
+class UsageError(Exception):
+    pass
+
+
+class Parser(argparse.ArgumentParser):
+    def error(self, message):  # one line, exit 2
+        raise UsageError(f"{message} (see {PROG} --help)")
+
+
+def fail(msg):
+    print(f"spmdc_export: error: {msg}", file=sys.stderr, flush=True)
+    return 2
+
+
+def example_input(text):
+    """Evaluates an --example-input expression with only torch's factories in scope."""
+    import torch
+    try:
+        tree = ast.parse(text.strip(), mode="eval")
+    except SyntaxError as e:
+        raise UsageError(f"example input '{text}': not an expression ({e.msg}); e.g. 'randn(32, 64)'") from None
+    allowed = set(FUNCS) | set(DTYPES)
+    for node in ast.walk(tree):
+        if not isinstance(node, _NODES):
+            raise UsageError(f"example input '{text}': {type(node).__name__} is not allowed; use calls of "
+                             f"{', '.join(FUNCS)} on numbers and tuples")
+        if isinstance(node, ast.Name) and node.id not in allowed:
+            raise UsageError(f"example input '{text}': unknown name '{node.id}'; use {', '.join(FUNCS)} "
+                             f"(and dtypes such as float64, int32)")
+        if isinstance(node, ast.Constant) and not isinstance(node.value, (int, float, bool)):
+            raise UsageError(f"example input '{text}': only numbers are allowed as constants")
+        if isinstance(node, ast.Call) and not isinstance(node.func, ast.Name):
+            raise UsageError(f"example input '{text}': call {', '.join(FUNCS)} by name")
+    scope = {"__builtins__": {}}
+    scope.update({f: getattr(torch, f) for f in FUNCS})
+    scope.update({d: getattr(torch, d) for d in DTYPES})
+    try:
+        value = eval(compile(tree, "<example-input>", "eval"), scope)  # noqa: S307  (names checked above)
+    except Exception as e:  # noqa: BLE001
+        raise UsageError(f"example input '{text}': {type(e).__name__}: {str(e).strip().splitlines()[0]}") from None
+    if not isinstance(value, torch.Tensor):
+        raise UsageError(f"example input '{text}' is a {type(value).__name__}, not a tensor")
+    return value
+
+
+def load_factory(spec):
+    """module.path:function or path/to/file.py:function -> the function."""
+    mod_name, sep, fn_name = spec.rpartition(":")
+    if not sep or not mod_name or not fn_name:
+        raise UsageError(f"factory '{spec}': write it as package.module:function or path/to/file.py:function")
+    if mod_name.endswith(".py") or os.sep in mod_name:
+        if not os.path.isfile(mod_name):
+            raise UsageError(f"factory '{spec}': no file {mod_name}")
+        name = os.path.splitext(os.path.basename(mod_name))[0]
+        sys.path.insert(0, os.path.dirname(os.path.abspath(mod_name)))
+        loader_spec = importlib.util.spec_from_file_location(name, mod_name)
+        module = importlib.util.module_from_spec(loader_spec)
+        try:
+            loader_spec.loader.exec_module(module)
+        except Exception as e:  # noqa: BLE001
+            raise UsageError(f"factory '{spec}': importing {mod_name} raised {type(e).__name__}: "
+                             f"{str(e).strip().splitlines()[0] if str(e).strip() else ''}") from None
+    else:
+        if "" not in sys.path and os.getcwd() not in sys.path:
+            sys.path.insert(0, os.getcwd())
+        try:
+            module = importlib.import_module(mod_name)
+        except ModuleNotFoundError as e:
+            raise UsageError(f"factory '{spec}': cannot import module '{mod_name}' ({e}); check the name "
+                             f"and that its package is on PYTHONPATH") from None
+        except Exception as e:  # noqa: BLE001
+            raise UsageError(f"factory '{spec}': importing {mod_name} raised {type(e).__name__}: "
+                             f"{str(e).strip().splitlines()[0] if str(e).strip() else ''}") from None
+    fn = getattr(module, fn_name, None)
+    if fn is None:
+        raise UsageError(f"factory '{spec}': module '{mod_name}' has no '{fn_name}'")
+    if not callable(fn):
+        raise UsageError(f"factory '{spec}': '{fn_name}' is not callable")
+    return fn
+
+
+def loss_function(name):
+    import torch.nn.functional as F
+    if name == "mse":
+        return F.mse_loss
+    if name == "cross_entropy":
+        return lambda out, target: F.cross_entropy(out.reshape(-1, out.shape[-1]), target.reshape(-1))
+    raise UsageError(f"unknown --loss '{name}': mse or cross_entropy")
+
+
+def describe(path):
+    from safetensors import safe_open
+    parts = []
+    with safe_open(path, framework="pt") as f:
+        for k in f.keys():
+            t = f.get_slice(k)
+            parts.append(f"{k} {str(t.get_dtype()).lower()}{list(t.get_shape())}")
+    return ", ".join(parts[:6]) + (f", ... ({len(parts)} tensors)" if len(parts) > 6 else "")
+
+
+def parse(argv):
+    ap = Parser(prog=PROG, description=__doc__.strip(),
+                epilog="Then: spmdc compile OUT/model.pt2 --schema dp --mesh 2 -o x.spmd && "
+                       "spmd-run -n 2 x.spmd --inputs OUT/inputs.safetensors --output out.safetensors",
+                formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("factory", nargs="?", help="package.module:function (or file.py:function) returning the model")
+    ap.add_argument("-o", "--out", help="output folder (created)")
+    ap.add_argument("--example-input", action="append", default=[], metavar="EXPR",
+                    help="one model input, e.g. 'randint(0,256,(2,32))'; repeat for each input, in order")
+    ap.add_argument("--train", action="store_true",
+                    help="export one train step (joint forward+backward: loss and gradients)")
+    ap.add_argument("--loss", choices=("mse", "cross_entropy"),
+                    help="with --train: the loss of the model's output and the --target inputs "
+                         "(default: the model's forward returns the loss)")
+    ap.add_argument("--target", action="append", default=[], metavar="EXPR",
+                    help="with --loss: a target tensor, as --example-input")
+    ap.add_argument("--dynamic-batch", action="store_true",
+                    help="inference: export dim 0 of every input as one dynamic batch size")
+    ap.add_argument("--no-decompose", action="store_true",
+                    help="inference: keep the training IR (no run_decompositions())")
+    ap.add_argument("--seed", type=int, default=0, help="torch.manual_seed before building (default 0)")
+    hf = ap.add_argument_group("Hugging Face models (random weights, nothing downloaded; needs transformers)")
+    hf.add_argument("--hf", metavar="NAME", help="llama, mistral, qwen2, gpt2 or bert")
+    hf.add_argument("--layers", type=int, default=2)
+    hf.add_argument("--hidden", type=int, default=64)
+    hf.add_argument("--heads", type=int, help="attention heads (default hidden/16)")
+    hf.add_argument("--vocab", type=int, default=256)
+    hf.add_argument("--batch", type=int, default=2)
+    hf.add_argument("--seq", type=int, default=16)
+    ap.add_argument("--verbose", action="store_true", help="print the traceback of a failed export")
+    a = ap.parse_args(argv)
+    if not a.out:
+        ap.error("name the output folder with -o OUT")
+    if bool(a.factory) == bool(a.hf):
+        ap.error("give a factory (package.module:function) or --hf NAME" if not a.factory else
+                 "give a factory or --hf NAME, not both")
+    if a.hf and (a.example_input or a.target or a.loss):
+        ap.error("--hf models make their own inputs and loss; leave out --example-input, --target and --loss")
+    if a.loss and not a.train:
+        ap.error("--loss is for --train")
+    if a.target and not a.loss:
+        ap.error("--target needs --loss")
+    if a.train and (a.dynamic_batch or a.no_decompose):
+        ap.error("--dynamic-batch and --no-decompose are for inference exports, not --train")
+    return a
+
+
+def build(a):
+    """(module, inputs, targets, loss_fn) from the factory or --hf."""
+    import torch
+    if a.hf:
+        from . import hf
+        torch.manual_seed(a.seed)
+        m = hf.build(a.hf, layers=a.layers, hidden=a.hidden, heads=a.heads, vocab=a.vocab, batch=a.batch,
+                     seq=a.seq, train=a.train)
+        return m.module, m.inputs, m.targets, m.loss_fn
+    fn = load_factory(a.factory)
+    torch.manual_seed(a.seed)
+    try:
+        made = fn()
+    except Exception as e:  # noqa: BLE001
+        raise UsageError(f"factory '{a.factory}' raised {type(e).__name__}: "
+                         f"{str(e).strip().splitlines()[0] if str(e).strip() else ''}") from None
+    inputs = None
+    if isinstance(made, tuple) and len(made) == 2 and isinstance(made[0], torch.nn.Module):
+        made, inputs = made
+        inputs = (inputs,) if isinstance(inputs, torch.Tensor) else tuple(inputs)
+    if not isinstance(made, torch.nn.Module):
+        raise UsageError(f"factory '{a.factory}' returned a {type(made).__name__}, not a torch.nn.Module")
+    if a.example_input:
+        inputs = tuple(example_input(e) for e in a.example_input)
+    if not inputs:
+        raise UsageError("give the model's inputs with --example-input EXPR (once per input), "
+                         "e.g. --example-input 'randn(32, 64)'")
+    targets = tuple(example_input(e) for e in a.target)
+    return made, inputs, targets, loss_function(a.loss) if a.loss else None
+
+
+def export(a, module, inputs, targets, loss_fn):
+    import torch
+    from . import core
+    strict = False if a.hf else None  # transformers models trace best without dynamo (torch 2.6's default is strict)
+    if a.train:
+        return core.export_train_step(module, inputs, a.out, loss_fn=loss_fn, targets=targets, strict=strict)
+    dynamic = None
+    if a.dynamic_batch:
+        batch = torch.export.Dim("batch", min=2, max=1 << 20)
+        for i, t in enumerate(inputs):
+            if t.dim() == 0:
+                raise UsageError(f"--dynamic-batch: input {i} is a scalar, it has no batch dim")
+        dynamic = tuple({0: batch} for _ in inputs)
+    return core.export(module, inputs, a.out, dynamic_shapes=dynamic, decompose=not a.no_decompose, strict=strict)
+
+
+def one_line(e):
+    lines = [x.strip() for x in str(e).strip().splitlines() if x.strip()]
+    return f"{type(e).__name__}: {lines[0] if lines else ''}"[:400]
+
+
+def main(argv=None):
+    try:
+        a = parse(sys.argv[1:] if argv is None else argv)
+    except UsageError as e:
+        return fail(e)
+    try:
+        from . import core
+    except ImportError as e:
+        return fail(f"spmdc_export needs torch and safetensors ({e}): pip install torch safetensors")
+    try:
+        core.check_torch()
+        module, inputs, targets, loss_fn = build(a)
+        try:
+            program = export(a, module, inputs, targets, loss_fn)
+        except Exception as e:  # noqa: BLE001
+            # transformers' sdpa attention may not export on an older torch; its eager attention does.
+            cfg = getattr(module, "config", None)
+            if not a.hf or isinstance(e, (UsageError, core.ExportError)) or \
+                    getattr(cfg, "_attn_implementation", "eager") == "eager":
+                raise
+            from . import hf
+            import torch
+            torch.manual_seed(a.seed)
+            m = hf.build(a.hf, layers=a.layers, hidden=a.hidden, heads=a.heads, vocab=a.vocab, batch=a.batch,
+                         seq=a.seq, train=a.train, attn="eager")
+            program = export(a, m.module, m.inputs, m.targets, m.loss_fn)
+    except (UsageError, core.ExportError) as e:
+        return fail(e)
+    except Exception as e:  # noqa: BLE001
+        if a.verbose:
+            traceback.print_exc()
+        import torch
+        return fail(f"export failed (torch {torch.__version__}): {one_line(e)}"
+                    + ("" if a.verbose else " (--verbose prints the traceback)"))
+    nodes = sum(1 for _ in program.graph.nodes)
+    out = a.out
+    print(f"wrote {os.path.join(out, 'model.pt2')} ({'train step' if a.train else 'inference'}, {nodes} nodes)")
+    print(f"  inputs.safetensors:   {describe(os.path.join(out, 'inputs.safetensors'))}")
+    print(f"  expected.safetensors: {describe(os.path.join(out, 'expected.safetensors'))}")
+    if os.path.exists(os.path.join(out, "tp_plan.json")):
+        print(f"  tp_plan.json: spmdc schema from-hf {os.path.join(out, 'tp_plan.json')} --mesh 2 "
+              f"--model {os.path.join(out, 'model.pt2')} -o s.json")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

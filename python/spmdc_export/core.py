@@ -1,0 +1,284 @@
+"""Writing torch.export archives in the layout spmdc and spmd-run read.
+
+    out_dir/model.pt2            torch.export.save of the exported (or joint) program
+    out_dir/inputs.safetensors   input.0, input.1, ... (spmd-run --inputs)
+    out_dir/expected.safetensors eager outputs output.<i>, or loss and grad.<fqn>
+    out_dir/meta.json            kind, torch version, node count, op histogram
+    out_dir/tp_plan.json         a Hugging Face model's tensor-parallel plan, when it has one
+                                 (spmdc schema from-hf tp_plan.json --mesh N -o s.json)
+"""
+import json
+import os
+
+import torch
+from safetensors.torch import save_file
+
+MIN_TORCH = (2, 6)
+
+
+class ExportError(Exception):
+    """A one-line message naming what to fix."""
+
+
+def torch_version():
+    """(major, minor) of the installed torch."""
+    parts = torch.__version__.split("+")[0].split(".")
+    try:
+        return int(parts[0]), int(parts[1])
+    except (IndexError, ValueError):
+        return MIN_TORCH
+
+
+def check_torch():
+    if torch_version() < MIN_TORCH:
+        raise ExportError(f"spmdc_export needs torch 2.6 to 2.14; this is torch {torch.__version__}: upgrade torch")
+
+
+def _joint_exporter():
+    """torch.export.experimental._export_forward_backward (private; torch 2.6 to 2.14 have it)."""
+    try:
+        from torch.export.experimental import _export_forward_backward
+    except ImportError as e:
+        raise ExportError(
+            f"a train step needs torch.export.experimental._export_forward_backward, which torch "
+            f"{torch.__version__} does not have ({e}); use torch 2.6 to 2.14") from None
+    return _export_forward_backward
+
+
+def _math_attention():
+    """A context in which scaled_dot_product_attention takes its math path.
+    On torch 2.14 (at least) the joint graph of an sdpa on the CPU decomposes
+    the forward into math ops but keeps the fused backward,
+    _scaled_dot_product_flash_attention_for_cpu_backward, and hands it the
+    attention probabilities as its logsumexp: the q, k and v gradients come
+    out wrong. With the math backend the backward is derived from the math
+    ops and matches eager."""
+    import contextlib
+    try:
+        from torch.nn.attention import SDPBackend, sdpa_kernel
+    except ImportError:
+        return contextlib.nullcontext()
+    return sdpa_kernel([SDPBackend.MATH])
+
+
+def _leaves(out):
+    """The flattened outputs of a module, in the order torch.export numbers its user outputs."""
+    try:
+        from torch.utils._pytree import tree_leaves  # private, but in every torch 2.x
+    except ImportError:
+        tree_leaves = None
+    if tree_leaves is not None:
+        return tree_leaves(out)
+    if isinstance(out, (tuple, list)):
+        return [x for o in out for x in _leaves(o)]
+    if isinstance(out, dict):
+        return [x for o in out.values() for x in _leaves(o)]
+    return [] if out is None else [out]
+
+
+def _as_inputs(example_inputs):
+    if isinstance(example_inputs, torch.Tensor):
+        example_inputs = (example_inputs,)
+    if not isinstance(example_inputs, (tuple, list)):
+        raise ExportError(f"example_inputs must be a tuple of tensors, not {type(example_inputs).__name__}")
+    for i, t in enumerate(example_inputs):
+        if not isinstance(t, torch.Tensor):
+            raise ExportError(f"example input {i} is a {type(t).__name__}: spmd-run's inputs are tensors; "
+                              f"pass only tensors (bake other arguments into the module)")
+    return tuple(example_inputs)
+
+
+def _check_module(module):
+    if not isinstance(module, torch.nn.Module):
+        raise ExportError(f"expected a torch.nn.Module, got {type(module).__name__}")
+
+
+def _op_histogram(program):
+    ops = {}
+    nodes = 0
+    for node in program.graph.nodes:
+        nodes += 1
+        if node.op == "call_function":
+            ops[str(node.target)] = ops.get(str(node.target), 0) + 1
+    return nodes, dict(sorted(ops.items()))
+
+
+def save_case(out_dir, program, inputs, expected, meta):
+    """Writes model.pt2, inputs.safetensors (input.<i>), expected.safetensors
+    and meta.json (`meta` plus torch, num_nodes, ops) into out_dir; returns
+    the node count."""
+    os.makedirs(out_dir, exist_ok=True)
+    torch.export.save(program, os.path.join(out_dir, "model.pt2"))
+    save_file({f"input.{i}": t.contiguous() for i, t in enumerate(inputs)},
+              os.path.join(out_dir, "inputs.safetensors"))
+    save_file({k: v.detach().contiguous() for k, v in expected.items()},
+              os.path.join(out_dir, "expected.safetensors"))
+    nodes, ops = _op_histogram(program)
+    meta = dict(meta, torch=torch.__version__, num_nodes=nodes, ops=ops)
+    with open(os.path.join(out_dir, "meta.json"), "w") as f:
+        json.dump(meta, f, indent=1)
+    return nodes
+
+
+def find_tp_plan(module):
+    """The Hugging Face tensor-parallel plan `module` (or a submodule, or its
+    config) carries, as tp_plan.json holds it, or None."""
+    for m in module.modules():
+        cfg = getattr(m, "config", None)
+        plan = getattr(cfg, "base_model_tp_plan", None) if cfg is not None else None
+        if not plan and cfg is not None and callable(getattr(cfg, "get_text_config", None)):
+            try:
+                plan = getattr(cfg.get_text_config(), "base_model_tp_plan", None)
+            except Exception:  # noqa: BLE001  (a config without a text part)
+                plan = None
+        if not plan:
+            plan = getattr(m, "base_model_tp_plan", None)
+        if plan and isinstance(plan, dict):
+            head = getattr(type(m), "_tp_plan", None)
+            return {"base_model_tp_plan": dict(plan),
+                    "tp_plan": dict(head) if isinstance(head, dict) else {},
+                    "base_model_prefix": getattr(m, "base_model_prefix", "") or ""}
+    return None
+
+
+def write_tp_plan(module, out_dir):
+    """Writes out_dir/tp_plan.json when `module` carries a plan; returns its path or None."""
+    plan = find_tp_plan(module)
+    if plan is None:
+        return None
+    path = os.path.join(out_dir, "tp_plan.json")
+    with open(path, "w") as f:
+        json.dump(plan, f, indent=1)
+        f.write("\n")
+    return path
+
+
+def _export_kwargs(dynamic_shapes=None, strict=None):
+    kw = {}
+    if dynamic_shapes is not None:
+        kw["dynamic_shapes"] = dynamic_shapes
+    if strict is not None:  # torch's default: strict before 2.7, non-strict after
+        kw["strict"] = strict
+    return kw
+
+
+def export(module, example_inputs, out_dir, dynamic_shapes=None, decompose=True, note="", strict=None):
+    """Exports `module` for inference: runs it eagerly in eval mode under
+    no_grad for the reference outputs, exports it with torch.export.export
+    (then run_decompositions() unless decompose=False) and writes out_dir/
+    (model.pt2, inputs.safetensors, expected.safetensors with output.<i>,
+    meta.json, and tp_plan.json for a Hugging Face model with a plan).
+    strict=None leaves torch.export's default. Returns the ExportedProgram."""
+    check_torch()
+    _check_module(module)
+    inputs = _as_inputs(example_inputs)
+    was_training = module.training
+    module.eval()
+    try:
+        with torch.no_grad():
+            ref = module(*inputs)
+        outs = _leaves(ref)
+        for i, o in enumerate(outs):
+            if not isinstance(o, torch.Tensor):
+                raise ExportError(f"output {i} of the module is a {type(o).__name__}: spmd-run's outputs are "
+                                  f"tensors; return only tensors")
+        if not outs:
+            raise ExportError("the module returns no tensor")
+        ep = torch.export.export(module, inputs, **_export_kwargs(dynamic_shapes, strict))
+        if decompose:
+            ep = ep.run_decompositions()
+    finally:
+        module.train(was_training)
+    save_case(out_dir, ep, inputs, {f"output.{i}": o for i, o in enumerate(outs)},
+              {"kind": "inference", "decomposed": decompose, "note": note})
+    write_tp_plan(module, out_dir)
+    return ep
+
+
+def _with_loss(module, loss_fn):
+    """Gives `module` (in place, undone by the returned function) a forward
+    that returns loss_fn(original forward(*inputs), *targets): a subclass of
+    its own class, so parameter names (and a tp plan's globs) stay its own."""
+    base = type(module)
+    n_inputs = []
+
+    def forward(self, *args):
+        return loss_fn(base.forward(self, *args[:n_inputs[0]]), *args[n_inputs[0]:])
+
+    module.__class__ = type(base.__name__, (base,), {"forward": forward, "__module__": base.__module__,
+                                                       "__qualname__": base.__qualname__})
+
+    def restore():
+        module.__class__ = base
+    return n_inputs, restore
+
+
+def export_train_step(module, example_inputs, out_dir, loss_fn=None, targets=(), note="", strict=None):
+    """Exports one training step as the joint forward+backward graph
+    (torch.export.experimental._export_forward_backward): its outputs are the
+    loss, then one gradient per parameter. Without loss_fn, module(*inputs)
+    must return the scalar loss; with it, the loss is loss_fn(module(*inputs),
+    *targets) and the program's inputs are the example inputs followed by the
+    targets. Writes out_dir/ as export() does, with loss and grad.<fqn> (the
+    eager loss and gradients, train mode; frozen parameters have none) in
+    expected.safetensors. The module's .grad fields are cleared. Dropout
+    makes the eager reference random: set its p to 0 to compare. Returns
+    the joint ExportedProgram."""
+    check_torch()
+    _check_module(module)
+    inputs = _as_inputs(example_inputs)
+    targets = _as_inputs(targets) if targets is not None else ()
+    if targets and loss_fn is None:
+        raise ExportError("targets given without loss_fn: pass loss_fn(outputs, *targets)")
+    joint_export = _joint_exporter()
+    restore = None
+    if loss_fn is not None:
+        if not callable(loss_fn):
+            raise ExportError(f"loss_fn must be callable, not {type(loss_fn).__name__}")
+        n_inputs, restore = _with_loss(module, loss_fn)
+        n_inputs.append(len(inputs))
+        inputs = inputs + targets
+    was_training = module.training
+    try:
+        module.train()
+        module.zero_grad()
+        loss = module(*inputs)
+        if not isinstance(loss, torch.Tensor) or loss.numel() != 1 or not loss.is_floating_point():
+            what = (f"a tensor of shape {list(loss.shape)}" if isinstance(loss, torch.Tensor)
+                    else f"a {type(loss).__name__}")
+            if loss_fn is not None:
+                raise ExportError(f"loss_fn must return a scalar floating-point tensor, got {what}")
+            raise ExportError(f"a train step's forward must return the scalar floating-point loss, got {what}: "
+                              f"pass loss_fn=... and targets=... (on the command line: --loss and --target)")
+        loss.backward()
+        expected = {"loss": loss.detach()}
+        missing = []
+        for k, p in module.named_parameters():
+            if not p.requires_grad:  # frozen: the joint graph has no gradient for it either
+                continue
+            if p.grad is None:
+                missing.append(k)
+            else:
+                expected[f"grad.{k}"] = p.grad.detach().clone()
+        module.zero_grad()
+        if missing:
+            raise ExportError(f"parameter(s) {', '.join(missing[:4])}{' ...' if len(missing) > 4 else ''} get no "
+                              f"gradient from the loss; the joint graph needs one for every parameter: remove them "
+                              f"or let the loss depend on them")
+        try:
+            with _math_attention():
+                joint = joint_export(torch.export.export(module, inputs, **_export_kwargs(strict=strict)))
+        except Exception as e:  # noqa: BLE001  (rephrased with the usual cause)
+            msg = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
+            if "did not receive a gradient" in msg:
+                raise ExportError(f"_export_forward_backward (torch {torch.__version__}): {msg}; tied parameters "
+                                  f"(one tensor under two names, e.g. an embedding and lm_head) cause this: "
+                                  f"untie them for the train step") from e
+            raise
+    finally:
+        module.train(was_training)
+        if restore is not None:
+            restore()
+    save_case(out_dir, joint, inputs, expected, {"kind": "train_step_joint", "note": note})
+    write_tp_plan(module, out_dir)
+    return joint
