@@ -320,31 +320,37 @@ void waitOp(Stack& s) {
 // Gloo has no bool: a collective on a bool tensor runs synchronously on
 // bytes and converts back. NArgs: the kernel's argument count (the tensor is
 // the first, async the last).
+// Complex tensors likewise travel as their real view (a trailing dim of 2,
+// which no collective's dim argument names).
 template <void (*Kernel)(Stack&), size_t NArgs>
-void boolAsByte(Stack& s) {
+void asGlooType(Stack& s) {
   c10::IValue& self = s[s.size() - NArgs];
-  if (self.toTensor().scalar_type() != at::kBool) return Kernel(s);
+  bool isBool = self.toTensor().scalar_type() == at::kBool;
+  bool isComplex = self.toTensor().is_complex();
+  if (!isBool && !isComplex) return Kernel(s);
   c10::InferenceMode normalTensors(false);
-  self = self.toTensor().to(at::kByte);
+  self =
+      isBool ? self.toTensor().to(at::kByte) : at::view_as_real(self.toTensor().resolve_conj()).contiguous();
   s.back() = false;
   Kernel(s);
-  s.back() = s.back().toTensor().to(at::kBool);
+  at::Tensor out = s.back().toTensor();
+  s.back() = isBool ? out.to(at::kBool) : at::view_as_complex(out.contiguous());
 }
 
 const LocalOpDef kCollectives[] = {
     {"spmd.all_gather",
      "spmd::all_gather(Tensor self, str axis, int dim, *, int split_factor=1, bool async=False) -> Tensor",
-     boolAsByte<allGather, 5>},
+     asGlooType<allGather, 5>},
     {"spmd.all_reduce", "spmd::all_reduce(Tensor self, str axis, str op, *, bool async=False) -> Tensor",
-     boolAsByte<allReduce, 4>},
+     asGlooType<allReduce, 4>},
     {"spmd.all_to_all",
      "spmd::all_to_all(Tensor self, str axis, int split_dim, int concat_dim, *, bool async=False) -> Tensor",
-     boolAsByte<allToAll, 5>},
+     asGlooType<allToAll, 5>},
     {"spmd.local_slice", "spmd::local_slice(Tensor self, str axis, int dim, *, int split_factor=1) -> Tensor",
      localSlice},
     {"spmd.reduce_scatter",
      "spmd::reduce_scatter(Tensor self, str axis, int dim, str op, *, bool async=False) -> Tensor",
-     boolAsByte<reduceScatter, 5>},
+     asGlooType<reduceScatter, 5>},
     {"spmd.vocab_embedding",
      "spmd::vocab_embedding(Tensor weight, Tensor indices, str spec, int vocab) -> Tensor", vocabEmbedding},
     {"spmd.wait", "spmd::wait(Tensor self) -> Tensor", waitOp},
@@ -356,6 +362,8 @@ const LocalOpDef kCollectives[] = {
 at::Tensor allReduceNow(MeshComm& comm, int64_t axis, const at::Tensor& x, sharding::ReduceOp op) {
   c10::InferenceMode normalTensors(false);
   if (x.scalar_type() == at::kBool) return allReduceNow(comm, axis, x.to(at::kByte), op).to(at::kBool);
+  if (x.is_complex())
+    return at::view_as_complex(allReduceNow(comm, axis, at::view_as_real(x.resolve_conj()).contiguous(), op));
   Started st = startAllReduce(comm, axis, x, reduceOf(std::string(sharding::reduceOpName(op))), false);
   comm.track(st.pending.work);
   if (st.pending.work) st.pending.work->wait();
@@ -366,6 +374,10 @@ at::Tensor allGatherNow(MeshComm& comm, int64_t axis, const at::Tensor& x, int64
   c10::InferenceMode normalTensors(false);
   if (x.scalar_type() == at::kBool)
     return allGatherNow(comm, axis, x.to(at::kByte), dim, splitFactor).to(at::kBool);
+  if (x.is_complex())
+    return at::view_as_complex(
+        allGatherNow(comm, axis, at::view_as_real(x.resolve_conj()).contiguous(), dim, splitFactor)
+            .contiguous());
   Started st = startAllGather(comm, axis, x, dim, splitFactor, false);
   comm.track(st.pending.work);
   if (st.pending.work) st.pending.work->wait();

@@ -27,10 +27,13 @@ std::vector<std::string> RuleRegistry::targets() const {
 }
 
 void registerAllRules(RuleRegistry& r) {
+  registerAttentionRules(r);
   registerConvRules(r);
   registerFactoryRules(r);
   registerIndexingRules(r);
   registerMatmulRules(r);
+  registerMetaRules(r);
+  registerMovementRules(r);
   registerNormRules(r);
   registerPointwiseRules(r);
   registerReductionRules(r);

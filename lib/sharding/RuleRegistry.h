@@ -37,10 +37,13 @@ class RuleRegistry {
   std::map<std::string, RuleFn, std::less<>> rules_;
 };
 
+void registerAttentionRules(RuleRegistry& r);
 void registerConvRules(RuleRegistry& r);
 void registerFactoryRules(RuleRegistry& r);
 void registerIndexingRules(RuleRegistry& r);
 void registerMatmulRules(RuleRegistry& r);
+void registerMetaRules(RuleRegistry& r);
+void registerMovementRules(RuleRegistry& r);
 void registerNormRules(RuleRegistry& r);
 void registerPointwiseRules(RuleRegistry& r);
 void registerReductionRules(RuleRegistry& r);

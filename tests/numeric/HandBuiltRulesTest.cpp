@@ -3,124 +3,13 @@
 // sums, means, maxima and minima, data movement (cat, transpose, split into
 // several results), scans, backward ops, indexing with random in-range
 // indices, pooling and factories. Every strategy each rule offers runs on 2
-// simulated ranks against the op run unsharded; each case also names the
-// strategies it must see, so a rule that stops offering them fails here.
-#include <ATen/ATen.h>
-
-#include "../TestCatch.h"
-
-#include <algorithm>
-#include <iostream>
-
-#include "NumericUtil.h"
-#include "runtime/TypeMap.h"
+// and 4 simulated ranks and a 2x2 mesh against the op run unsharded; each
+// case also names the strategies it must see (on 2 ranks), so a rule that
+// stops offering them fails here.
+#include "OneOp.h"
 
 using namespace spmd;
-using ir::Argument;
-using numeric::CheckStats;
-
-namespace {
-
-/// One result of a hand-built node: name, sizes, dtype.
-struct Out {
-  std::string name;
-  std::vector<int64_t> sizes;
-  ir::ScalarType dtype = ir::ScalarType::Float;
-};
-
-/// Builds one node over real input values and checks it.
-class OneOp {
- public:
-  /// A tensor operand named `name` holding `value`.
-  Argument in(const std::string& name, const at::Tensor& value) {
-    auto v = g_.addValue(name, ir::ValueKind::Tensor);
-    REQUIRE(v.hasValue());
-    ir::TensorType& t = (*v)->mutableType();
-    t.dtype = *runtime::fromC10ScalarType(value.scalar_type());
-    for (int64_t s : value.sizes()) t.sizes.emplace_back(s);
-    values_[name] = value;
-    return Argument::tensor(*v);
-  }
-  /// A Tensor[] or Tensor?[] operand.
-  static Argument list(std::vector<Argument> tensors, Argument::Kind kind = Argument::Kind::Tensors) {
-    Argument a;
-    a.kind = kind;
-    for (const Argument& t : tensors) a.values.push_back(t.value());
-    return a;
-  }
-  /// Adds the node `target(args)`; each entry of `outs` is one output
-  /// argument: one tensor, or (with `listOutput`) one Tensor[] of them all.
-  /// An Out with an empty name is a None output.
-  OneOp& node(const std::string& target, std::vector<std::pair<std::string, Argument>> args,
-              const std::vector<Out>& outs, bool listOutput = false) {
-    std::vector<ir::NamedArgument> inputs;
-    for (auto& [name, a] : args) inputs.push_back({name, std::move(a), false});
-    std::vector<Argument> outputs;
-    Argument list;
-    list.kind = Argument::Kind::Tensors;
-    for (const Out& o : outs) {
-      if (o.name.empty()) {
-        outputs.push_back(Argument::none());
-        continue;
-      }
-      auto v = g_.addValue(o.name, ir::ValueKind::Tensor);
-      REQUIRE(v.hasValue());
-      (*v)->mutableType().dtype = o.dtype;
-      for (int64_t s : o.sizes) (*v)->mutableType().sizes.emplace_back(s);
-      if (listOutput)
-        list.values.push_back(*v);
-      else
-        outputs.push_back(Argument::tensor(*v));
-    }
-    if (listOutput) outputs.push_back(list);
-    auto n = g_.addNode("op", target, std::move(inputs), std::move(outputs));
-    INFO(n.status().message());
-    REQUIRE(n.hasValue());
-    node_ = *n;
-    return *this;
-  }
-  /// Checks every strategy; each of `mustSee` ("operands [S(1)] -> results
-  /// [P(sum)]") must be among those run.
-  void check(CheckStats& total, const std::vector<std::string>& mustSee = {}) {
-    CheckStats stats;
-    numeric::checkNode(*node_, values_, "hand-built", stats);
-    for (const std::string& f : stats.failures) FAIL_CHECK(f);
-    for (const std::string& want : mustSee) {
-      INFO(node_->target() << " must offer " << want);
-      CHECK(std::count(stats.checked.begin(), stats.checked.end(), node_->target() + ": " + want) == 1);
-    }
-    CHECK(stats.pairs > 0);
-    total.nodes += stats.nodes;
-    total.pairs += stats.pairs;
-    total.skippedUneven += stats.skippedUneven;
-    total.setupRetries += stats.setupRetries;
-  }
-
- private:
-  ir::Graph g_;
-  numeric::TensorMap values_;
-  ir::Node* node_ = nullptr;
-};
-
-Argument I(int64_t v) { return Argument::integer(v); }
-Argument Is(std::vector<int64_t> v) { return Argument::integers(std::move(v)); }
-Argument F(double v) { return Argument::floating(v); }
-Argument B(bool v) { return Argument::boolean(v); }
-Argument Bs(std::vector<int64_t> v) {
-  Argument a;
-  a.kind = Argument::Kind::Bools;
-  a.ints = std::move(v);
-  return a;
-}
-
-at::Tensor randn(std::vector<int64_t> sizes) { return at::randn(sizes); }
-at::Tensor randint(int64_t high, std::vector<int64_t> sizes) { return at::randint(high, sizes, at::kLong); }
-
-void printTotal(const std::string& what, const CheckStats& s) {
-  std::cout << "numeric hand-built " << what << ": " << s.summary() << std::endl;
-}
-
-}  // namespace
+using namespace spmd::numeric::oneop;
 
 TEST_CASE("hand-built reductions leave pending sums, means, maxima and minima") {
   at::manual_seed(1);

@@ -35,12 +35,16 @@ constexpr double kAtol = 1e-6;
 constexpr double kSlack = 4;
 /// What runRank says when the process groups could not be built.
 constexpr const char* kSetupFailed = "cannot set up the process groups";
-/// Suffix of the graph input holding the 2 ranks' shares of a pending operand.
+/// Suffix of the graph input holding the ranks' shares of a pending operand.
 constexpr const char* kSharesSuffix = "__shares";
+/// Suffix of the real view of a complex result.
+constexpr const char* kRealSuffix = "__real";
 
-const sharding::Mesh& mesh2() {
-  static const sharding::Mesh m = *sharding::Mesh::create({2});
-  return m;
+/// "2", "4", "2x2".
+std::string meshName(const std::vector<int64_t>& sizes) {
+  std::string s;
+  for (int64_t n : sizes) s += (s.empty() ? "" : "x") + std::to_string(n);
+  return s;
 }
 
 /// A fresh temporary directory, removed with its files.
@@ -59,11 +63,13 @@ class TempDir {
   std::filesystem::path path_;
 };
 
-/// Ops whose result values are unspecified (only shape and dtype compare).
+/// Ops whose result values are unspecified or random (only shape and dtype
+/// compare; their rules keep random results replicated).
 bool valuesUnspecified(std::string_view target) {
   return target == "aten.empty.memory_format" || target == "aten.empty_permuted.default" ||
          target == "aten.empty_like.default" || target == "aten.new_empty.default" ||
-         target == "aten.empty_strided.default";
+         target == "aten.empty_strided.default" || target == "aten.rand.default" ||
+         target == "aten.randn.default" || target == "aten.randperm.default";
 }
 
 std::string shapeStr(c10::IntArrayRef s) {
@@ -90,6 +96,26 @@ struct Feed {
   ShardingSpec spec;
   /// Fed as random per-rank shares through a reducing node (pending floats).
   bool split = false;
+
+  /// Number of shares: the ranks along the pending axes.
+  int64_t shares(const sharding::Mesh& mesh) const {
+    int64_t n = 1;
+    for (size_t a = 0; a < spec.placements.size(); ++a)
+      if (spec.placements[a].isPartial()) n *= mesh.size(static_cast<int64_t>(a));
+    return n;
+  }
+  /// Layout of the [shares, ...] input: pending axes split the shares (dim
+  /// 0, major axis first), shards move one dim down.
+  ShardingSpec sharesSpec() const {
+    ShardingSpec s = spec;
+    for (Placement& p : s.placements) {
+      if (p.isPartial())
+        p = Placement::shard(0);
+      else if (p.isShard())
+        ++p.dim;
+    }
+    return s;
+  }
 };
 
 Expected<ir::Value*> cloneValue(ir::Graph& g, const ir::Value& v, const std::string& name) {
@@ -108,11 +134,41 @@ void addUserInput(ir::ExportedProgram& p, ir::Value* v) {
   p.signature.inputs.push_back(std::move(s));
 }
 
-/// The program: one input per feed (a split feed adds a [2, ...] input and
-/// an aten.sum.dim_IntList over its dim 0 defining the operand), the node
-/// itself (same name, target, arguments, metadata), its tensor results as
-/// user outputs.
-Expected<ir::ExportedProgram> buildProgram(const ir::Node& node, const std::vector<Feed>& feeds) {
+/// The real dtype of a complex one; Unknown for the others.
+ir::ScalarType realOf(ir::ScalarType t) {
+  switch (t) {
+    case ir::ScalarType::ComplexHalf:
+      return ir::ScalarType::Half;
+    case ir::ScalarType::ComplexFloat:
+      return ir::ScalarType::Float;
+    case ir::ScalarType::ComplexDouble:
+      return ir::ScalarType::Double;
+    default:
+      return ir::ScalarType::Unknown;
+  }
+}
+
+/// `v` itself, or for a complex `v` its aten.view_as_real (the runtime
+/// gathers real outputs only): [..., 2] in the matching real dtype.
+Expected<ir::Value*> realView(ir::Graph& g, ir::Value* v) {
+  ir::ScalarType real = realOf(v->type().dtype);
+  if (real == ir::ScalarType::Unknown) return v;
+  SPMD_ASSIGN_OR_RETURN(ir::Value * r, g.addValue(v->name() + kRealSuffix, ir::ValueKind::Tensor));
+  r->mutableType().dtype = real;
+  r->mutableType().sizes = v->type().sizes;
+  r->mutableType().sizes.emplace_back(2);
+  SPMD_RETURN_IF_ERROR(g.addNode(r->name(), "aten.view_as_real.default",
+                                 {{"self", ir::Argument::tensor(v), false}}, {ir::Argument::tensor(r)})
+                           .status());
+  return r;
+}
+
+/// The program: one input per feed (a split feed adds a [shares, ...]
+/// input and an aten.sum.dim_IntList over its dim 0 defining the operand),
+/// the node itself (same name, target, arguments, metadata), its tensor
+/// results (complex ones viewed as real) as user outputs.
+Expected<ir::ExportedProgram> buildProgram(const ir::Node& node, const std::vector<Feed>& feeds,
+                                           const sharding::Mesh& mesh) {
   ir::ExportedProgram p;
   p.name = node.name();
   p.schemaMajor = 8;
@@ -126,7 +182,7 @@ Expected<ir::ExportedProgram> buildProgram(const ir::Node& node, const std::vect
     }
     SPMD_ASSIGN_OR_RETURN(ir::Value * s, cloneValue(g, *f.value, f.value->name() + kSharesSuffix));
     ir::TensorType& t = s->mutableType();
-    t.sizes.insert(t.sizes.begin(), ir::Dim(2));
+    t.sizes.insert(t.sizes.begin(), ir::Dim(f.shares(mesh)));
     t.strides.clear();
     addUserInput(p, s);
     shares.emplace_back(&f, s);
@@ -155,7 +211,8 @@ Expected<ir::ExportedProgram> buildProgram(const ir::Node& node, const std::vect
   SPMD_ASSIGN_OR_RETURN(ir::Node * n,
                         g.addNode(node.name(), node.target(), std::move(inputs), std::move(outputs)));
   n->mutableMetadata() = node.metadata();
-  for (ir::Value* v : results) {
+  for (ir::Value*& v : results) {
+    SPMD_ASSIGN_OR_RETURN(v, realView(g, v));
     g.addOutput(ir::Argument::tensor(v));
     p.signature.outputs.push_back({ir::OutputKind::UserOutput, ir::Argument::tensor(v), ""});
   }
@@ -169,32 +226,36 @@ sharding::Propagation propagationOf(const ir::ExportedProgram& p, const std::vec
                                     const NodeSharding& strategy, std::vector<ShardingSpec>& inputSpecs) {
   sharding::Propagation prop;
   prop.values.assign(p.graph.numValues(), ShardingSpec{});
-  ShardingSpec byRow{{Placement::shard(0)}};
   for (const Feed& f : feeds) {
     const ir::Value* v = p.graph.findValue(f.value->name());
     prop.values[static_cast<size_t>(v->id())] = f.spec;
+    if (f.split)
+      prop.values[static_cast<size_t>(p.graph.findValue(f.value->name() + kSharesSuffix)->id())] =
+          f.sharesSpec();
   }
-  for (const ir::Value* in : p.graph.inputs()) {
-    bool isShares = in->name().ends_with(kSharesSuffix);
-    if (isShares) prop.values[static_cast<size_t>(in->id())] = byRow;
+  for (const ir::Value* in : p.graph.inputs())
     inputSpecs.push_back(prop.values[static_cast<size_t>(in->id())]);
-  }
   for (const auto& n : p.graph.nodes()) {
-    if (n.get() == p.graph.nodes().back().get()) {
+    if (n->name() == p.name) {
       prop.nodes.push_back(strategy);
       auto results = sharding::tensorResults(*n);
       for (size_t i = 0; i < results.size(); ++i)
         prop.values[static_cast<size_t>(results[i]->id())] = strategy.results[i];
       continue;
     }
+    const ir::Value* in = sharding::tensorOperands(*n)[0];
     const ir::Value* out = n->outputValues()[0];
-    prop.nodes.push_back({{byRow}, {prop.values[static_cast<size_t>(out->id())]}, "shares"});
+    if (n->target() == "aten.view_as_real.default")  // a complex result's real view: same layout
+      prop.values[static_cast<size_t>(out->id())] = prop.values[static_cast<size_t>(in->id())];
+    prop.nodes.push_back({{prop.values[static_cast<size_t>(in->id())]},
+                          {prop.values[static_cast<size_t>(out->id())]},
+                          "shares"});
   }
   return prop;
 }
 
-/// Random shares of `x` for the 2 ranks, stacked: their `op`-reduction is x.
-at::Tensor sharesOf(const at::Tensor& x, ReduceOp op) {
+/// `n` random shares of `x`, stacked: their `op`-reduction is x.
+at::Tensor sharesOf(const at::Tensor& x, ReduceOp op, int64_t n) {
   at::Tensor finite = at::where(at::isfinite(x), x.abs(), at::zeros_like(x));
   double scale = x.numel() ? finite.to(at::kDouble).mean().item<double>() : 1.0;
   if (!(scale > 0)) scale = 1.0;
@@ -202,17 +263,26 @@ at::Tensor sharesOf(const at::Tensor& x, ReduceOp op) {
   // ~1e-2 relative (gelu, exp, a product of two pending operands), while
   // the rounding of op(x - r) + op(r) stays within tolerance through long
   // reductions (cnn_train's addmm contracts 2048 elements).
-  at::Tensor r = at::randn(x.sizes(), x.options()) * (scale / 64);
-  at::Tensor pick = at::rand(x.sizes()) < 0.5;
+  std::vector<int64_t> stacked{n - 1};
+  stacked.insert(stacked.end(), x.sizes().begin(), x.sizes().end());
+  at::Tensor r = at::randn(stacked, x.options()) * (scale / 64);  // shares 1..n-1
   switch (op) {
     case ReduceOp::Sum:
-      return at::stack({x - r, r});
-    case ReduceOp::Avg:
-      return at::stack({x + r, x - r});
+      return at::cat({(x - r.sum(0)).unsqueeze(0), r});
+    case ReduceOp::Avg: {
+      at::Tensor all = at::cat({at::zeros_like(x).unsqueeze(0), r});
+      return x.unsqueeze(0) + all - all.mean(0, /*keepdim=*/true);
+    }
     case ReduceOp::Max:
     case ReduceOp::Min: {
-      at::Tensor other = op == ReduceOp::Max ? x - r.abs() : x + r.abs();
-      return at::stack({at::where(pick, x, other), at::where(pick, other, x)});
+      // Share `pick` holds x, the others are below (max) or above (min) it.
+      at::Tensor pick = at::randint(n, x.sizes(), at::kLong);
+      at::Tensor off = at::cat({r.abs(), (r.abs().mean(0) + scale / 64).unsqueeze(0)});
+      at::Tensor others = op == ReduceOp::Max ? x.unsqueeze(0) - off : x.unsqueeze(0) + off;
+      std::vector<int64_t> rowShape(stacked.size(), 1);
+      rowShape[0] = n;
+      at::Tensor rows = at::arange(n, at::kLong).view(rowShape);
+      return at::where(rows.eq(pick.unsqueeze(0)), x.unsqueeze(0), others);
     }
   }
   return x;
@@ -268,23 +338,34 @@ std::string compare(const at::Tensor& want, const at::Tensor& got, const at::Ten
   return o.str();
 }
 
+/// The reduce op of a spec's pending axes (one per spec: see composable).
+ReduceOp pendingOp(const ShardingSpec& spec) {
+  for (const Placement& p : spec.placements)
+    if (p.isPartial()) return p.reduce;
+  return ReduceOp::Sum;
+}
+
 /// Checks the strategies of one node against its unsharded run.
 struct Checker {
-  Checker(const ir::Node& n, const TensorMap& ops, const std::string& w, CheckStats& s)
-      : node(n), operands(ops), where(w), stats(s) {}
+  Checker(const ir::Node& n, const TensorMap& ops, const std::string& w, CheckStats& s,
+          const sharding::Mesh& m, std::string mn)
+      : node(n), operands(ops), where(w), stats(s), mesh(m), meshStr(std::move(mn)) {}
 
   const ir::Node& node;
   const TensorMap& operands;
   const std::string& where;
   CheckStats& stats;
+  const sharding::Mesh& mesh;
+  std::string meshStr;
   TensorMap reference;
   /// The node run on |operand| (floating operands): the size of its sums.
   TensorMap magnitude;
   TempDir dir;
 
   void fail(const NodeSharding& ns, const std::string& what) {
-    stats.failures.push_back(where + ": node %" + node.name() + " (" + node.target() +
-                             ")\n  rule: " + ns.rule + "\n  strategy: " + strategyStr(ns) + "\n  " + what);
+    stats.failures.push_back(where + ": node %" + node.name() + " (" + node.target() + ") on mesh " +
+                             meshStr + "\n  rule: " + ns.rule + "\n  strategy: " + strategyStr(ns) + "\n  " +
+                             what);
   }
 
   /// The distinct tensor operands with the layout of their first use.
@@ -307,12 +388,12 @@ struct Checker {
     for (size_t i = 0; i < ops.size(); ++i) {
       const at::Tensor& x = operands.at(ops[i]->name());
       std::vector<int64_t> shape(x.sizes().begin(), x.sizes().end());
-      if (!sharding::checkEvenlyDivisible(shape, ns.operands[i], mesh2()).isOk()) return false;
+      if (!sharding::checkEvenlyDivisible(shape, ns.operands[i], mesh).isOk()) return false;
     }
     for (size_t i = 0; i < ns.results.size(); ++i) {
       const at::Tensor& y = reference.at("output." + std::to_string(i));
       std::vector<int64_t> shape(y.sizes().begin(), y.sizes().end());
-      if (!sharding::checkEvenlyDivisible(shape, ns.results[i], mesh2()).isOk()) return false;
+      if (!sharding::checkEvenlyDivisible(shape, ns.results[i], mesh).isOk()) return false;
     }
     return true;
   }
@@ -324,7 +405,7 @@ struct Checker {
       for (const Feed& f : feeds) seen |= f.value == v;
       if (!seen) feeds.push_back({v, ShardingSpec::replicated(1), false});
     }
-    SPMD_ASSIGN_OR_RETURN(ir::ExportedProgram p, buildProgram(node, feeds));
+    SPMD_ASSIGN_OR_RETURN(ir::ExportedProgram p, buildProgram(node, feeds, mesh));
     SPMD_ASSIGN_OR_RETURN(runtime::ProgramRunner runner, runtime::ProgramRunner::create(p, {}));
     TensorMap in;
     for (const Feed& f : feeds) in[f.value->name()] = operands.at(f.value->name());
@@ -336,23 +417,25 @@ struct Checker {
     return Status::ok();
   }
 
-  /// Expands, writes, reads and runs `ns` on 2 ranks; compares with the reference.
+  /// Expands, writes, reads and runs `ns` on the mesh; compares with the reference.
   void check(const NodeSharding& ns, int index) {
     if (!evenlyDivisible(ns)) {
       ++stats.skippedUneven;
       return;
     }
     ++stats.pairs;
-    stats.checked.push_back(node.target() + ": " + strategyStr(ns));
+    ++stats.pairsByMesh[meshStr];
+    stats.checked.push_back(node.target() + ": " + strategyStr(ns) +
+                            (meshStr == "2" ? "" : " on " + meshStr));
     std::vector<Feed> feeds = feedsFor(ns);
-    auto p = buildProgram(node, feeds);
+    auto p = buildProgram(node, feeds, mesh);
     if (!p) return fail(ns, "building the program: " + p.status().message());
     std::vector<ShardingSpec> inputSpecs;
     sharding::Propagation prop = propagationOf(*p, feeds, ns, inputSpecs);
     passes::ExpandInput in;
     in.source = &*p;
     in.propagation = &prop;
-    in.mesh = mesh2();
+    in.mesh = mesh;
     in.inputSpecs = inputSpecs;
     in.outputSpecs.assign(p->signature.outputs.size(), std::nullopt);
     auto expanded = passes::expand(in);
@@ -368,7 +451,7 @@ struct Checker {
     for (const Feed& f : feeds) {
       const at::Tensor& x = operands.at(f.value->name());
       if (f.split)
-        inputs[f.value->name() + kSharesSuffix] = sharesOf(x, f.spec.placements[0].reduce);
+        inputs[f.value->name() + kSharesSuffix] = sharesOf(x, pendingOp(f.spec), f.shares(mesh));
       else
         inputs[f.value->name()] = x;
     }
@@ -403,10 +486,24 @@ struct Checker {
 }  // namespace
 
 std::string CheckStats::summary() const {
-  return std::to_string(nodes) + " nodes, " + std::to_string(pairs) + " (node, strategy) pairs checked, " +
-         std::to_string(skippedUneven) + " strategies skipped (uneven shards), " +
-         std::to_string(failures.size()) + " failures" +
+  std::string byMesh;
+  for (const auto& [m, n] : pairsByMesh)
+    byMesh += (byMesh.empty() ? " (mesh " : ", ") + m + ": " + std::to_string(n);
+  if (!byMesh.empty()) byMesh += ")";
+  return std::to_string(nodes) + " nodes, " + std::to_string(pairs) +
+         " (node, strategy, mesh) cases checked" + byMesh + ", " + std::to_string(skippedUneven) +
+         " strategies skipped (uneven shards), " + std::to_string(failures.size()) + " failures" +
          (setupRetries ? ", " + std::to_string(setupRetries) + " process-group setups retried" : "");
+}
+
+void CheckStats::add(const CheckStats& o) {
+  nodes += o.nodes;
+  pairs += o.pairs;
+  for (const auto& [m, n] : o.pairsByMesh) pairsByMesh[m] += n;
+  skippedUneven += o.skippedUneven;
+  setupRetries += o.setupRetries;
+  failures.insert(failures.end(), o.failures.begin(), o.failures.end());
+  checked.insert(checked.end(), o.checked.begin(), o.checked.end());
 }
 
 bool checkable(const ir::Node& node) {
@@ -421,11 +518,14 @@ bool checkable(const ir::Node& node) {
   return tensorResult;
 }
 
-void checkNode(const ir::Node& node, const TensorMap& operands, const std::string& where, CheckStats& stats) {
+void checkNode(const ir::Node& node, const TensorMap& operands, const std::string& where, CheckStats& stats,
+               const std::vector<int64_t>& meshSizes) {
   ++stats.nodes;
-  Checker c(node, operands, where, stats);
+  auto mesh = sharding::Mesh::create(meshSizes);
+  SPMD_CHECK(mesh.hasValue());
+  Checker c(node, operands, where, stats, *mesh, meshName(meshSizes));
   NodeSharding none;
-  auto strategies = sharding::enumerateStrategies(node, sharding::defaultRuleRegistry(), mesh2());
+  auto strategies = strategiesOn(node, meshSizes);
   if (!strategies) return c.fail(none, "enumerateStrategies: " + strategies.status().message());
   Status ref = c.runReference();
   if (!ref.isOk()) return c.fail(none, "unsharded run: " + ref.message());

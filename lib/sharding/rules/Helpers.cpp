@@ -42,12 +42,13 @@ RuleFn pointwise(Linearity lin, const std::vector<int>& linearOperands) {
   };
 }
 
-RuleFn pointwiseExceptDims(const char* dimArg, Linearity lin, const std::vector<int>& linearOperands) {
-  return [dimArg, lin, linearOperands](const ir::Node& node) -> Expected<OpShardingRule> {
+RuleFn pointwiseExceptDims(const char* dimArg, Linearity lin, const std::vector<int>& linearOperands,
+                           std::vector<int64_t> fallback) {
+  return [dimArg, lin, linearOperands, fallback](const ir::Node& node) -> Expected<OpShardingRule> {
     RuleBuilder b(node);
     if (b.numResults() == 0) return Status::error("rule: op has no tensor result");
     int64_t rank = static_cast<int64_t>(b.resultShape(0).size());
-    addBroadcastFactors(b, 0, dimsArg(node, dimArg, rank));
+    addBroadcastFactors(b, 0, dimsArg(node, dimArg, rank, fallback));
     if (lin != Linearity::None) b.linear(lin, linearOperands);
     return b.replicateRest().build();
   };
@@ -75,6 +76,62 @@ bool boolArg(const ir::Node& node, const char* name, bool fallback) {
   const ir::Argument* a = node.input(name);
   if (!a || a->kind != ir::Argument::Kind::Bool) return fallback;
   return a->ints[0] != 0;
+}
+
+double scalarArg(const ir::Node& node, const char* name, double fallback) {
+  const ir::Argument* a = node.input(name);
+  if (!a) return fallback;
+  if (a->kind == ir::Argument::Kind::Float || a->kind == ir::Argument::Kind::SymFloat)
+    return a->floats.empty() ? fallback : a->floats[0];
+  if (a->kind == ir::Argument::Kind::Int || a->kind == ir::Argument::Kind::Bool ||
+      a->kind == ir::Argument::Kind::SymInt)
+    return a->ints.empty() ? fallback : static_cast<double>(a->ints[0]);
+  return fallback;
+}
+
+bool isFloatingType(ir::ScalarType t) {
+  using S = ir::ScalarType;
+  switch (t) {
+    case S::Half:
+    case S::Float:
+    case S::Double:
+    case S::BFloat16:
+    case S::ComplexHalf:
+    case S::ComplexFloat:
+    case S::ComplexDouble:
+    case S::Float8E4M3FN:
+    case S::Float8E5M2:
+    case S::Float8E4M3FNUZ:
+    case S::Float8E5M2FNUZ:
+      return true;
+    default:
+      return false;
+  }
+}
+
+bool castIsLinear(ir::ScalarType from, ir::ScalarType to) {
+  // int(0.6) + int(0.6) != int(1.2); bool(1) + bool(-1) != bool(0).
+  return isFloatingType(to) || (!isFloatingType(from) && to != ir::ScalarType::Bool);
+}
+
+RuleFn cast(int operand) {
+  return [operand](const ir::Node& node) -> Expected<OpShardingRule> {
+    RuleBuilder b(node);
+    auto ops = tensorOperands(node);
+    auto res = tensorResults(node);
+    if (res.empty() || static_cast<int>(ops.size()) <= operand)
+      return Status::error("cast rule: expected a tensor operand and result");
+    addBroadcastFactors(b);
+    if (castIsLinear(ops[static_cast<size_t>(operand)]->type().dtype, res[0]->type().dtype))
+      b.linear(Linearity::Each, {operand});
+    return b.replicateRest().build();
+  };
+}
+
+void addOwnFactors(RuleBuilder& b, int i) {
+  const auto& shape = b.operandShape(i);
+  for (int64_t d = 0; d < static_cast<int64_t>(shape.size()); ++d)
+    if (shape[static_cast<size_t>(d)] != 1) b.operand(i, d, b.factor(shape[static_cast<size_t>(d)]));
 }
 
 // Operand index (tensorOperands order) of the first tensor of argument

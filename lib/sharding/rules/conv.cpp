@@ -13,6 +13,8 @@
 //        {i=8 reduction(sum), j=32 reduction(sum), k=16, ...} linear-each(0)
 //   aten.max_pool2d_with_indices.default(x[8, 16, 32, 32], [2, 2])
 //     -> ([i, j, k, l]) -> ([i, j, m, n], [i, j, m, n]) {i=8, j=16, k=32 replicated, ...}
+//   aten.upsample_bilinear2d.vec(x[8, 16, 4, 4], [8, 8], false, None)
+//     -> ([i, j, k, l]) -> ([i, j, m, n]) {i=8, j=16, k=4 replicated, ...} linear-each(0)
 //
 // Grouped convolutions keep channels replicated: a channel shard would not
 // line up with the groups.
@@ -46,7 +48,7 @@ bool isPointwiseConv(const ir::Node& node, const std::vector<int64_t>& weight) {
     if (weight[d] != 1) return false;
   for (const char* name : {"stride", "padding"}) {
     const ir::Argument* a = node.input(name);
-    if (!a) return false;
+    if (!a) continue;  // conv2d's defaults: stride 1, padding 0
     for (int64_t v : a->ints)
       if (v != (name[0] == 's' ? 1 : 0)) return false;
   }
@@ -62,6 +64,8 @@ Expected<OpShardingRule> convolutionRule(const ir::Node& node) {
   const auto& in = b.operandShape(0);
   const auto& w = b.operandShape(1);
   int bias = operandIndex(node, "bias");
+  // Unbatched conv2d(x[C, H, W], w[O, C, kh, kw]): replicated.
+  if (in.size() + 1 == w.size() && b.resultShape(0).size() == in.size()) return b.replicateRest().build();
   if (in.size() < 3 || in.size() != w.size() || b.resultShape(0).size() != in.size() ||
       (bias >= 0 && b.operandShape(bias).size() != 1))
     return Status::error("convolution rule: expected a batched input and a weight of its rank");
@@ -160,17 +164,62 @@ RuleFn pool(int64_t spatial, Linearity lin) {
   };
 }
 
+// grid_sampler_2d(input[N, C, H, W], grid[N, Ho, Wo, 2], ...) -> [N, C, Ho,
+// Wo]: samples interpolate the whole image, linearly.
+Expected<OpShardingRule> gridSamplerRule(const ir::Node& node) {
+  RuleBuilder b(node);
+  if (b.numOperands() != 2 || b.numResults() != 1 || b.operandShape(0).size() != 4 ||
+      b.operandShape(1).size() != 4 || b.resultShape(0).size() != 4)
+    return Status::error("grid_sampler_2d rule: expected input [N, C, H, W] and grid [N, Ho, Wo, 2]");
+  const auto& in = b.operandShape(0);
+  const auto& grid = b.operandShape(1);
+  if (in[0] != 1) b.addFactor({0, 0}, {0}, in[0]);
+  if (in[1] != 1) b.addFactor({1, -1}, {1}, in[1]);
+  for (int64_t d = 1; d <= 2; ++d)
+    if (grid[sz(d)] != 1) b.addFactor({-1, d}, {d + 1}, grid[sz(d)]);
+  return b.linear(Linearity::Each, {0}).replicateRest().build();
+}
+
+// col2im(self[N, C*K, L], output_size, kernel_size, ...) -> [N, C, H, W]
+// (N absent when unbatched): blocks overlap, so only N and C pass through.
+Expected<OpShardingRule> col2imRule(const ir::Node& node) {
+  RuleBuilder b(node);
+  if (b.numOperands() != 1 || b.numResults() != 1) return Status::error("col2im rule: expected one tensor");
+  const auto& in = b.operandShape(0);
+  const auto& out = b.resultShape(0);
+  int64_t lead = static_cast<int64_t>(in.size()) - 2;  // 1 batched, 0 unbatched
+  if (lead < 0 || static_cast<int64_t>(out.size()) != lead + 3)
+    return Status::error("col2im rule: expected [N, C*K, L]");
+  if (lead == 1 && in[0] != 1) b.addFactor({0}, {0}, in[0]);
+  int64_t c = out[sz(lead)], ck = in[sz(lead)];
+  if (c != 1 && ck % c == 0) {
+    b.addFactor({lead}, {lead}, c);
+    if (ck / c != 1) b.operand(0, lead, b.factor(ck / c, FactorKind::NeedReplication));
+  }
+  return b.linear(Linearity::Each, {0}).replicateRest().build();
+}
+
 }  // namespace
 
 void registerConvRules(RuleRegistry& r) {
   r.add("aten._adaptive_avg_pool2d.default", pool(2, Linearity::Each));
   r.add("aten._adaptive_avg_pool2d_backward.default", pool(2, Linearity::Each));
+  r.add("aten._adaptive_avg_pool3d.default", pool(3, Linearity::Each));
+  r.add("aten.adaptive_avg_pool2d.default", pool(2, Linearity::Each));
   r.add("aten.avg_pool2d.default", pool(2, Linearity::Each));
   r.add("aten.avg_pool2d_backward.default", pool(2, Linearity::Each));
-  r.add("aten.convolution.default", convolutionRule);
+  r.add("aten.avg_pool3d.default", pool(3, Linearity::Each));
+  r.add("aten.col2im.default", col2imRule);
+  r.add({"aten.conv1d.default", "aten.conv2d.default", "aten.conv3d.default", "aten.convolution.default"},
+        convolutionRule);
   r.add("aten.convolution_backward.default", convolutionBackwardRule);
+  r.add("aten.grid_sampler_2d.default", gridSamplerRule);
+  r.add("aten.max_pool2d.default", pool(2, Linearity::None));
   r.add("aten.max_pool2d_with_indices.default", pool(2, Linearity::None));
   r.add("aten.max_pool2d_with_indices_backward.default", pool(2, Linearity::Each));
+  r.add("aten.max_pool3d_with_indices.default", pool(3, Linearity::None));
+  // Interpolation is linear in the image; it reads neighbours, so space stays whole.
+  r.add({"aten.upsample_bilinear2d.vec", "aten.upsample_nearest2d.vec"}, pool(2, Linearity::Each));
 }
 
 }  // namespace spmd::sharding

@@ -14,6 +14,8 @@
 //        l=16 reduction(sum)} linear-joint(0, 2), z additive
 //   aten.topk.default(x[32, 4], 2)
 //     -> ([i, j]) -> ([i, k], [i, k]) {i=32, j=4 replicated, k=2 replicated}
+//   aten.scatter_reduce.two(x[4, 10], 1, idx[4, 6], src[4, 6], "amax")
+//     -> ([i, j], [i, k], [i, k]) -> ([i, j]) {i=4, j=10 replicated, k=6 reduction(max)}, x additive
 //
 // Embedding with the vocabulary sharded is Megatron's vocab-parallel
 // embedding: each rank looks up the rows it holds and gives zeros for the
@@ -99,7 +101,10 @@ Expected<OpShardingRule> gatherRule(const ir::Node& node) {
   return b.linear(Linearity::Each, {0}).replicateRest().build();
 }
 
-enum class ScatterKind : uint8_t { Src, Value, Add };
+// Src/Value: plain writes; Add/Max/Min: accumulating scatters (scatter_add,
+// scatter_reduce with include_self) whose sharded contributions leave the
+// result pending.
+enum class ScatterKind : uint8_t { Src, Value, Add, Max, Min };
 
 // scatter(self, dim, index, src | value) and scatter_add -> [self's shape].
 Expected<OpShardingRule> scatterRule(const ir::Node& node, ScatterKind kind) {
@@ -125,12 +130,18 @@ Expected<OpShardingRule> scatterRule(const ir::Node& node, ScatterKind kind) {
       if (self[sz(d)] != 1) b.addFactor({d}, {d}, self[sz(d)], FactorKind::NeedReplication);
       if (d != dim || index[sz(d)] != src[sz(d)] || index[sz(d)] == 1) continue;
       // scatter_add: each rank adds its share of the contributions, the sum
-      // is pending. Other scatters would write different rows per rank.
-      FactorKind k = kind == ScatterKind::Add ? FactorKind::Reduction : FactorKind::NeedReplication;
-      b.addFactor(at(n, {{1, d}, {s, d}}), {-1}, index[sz(d)], k);
+      // is pending (a maximum for amax). Plain scatters would write
+      // different rows per rank.
+      bool accumulates = kind == ScatterKind::Add || kind == ScatterKind::Max || kind == ScatterKind::Min;
+      ReduceOp op = kind == ScatterKind::Max   ? ReduceOp::Max
+                    : kind == ScatterKind::Min ? ReduceOp::Min
+                                               : ReduceOp::Sum;
+      b.addFactor(at(n, {{1, d}, {s, d}}), {-1}, index[sz(d)],
+                  accumulates ? FactorKind::Reduction : FactorKind::NeedReplication, op);
     }
   }
   if (kind == ScatterKind::Add) b.additive(0).linear(Linearity::Joint, {0, 2});
+  if (kind == ScatterKind::Max || kind == ScatterKind::Min) b.additive(0);
   return b.replicateRest().build();
 }
 
@@ -305,18 +316,57 @@ Expected<OpShardingRule> alongDimRule(const ir::Node& node) {
   return b.replicateRest().build();
 }
 
+// scatter_reduce(self, dim, index, src, reduce, include_self): sum, amax
+// and amin including self accumulate; prod, mean and the rest write.
+Expected<OpShardingRule> scatterReduceRule(const ir::Node& node) {
+  const ir::Argument* reduce = node.input("reduce");
+  std::string op = reduce && !reduce->strings.empty() ? reduce->strings[0] : "";
+  bool includeSelf = rules::boolArg(node, "include_self", true);
+  ScatterKind kind = !includeSelf   ? ScatterKind::Src
+                     : op == "sum"  ? ScatterKind::Add
+                     : op == "amax" ? ScatterKind::Max
+                     : op == "amin" ? ScatterKind::Min
+                                    : ScatterKind::Src;
+  return scatterRule(node, kind);
+}
+
+// _embedding_bag(weight[V, D], indices, offsets, ..., mode, ...) ->
+// (output[B, D], offset2bag, bag_size, max_indices): only D passes through
+// (every result of rank 2 and D columns has it); bags read any rows.
+Expected<OpShardingRule> embeddingBagRule(const ir::Node& node) {
+  RuleBuilder b(node);
+  if (b.numOperands() < 2 || b.numResults() < 1 || b.operandShape(0).size() != 2)
+    return Status::error("_embedding_bag rule: expected weight [V, D] and indices");
+  int64_t dcols = b.operandShape(0)[1];
+  if (dcols != 1) {
+    int f = b.factor(dcols);
+    b.operand(0, 1, f);
+    for (int i = 0; i < b.numResults(); ++i)
+      if (b.resultShape(i).size() == 2 && b.resultShape(i)[1] == dcols) b.result(i, 1, f);
+  }
+  return b.replicateRest().build();
+}
+
 }  // namespace
 
 void registerIndexingRules(RuleRegistry& r) {
+  // Data-dependent: where the masked elements land, which elements are nonzero.
+  const RuleFn whole = [](const ir::Node& n) { return RuleBuilder(n).replicateRest().build(); };
+  r.add("aten._embedding_bag.default", embeddingBagRule);
+  r.add({"aten.argsort.default", "aten.argsort.stable"},
+        rules::pointwiseExceptDims("dim", Linearity::None, {}, {-1}));
   r.add("aten.embedding.default", embeddingRule);
   r.add("aten.embedding_dense_backward.default", embeddingBackwardRule);
   r.add("aten.gather.default", gatherRule);
   r.add("aten.index.Tensor", indexRule);
   r.add("aten.index_put.default", indexPutRule);
   r.add("aten.index_select.default", indexSelectRule);
+  r.add("aten.masked_scatter.default", whole);
+  r.add("aten.nonzero.default", whole);
   r.add("aten.scatter.src", [](const ir::Node& n) { return scatterRule(n, ScatterKind::Src); });
   r.add("aten.scatter.value", [](const ir::Node& n) { return scatterRule(n, ScatterKind::Value); });
   r.add("aten.scatter_add.default", [](const ir::Node& n) { return scatterRule(n, ScatterKind::Add); });
+  r.add("aten.scatter_reduce.two", scatterReduceRule);
   r.add("aten.sort.default", alongDimRule);
   r.add("aten.sort.stable", alongDimRule);
   r.add("aten.topk.default", alongDimRule);

@@ -1,9 +1,16 @@
 // Matrix products: batch, row and column factors pass through, the
 // contracted factor is a reduction (sharding it leaves the result pending).
 //
-//   aten.mm.default(a[32, 64], b[64, 256])   -> ([i, j], [j, k]) -> ([i, k]) {i=32, j=64 reduction(sum),
-//   k=256} aten.addmm.default(bias[256], a, b)      -> ([k], [i, j], [j, k]) -> ([i, k]) ..., bias additive
+//   aten.mm.default(a[32, 64], b[64, 256])
+//     -> ([i, j], [j, k]) -> ([i, k]) {i=32, j=64 reduction(sum), k=256}
+//   aten.addmm.default(bias[256], a, b)  -> ([k], [i, j], [j, k]) -> ([i, k]) ..., bias additive
 //   aten.bmm.default(a[8, 16, 8], b[8, 8, 16]) -> ([h, i, j], [h, j, k]) -> ([h, i, k])
+//   aten.einsum.default("bhqd,bhkd->bhqk", [q, k]) -> ([i, j, k, l], [i, j, m, l]) -> ([i, j, k, m])
+//     {..., l reduction(sum)} linear-each(0, 1)
+#include <algorithm>
+#include <map>
+#include <string>
+
 #include "sharding/rules/Helpers.h"
 
 namespace spmd::sharding {
@@ -75,12 +82,177 @@ Expected<OpShardingRule> linearRule(const ir::Node& node) {
   return b.linear(Linearity::Each, {0, 1}).replicateRest().build();
 }
 
+// baddbmm(self, batch1[B, M, K], batch2[B, K, N]): self broadcasts
+// against the [B, M, N] result and is added to the products.
+Expected<OpShardingRule> baddbmmRule(const ir::Node& node) {
+  RuleBuilder b(node);
+  if (b.numOperands() != 3 || b.operandShape(1).size() != 3 || b.operandShape(2).size() != 3)
+    return Status::error("baddbmm rule: expected self, batch1[B, M, K] and batch2[B, K, N]");
+  addProductFactors(b, 1, 2, 1);
+  const auto& self = b.operandShape(0);
+  const auto& out = b.resultShape(0);
+  // Factor ids from addProductFactors: 0 = B, 1 = M, 2 = K (reduction), 3 = N.
+  const int ids[] = {0, 1, 3};
+  for (int64_t d = 0; d < static_cast<int64_t>(self.size()); ++d) {
+    int64_t od = d + static_cast<int64_t>(out.size() - self.size());
+    if (od >= 0 && self[static_cast<size_t>(d)] == out[static_cast<size_t>(od)] &&
+        out[static_cast<size_t>(od)] != 1)
+      b.operand(0, d, ids[od]);
+  }
+  return b.additive(0).linear(Linearity::Joint, {0, 1}).replicateRest().build();
+}
+
+// matmul(a, b): 1-D operands are vectors; batch dims broadcast.
+Expected<OpShardingRule> matmulRule(const ir::Node& node) {
+  RuleBuilder b(node);
+  if (b.numOperands() != 2 || b.numResults() != 1) return Status::error("matmul rule: expected two tensors");
+  const auto& as = b.operandShape(0);
+  const auto& bs = b.operandShape(1);
+  const auto& out = b.resultShape(0);
+  auto ra = static_cast<int64_t>(as.size()), rb = static_cast<int64_t>(bs.size());
+  auto ro = static_cast<int64_t>(out.size());
+  if (ra < 1 || rb < 1) return Status::error("matmul rule: expected tensors of rank >= 1");
+  bool am = ra >= 2, bn = rb >= 2;
+  int64_t batch = ro - (am ? 1 : 0) - (bn ? 1 : 0);
+  int64_t ab = am ? ra - 2 : 0, bb = bn ? rb - 2 : 0;  // batch dims of a and b
+  if (batch < 0 || batch < std::max(ab, bb)) return Status::error("matmul rule: result rank does not match");
+  auto size = [](const std::vector<int64_t>& s, int64_t d) { return s[static_cast<size_t>(d)]; };
+  for (int64_t d = 0; d < batch; ++d) {
+    int64_t n = size(out, d);
+    if (n == 1) continue;
+    int f = b.factor(n);
+    b.result(0, d, f);
+    int64_t da = d - (batch - ab), db = d - (batch - bb);
+    if (da >= 0 && size(as, da) == n) b.operand(0, da, f);
+    if (db >= 0 && size(bs, db) == n) b.operand(1, db, f);
+  }
+  if (am && size(as, ra - 2) != 1) b.addFactor({ra - 2, -1}, {batch}, size(as, ra - 2));
+  if (size(as, ra - 1) != 1)
+    b.addFactor({ra - 1, bn ? rb - 2 : 0}, {-1}, size(as, ra - 1), FactorKind::Reduction);
+  if (bn && size(bs, rb - 1) != 1) b.addFactor({-1, rb - 1}, {ro - 1}, size(bs, rb - 1));
+  return b.linear(Linearity::Each, {0, 1}).replicateRest().build();
+}
+
+// Labels of one einsum term: letters as themselves, the dims "..." stands
+// for as 1000 + their position counted from the right (so they broadcast).
+std::vector<int> einsumLabels(std::string_view term, int64_t rank) {
+  std::vector<int> out;
+  size_t dots = term.find("...");
+  int64_t letters = static_cast<int64_t>(term.size()) - (dots == std::string_view::npos ? 0 : 3);
+  for (size_t i = 0; i < term.size(); ++i) {
+    if (i == dots) {
+      for (int64_t k = rank - letters; k > 0; --k) out.push_back(1000 + static_cast<int>(k) - 1);
+      i += 2;
+      continue;
+    }
+    if (term[i] != ' ') out.push_back(term[i]);
+  }
+  return out;
+}
+
+// einsum(equation, tensors): a factor per label; labels missing from the
+// output are summed; a label repeated in one term (a diagonal) stays whole.
+Expected<OpShardingRule> einsumRule(const ir::Node& node) {
+  RuleBuilder b(node);
+  const ir::Argument* eq = node.input("equation");
+  if (!eq || eq->strings.empty() || b.numResults() != 1)
+    return Status::error("einsum rule: expected an equation");
+  std::string e;
+  for (char c : eq->strings[0])
+    if (c != ' ') e += c;
+  size_t arrow = e.find("->");
+  std::vector<std::vector<int>> terms;
+  std::string_view lhs = std::string_view(e).substr(0, arrow);
+  for (int i = 0; i < b.numOperands(); ++i) {
+    size_t comma = lhs.find(',');
+    terms.push_back(einsumLabels(lhs.substr(0, comma), static_cast<int64_t>(b.operandShape(i).size())));
+    lhs = comma == std::string_view::npos ? std::string_view() : lhs.substr(comma + 1);
+  }
+  std::vector<int> out;
+  if (arrow != std::string::npos) {
+    out = einsumLabels(std::string_view(e).substr(arrow + 2), static_cast<int64_t>(b.resultShape(0).size()));
+  } else {  // implicit: "..." then the letters used once, sorted
+    std::map<int, int> count;
+    for (const auto& t : terms)
+      for (int l : t) ++count[l];
+    for (auto [l, c] : count)
+      if (l >= 1000) out.insert(out.begin(), l);
+    for (auto [l, c] : count)
+      if (l < 1000 && c == 1) out.push_back(l);
+  }
+  for (int i = 0; i < b.numOperands(); ++i)
+    if (terms[static_cast<size_t>(i)].size() != b.operandShape(i).size())
+      return Status::error("einsum rule: a term does not match its operand's rank");
+  if (out.size() != b.resultShape(0).size()) return Status::error("einsum rule: the output does not match");
+  std::map<int, int64_t> sizes;
+  std::map<int, bool> repeated;
+  auto note = [&](int l, int64_t n) { sizes[l] = std::max(sizes[l], n); };
+  for (int i = 0; i < b.numOperands(); ++i) {
+    const auto& t = terms[static_cast<size_t>(i)];
+    for (size_t d = 0; d < t.size(); ++d) {
+      note(t[d], b.operandShape(i)[d]);
+      repeated[t[d]] = repeated[t[d]] || std::count(t.begin(), t.end(), t[d]) > 1;
+    }
+  }
+  for (size_t d = 0; d < out.size(); ++d) note(out[d], b.resultShape(0)[d]);
+  for (auto [l, n] : sizes) {
+    if (n == 1) continue;
+    bool kept = std::find(out.begin(), out.end(), l) != out.end();
+    FactorKind kind = repeated[l] ? FactorKind::NeedReplication
+                      : kept      ? FactorKind::PassThrough
+                                  : FactorKind::Reduction;
+    int f = b.factor(n, kind);
+    for (int i = 0; i < b.numOperands(); ++i) {
+      const auto& t = terms[static_cast<size_t>(i)];
+      for (size_t d = 0; d < t.size(); ++d)
+        if (t[d] == l && b.operandShape(i)[d] == n) b.operand(i, static_cast<int64_t>(d), f);
+    }
+    for (size_t d = 0; d < out.size(); ++d)
+      if (out[d] == l) b.result(0, static_cast<int64_t>(d), f);
+  }
+  return b.linear(Linearity::Each).replicateRest().build();
+}
+
+// _cdist_forward(x1[..., P, M], x2[..., R, M], p, mode) -> [..., P, R]:
+// distances need whole rows (M); batch dims broadcast.
+Expected<OpShardingRule> cdistRule(const ir::Node& node) {
+  RuleBuilder b(node);
+  if (b.numOperands() != 2 || b.numResults() != 1 || b.operandShape(0).size() < 2 ||
+      b.operandShape(1).size() < 2)
+    return Status::error("cdist rule: expected x1[..., P, M] and x2[..., R, M]");
+  const auto& x1 = b.operandShape(0);
+  const auto& x2 = b.operandShape(1);
+  const auto& out = b.resultShape(0);
+  auto r1 = static_cast<int64_t>(x1.size()), r2 = static_cast<int64_t>(x2.size());
+  auto ro = static_cast<int64_t>(out.size());
+  for (int64_t d = 0; d + 2 < ro; ++d) {
+    int64_t n = out[static_cast<size_t>(d)], d1 = d - (ro - r1), d2 = d - (ro - r2);
+    if (n == 1) continue;
+    int f = b.factor(n);
+    b.result(0, d, f);
+    if (d1 >= 0 && x1[static_cast<size_t>(d1)] == n) b.operand(0, d1, f);
+    if (d2 >= 0 && x2[static_cast<size_t>(d2)] == n) b.operand(1, d2, f);
+  }
+  if (x1[static_cast<size_t>(r1 - 2)] != 1)
+    b.addFactor({r1 - 2, -1}, {ro - 2}, x1[static_cast<size_t>(r1 - 2)]);
+  if (x2[static_cast<size_t>(r2 - 2)] != 1)
+    b.addFactor({-1, r2 - 2}, {ro - 1}, x2[static_cast<size_t>(r2 - 2)]);
+  return b.replicateRest().build();
+}
+
 }  // namespace
 
 void registerMatmulRules(RuleRegistry& r) {
+  r.add("aten._cdist_forward.default", cdistRule);
+  // Every pair of rows: replicated.
+  r.add("aten._pdist_forward.default",
+        [](const ir::Node& n) { return RuleBuilder(n).replicateRest().build(); });
   r.add("aten.addmm.default", addmmRule);
+  r.add("aten.baddbmm.default", baddbmmRule);
   r.add("aten.bmm.default", [](const ir::Node& n) { return productRule(n, 1); });
+  r.add("aten.einsum.default", einsumRule);
   r.add("aten.linear.default", linearRule);
+  r.add("aten.matmul.default", matmulRule);
   r.add("aten.mm.default", [](const ir::Node& n) { return productRule(n, 0); });
 }
 

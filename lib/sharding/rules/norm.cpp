@@ -14,6 +14,7 @@
 //
 // Training-mode batch norm computes batch statistics: batch and spatial dims
 // need replication (no cross-rank Welford here); only channels pass through.
+// Group norm passes samples through only.
 #include "sharding/rules/Helpers.h"
 
 namespace spmd::sharding {
@@ -135,16 +136,28 @@ Expected<OpShardingRule> batchNormRule(const ir::Node& node, bool hasTrainingArg
 }
 
 // native_batch_norm_backward(grad_out, input, weight?, running_mean?,
-// running_var?, save_mean?, save_invstd?, train, eps, output_mask).
-Expected<OpShardingRule> batchNormBackwardRule(const ir::Node& node) {
+// running_var?, save_mean?, save_invstd?, train, eps, output_mask), and
+// batch_norm_backward (`update` for train, a trailing reserve tensor).
+Expected<OpShardingRule> batchNormBackwardRule(const ir::Node& node, const char* trainArg) {
   RuleBuilder b(node);
   if (b.numOperands() < 2) return Status::error("batch_norm backward rule: expected grad_out and input");
   // In eval mode grad_input is pointwise and grad_weight/grad_bias sum
   // over batch and space; in training mode grad_input needs batch means.
   FactorKind other =
-      rules::boolArg(node, "train", true) ? FactorKind::NeedReplication : FactorKind::Reduction;
+      rules::boolArg(node, trainArg, true) ? FactorKind::NeedReplication : FactorKind::Reduction;
   b.linear(Linearity::Each, {0});
   return batchNorm(b, {0, 1}, {resultIndex(node, 0)}, other);
+}
+
+// group_norm(input[N, C, ...], num_groups, weight?, bias?, ...): samples
+// pass through; channels (num_groups is global) and space stay whole.
+Expected<OpShardingRule> groupNormRule(const ir::Node& node) {
+  RuleBuilder b(node);
+  if (b.numOperands() < 1 || b.numResults() != 1 || b.operandShape(0).size() < 2)
+    return Status::error("group_norm rule: expected an input [N, C, ...]");
+  int64_t n = b.operandShape(0)[0];
+  if (n != 1) b.addFactor({0}, {0}, n);
+  return b.replicateRest().build();
 }
 
 }  // namespace
@@ -156,8 +169,18 @@ void registerNormRules(RuleRegistry& r) {
   r.add("aten._native_batch_norm_legit_functional.default", trainable);
   r.add("aten._native_batch_norm_legit_no_training.default",
         [](const ir::Node& n) { return batchNormRule(n, false); });
+  r.add("aten.batch_norm.default", trainable);
+  r.add("aten.batch_norm_backward.default",
+        [](const ir::Node& n) { return batchNormBackwardRule(n, "update"); });
+  r.add("aten.group_norm.default", groupNormRule);
+  r.add("aten.layer_norm.default", layerNormRule);
   r.add("aten.native_batch_norm.default", trainable);
-  r.add("aten.native_batch_norm_backward.default", batchNormBackwardRule);
+  r.add("aten.native_batch_norm_backward.default",
+        [](const ir::Node& n) { return batchNormBackwardRule(n, "train"); });
+  // native_group_norm(input, weight, bias, N, C, HxW, group, eps) and its
+  // backward take the global N, C and HxW: a shard would not match them.
+  r.add({"aten.native_group_norm.default", "aten.native_group_norm_backward.default"},
+        [](const ir::Node& n) { return RuleBuilder(n).replicateRest().build(); });
   r.add("aten.native_layer_norm.default", layerNormRule);
   r.add("aten.native_layer_norm_backward.default", layerNormBackwardRule);
 }

@@ -6,6 +6,7 @@
 //   aten.view.default(x[2, 16, 64], [2, 16, -1, 8]) -> ([i, j, k l]) -> ([i, j, k, l])
 //   aten.permute.default(w[256, 64], [1, 0])    -> ([i, j]) -> ([j, i])
 //   aten.cat.default([a[2, 4], b[2, 4]], -1)     -> ([i, j], [i, k]) -> ([i, l]) {j, k, l replicated}
+//   aten.stack.default([a[2, 4], b[2, 4]], 1)    -> ([i, j], [i, j]) -> ([i, k, j]) {k=2 replicated}
 #include <numeric>
 
 #include "sharding/rules/Helpers.h"
@@ -13,8 +14,10 @@
 namespace spmd::sharding {
 namespace {
 
-// Factors of a row-major reshape from `in` to `out` (operand 0 -> result 0).
-void addReshapeFactors(RuleBuilder& b, const std::vector<int64_t>& in, const std::vector<int64_t>& out) {
+// Factors of a row-major reshape from `in` to `out` (operand 0 -> result 0;
+// also to operand `like` >= 0, shaped like the result: view_as' other).
+void addReshapeFactors(RuleBuilder& b, const std::vector<int64_t>& in, const std::vector<int64_t>& out,
+                       int like = -1) {
   size_t i = 0, j = 0;
   while (i < in.size() || j < out.size()) {
     if (i < in.size() && in[i] == 1) {
@@ -60,6 +63,7 @@ void addReshapeFactors(RuleBuilder& b, const std::vector<int64_t>& in, const std
       for (auto& [f, dims] : factors) {
         b.operand(0, static_cast<int64_t>(dims.first), f);
         b.result(0, static_cast<int64_t>(dims.second), f);
+        if (like >= 0) b.operand(like, static_cast<int64_t>(dims.second), f);
       }
     }
     // (when not ok, replicateRest covers the group's dims)
@@ -71,7 +75,9 @@ void addReshapeFactors(RuleBuilder& b, const std::vector<int64_t>& in, const std
 Expected<OpShardingRule> reshapeRule(const ir::Node& node) {
   RuleBuilder b(node);
   if (b.numOperands() < 1 || b.numResults() != 1) return Status::error("view rule: expected one tensor");
-  addReshapeFactors(b, b.operandShape(0), b.resultShape(0));
+  // view_as(self, other): other has the result's shape (its values do not matter).
+  bool like = b.numOperands() == 2 && b.operandShape(1) == b.resultShape(0);
+  addReshapeFactors(b, b.operandShape(0), b.resultShape(0), like ? 1 : -1);
   return b.linear(Linearity::Each, {0}).replicateRest().build();
 }
 
@@ -183,16 +189,102 @@ Expected<OpShardingRule> expandRule(const ir::Node& node) {
   return b.linear(Linearity::Each, {0}).replicateRest().build();
 }
 
+// unbind(self, dim) -> one result per index of `dim`: select for each.
+Expected<OpShardingRule> unbindRule(const ir::Node& node) {
+  RuleBuilder b(node);
+  if (b.numOperands() != 1) return Status::error("unbind rule: expected one tensor");
+  const auto& in = b.operandShape(0);
+  int64_t rank = static_cast<int64_t>(in.size());
+  int64_t dim = normalizeDim(rules::intArg(node, "dim", 0), rank);
+  for (int64_t d = 0, out = 0; d < rank; ++d) {
+    if (d == dim) continue;
+    if (in[static_cast<size_t>(d)] != 1) {
+      int f = b.factor(in[static_cast<size_t>(d)]);
+      b.operand(0, d, f);
+      for (int i = 0; i < b.numResults(); ++i) b.result(i, out, f);
+    }
+    ++out;
+  }
+  return b.linear(Linearity::Each, {0}).replicateRest().build();
+}
+
+// unflatten(self, dim, sizes): `sizes` are global (the expansion does not
+// make them local), so the unflattened dim stays whole.
+Expected<OpShardingRule> unflattenRule(const ir::Node& node) {
+  RuleBuilder b(node);
+  if (b.numOperands() != 1 || b.numResults() != 1)
+    return Status::error("unflatten rule: expected one tensor");
+  const auto& in = b.operandShape(0);
+  int64_t rank = static_cast<int64_t>(in.size());
+  int64_t dim = normalizeDim(rules::intArg(node, "dim", 0), rank);
+  int64_t added = static_cast<int64_t>(b.resultShape(0).size()) - rank;
+  for (int64_t d = 0; d < rank; ++d)
+    if (d != dim && in[static_cast<size_t>(d)] != 1)
+      b.addFactor({d}, {d < dim ? d : d + added}, in[static_cast<size_t>(d)]);
+  return b.linear(Linearity::Each, {0}).replicateRest().build();
+}
+
+// stack(tensors, dim): the new dim stays whole, the others pass through.
+Expected<OpShardingRule> stackRule(const ir::Node& node) {
+  RuleBuilder b(node);
+  if (b.numResults() != 1) return Status::error("stack rule: expected one result");
+  const auto& out = b.resultShape(0);
+  int64_t rank = static_cast<int64_t>(out.size());
+  int64_t dim = normalizeDim(rules::intArg(node, "dim", 0), rank);
+  for (int64_t d = 0; d < rank; ++d) {
+    if (d == dim || out[static_cast<size_t>(d)] == 1) continue;
+    int f = b.factor(out[static_cast<size_t>(d)]);
+    b.result(0, d, f);
+    for (int i = 0; i < b.numOperands(); ++i) b.operand(i, d < dim ? d : d - 1, f);
+  }
+  return b.linear(Linearity::Joint).replicateRest().build();
+}
+
+// diagonal(self, offset, dim1, dim2): the other dims, then the diagonal.
+Expected<OpShardingRule> diagonalRule(const ir::Node& node) {
+  RuleBuilder b(node);
+  const auto& in = b.operandShape(0);
+  int64_t rank = static_cast<int64_t>(in.size());
+  int64_t d1 = normalizeDim(rules::intArg(node, "dim1", 0), rank);
+  int64_t d2 = normalizeDim(rules::intArg(node, "dim2", 1), rank);
+  for (int64_t d = 0, out = 0; d < rank; ++d) {
+    if (d == d1 || d == d2) continue;
+    if (in[static_cast<size_t>(d)] != 1) b.addFactor({d}, {out}, in[static_cast<size_t>(d)]);
+    ++out;
+  }
+  return b.linear(Linearity::Each, {0}).replicateRest().build();
+}
+
+// select_scatter(self, src, dim, index): src is self without `dim`.
+Expected<OpShardingRule> selectScatterRule(const ir::Node& node) {
+  RuleBuilder b(node);
+  if (b.numOperands() != 2 || b.numResults() != 1)
+    return Status::error("select_scatter rule: expected self, src");
+  const auto& self = b.operandShape(0);
+  int64_t rank = static_cast<int64_t>(self.size());
+  int64_t dim = normalizeDim(rules::intArg(node, "dim", 0), rank);
+  for (int64_t d = 0; d < rank; ++d)
+    if (d != dim && self[static_cast<size_t>(d)] != 1)
+      b.addFactor({d, d < dim ? d : d - 1}, {d}, self[static_cast<size_t>(d)]);
+  return b.linear(Linearity::Joint).replicateRest().build();
+}
+
 }  // namespace
 
 void registerViewRules(RuleRegistry& r) {
   r.add("aten._unsafe_view.default", reshapeRule);
+  // Arbitrary strides over the storage: only the whole tensor means the same.
+  r.add("aten.as_strided.default", [](const ir::Node& n) { return RuleBuilder(n).replicateRest().build(); });
   r.add("aten.cat.default",
         [](const ir::Node& n) { return allButDim(n, rules::intArg(n, "dim", 0), Linearity::Joint); });
-  r.add("aten.expand.default", expandRule);
+  r.add("aten.chunk.default", splitRule);
+  r.add("aten.diagonal.default", diagonalRule);
+  r.add({"aten.expand.default", "aten.expand_as.default"}, expandRule);
+  r.add("aten.flatten.using_ints", reshapeRule);
   r.add("aten.permute.default", [](const ir::Node& n) { return permuteRule(n, n.input("dims")->ints); });
   r.add("aten.reshape.default", reshapeRule);
   r.add("aten.select.int", selectRule);
+  r.add("aten.select_scatter.default", selectScatterRule);
   r.add("aten.slice.Tensor", sliceRule);
   r.add("aten.slice_scatter.default", [](const ir::Node& n) {
     int64_t rank = static_cast<int64_t>(tensorResults(n)[0]->type().rank());
@@ -203,6 +295,7 @@ void registerViewRules(RuleRegistry& r) {
   r.add({"aten.squeeze.default", "aten.squeeze.dim", "aten.squeeze.dims", "aten.unsqueeze.default",
          "aten.view.default"},
         reshapeRule);
+  r.add("aten.stack.default", stackRule);
   r.add("aten.t.default", [](const ir::Node& n) {
     int64_t rank = tensorOperands(n)[0]->type().rank();
     return permuteRule(n, rank == 2 ? std::vector<int64_t>{1, 0} : identity(rank));
@@ -214,6 +307,9 @@ void registerViewRules(RuleRegistry& r) {
               p[static_cast<size_t>(normalizeDim(rules::intArg(n, "dim1", 0), rank))]);
     return permuteRule(n, p);
   });
+  r.add("aten.unbind.int", unbindRule);
+  r.add("aten.unflatten.int", unflattenRule);
+  r.add("aten.view_as.default", reshapeRule);  // other: the result's shape
 }
 
 }  // namespace spmd::sharding
