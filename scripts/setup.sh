@@ -60,6 +60,26 @@ if ! want_ok; then
     -r python/requirements.txt 2>&1 | sed '/is ignored: it is neither a file nor a directory/d' >&2
   want_ok || { echo "setup: error: $venv has no working torch==$torch_version" >&2; exit 2; }
 fi
+# The model zoo's libraries (python/requirements-zoo.txt) and the torchvision
+# release built for this torch (2.14.1 -> 0.29.1, 2.13.0 -> 0.28.0); without
+# them ctest's model_zoo_quick skips, so a failed install only warns.
+torchvision_version=$("$venv/bin/python" -c \
+  'import torch; v = torch.__version__.split("+")[0].split("."); print(f"0.{int(v[1]) + 15}.{v[2]}")')
+zoo_ok() {
+  "$venv/bin/python" - "$torchvision_version" python/requirements-zoo.txt <<'PY' 2>/dev/null
+import sys, importlib.metadata as md
+pins = dict(l.split("==") for l in open(sys.argv[2]).read().split() if "==" in l)
+pins["torchvision"] = sys.argv[1]
+sys.exit(0 if all(md.version(p).split("+")[0] == v for p, v in pins.items()) else 1)
+PY
+}
+if ! zoo_ok; then
+  echo "setup: installing the model zoo's packages (python/requirements-zoo.txt, torchvision==$torchvision_version)"
+  "$venv/bin/python" -m pip install -q --disable-pip-version-check "torch==$torch_version" \
+    "torchvision==$torchvision_version" -r python/requirements-zoo.txt 2>&1 |
+    sed '/is ignored: it is neither a file nor a directory/d' >&2 || true
+  zoo_ok || echo "setup: warning: the model zoo's packages did not install; ctest model_zoo_quick will skip" >&2
+fi
 cuda=$("$venv/bin/python" -c 'import torch; print(torch.version.cuda or "")')
 if [ -n "$cuda" ] && ! { command -v nvcc >/dev/null || [ -x "${CUDA_HOME:-/usr/local/cuda}/bin/nvcc" ]; }; then
   echo "setup: error: torch $torch_version is a CUDA $cuda build, and its CMake config needs the CUDA toolkit" \
