@@ -2,6 +2,7 @@
 #include "sharding/rules/Helpers.h"
 
 #include <algorithm>
+#include <utility>
 
 namespace spmd::sharding::rules {
 
@@ -44,7 +45,8 @@ RuleFn pointwise(Linearity lin, const std::vector<int>& linearOperands) {
 
 RuleFn pointwiseExceptDims(const char* dimArg, Linearity lin, const std::vector<int>& linearOperands,
                            std::vector<int64_t> fallback) {
-  return [dimArg, lin, linearOperands, fallback](const ir::Node& node) -> Expected<OpShardingRule> {
+  return [dimArg, lin, linearOperands,
+          fallback = std::move(fallback)](const ir::Node& node) -> Expected<OpShardingRule> {
     RuleBuilder b(node);
     if (b.numResults() == 0) return Status::error("rule: op has no tensor result");
     int64_t rank = static_cast<int64_t>(b.resultShape(0).size());
