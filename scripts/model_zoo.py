@@ -381,6 +381,13 @@ _decoders()
 _encoders()
 _timm()
 _torchvision()
+# Plans for models transformers ships none for, as a user would write them
+# (GPT-2's fused [q; k; v] Conv1D split in three: packed_colwise:3).
+OWN_PLANS = {
+    "GPT2Config": {"h.*.attn.c_attn": "packed_colwise:3", "h.*.attn.c_proj": "rowwise",
+                   "h.*.mlp.c_fc": "colwise", "h.*.mlp.c_proj": "rowwise"},
+}
+
 QUICK = ["llama", "llama_train", "gpt2", "bert", "timm_vit_tiny", "tv_mobilenet_v2"]
 
 
@@ -458,6 +465,8 @@ def export_one(name, out):
     if getattr(mod, "_zoo_hf", False):
         cfg = mod.config
         plan = getattr(type(cfg), "base_model_tp_plan", None) or getattr(cfg, "base_model_tp_plan", None)
+        if not plan and type(cfg).__name__ in OWN_PLANS:
+            plan = OWN_PLANS[type(cfg).__name__]  # transformers ships none: the user's plan
         if plan:
             doc = {"base_model_tp_plan": dict(plan), "base_model_prefix": mod.base_model_prefix}
             head = getattr(mod, "_tp_plan", None)  # the head's own plan (lm_head), which from-hf also reads

@@ -104,6 +104,26 @@ Status checkTpPlan(const TpPlan& plan, const std::string& where) {
   return Status::ok();
 }
 
+namespace {
+
+// The layout a weight's readers imply, for graphs without nn_module_stack
+// (joint train steps): the table of an embedding, or an mm's right operand
+// read as it is ([in, out], GPT-2's Conv1D); empty otherwise (nn.Linear
+// transposes its [out, in] weight first).
+std::string inferredType(const ir::Value& weight) {
+  for (const ir::Node* u : weight.users()) {
+    const ir::Argument* self = u->input("weight");
+    if (u->target() == "aten.embedding.default" && self && self->value() == &weight) return "Embedding";
+    const ir::Argument* mat2 = u->input("mat2");
+    if ((u->target() == "aten.mm.default" || u->target() == "aten.addmm.default") && mat2 &&
+        mat2->value() == &weight)
+      return "Conv1D";
+  }
+  return "";
+}
+
+}  // namespace
+
 std::map<std::string, std::string> moduleTypes(const ir::ExportedProgram& p) {
   // nn_module_stack: "key,path,type;key,path,type;..." outermost first.
   std::map<std::string, std::string> out;
@@ -118,6 +138,14 @@ std::map<std::string, std::string> moduleTypes(const ir::ExportedProgram& p) {
       if (a != std::string::npos && b != a) out.emplace(entry.substr(a + 1, b - a - 1), entry.substr(b + 1));
       start = end + 1;
     }
+  }
+  for (const ir::InputSpec& in : p.signature.inputs) {
+    size_t dot = in.target.rfind('.');
+    if (in.kind != ir::InputKind::Parameter || in.value == nullptr || dot == std::string::npos ||
+        in.target.substr(dot + 1) != "weight" || out.count(in.target.substr(0, dot)))
+      continue;
+    std::string type = inferredType(*in.value);
+    if (!type.empty()) out.emplace(in.target.substr(0, dot), type);
   }
   return out;
 }

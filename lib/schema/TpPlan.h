@@ -33,7 +33,10 @@ std::vector<std::string> tpStyles();
 Status checkTpPlan(const TpPlan& plan, const std::string& where);
 
 /// Module path -> module type ("transformers.pytorch_utils.Conv1D"), from
-/// the nn_module_stack of the program's nodes.
+/// the nn_module_stack of the program's nodes; for a module without one (a
+/// joint train step keeps none), "Conv1D" or "Embedding" when its weight's
+/// readers show it (an mm's right operand read untransposed; an embedding
+/// table).
 std::map<std::string, std::string> moduleTypes(const ir::ExportedProgram& p);
 
 /// The entry of `plan` that governs module `path`: the longest glob that

@@ -80,6 +80,44 @@ TEST_CASE("module types come from the nodes' nn_module_stack", "[schema][tp]") {
   CHECK(types["m.h.0.attn"] == "transformers.models.gpt2.modeling_gpt2.GPT2Attention");
 }
 
+TEST_CASE("without nn_module_stack (joint train steps) a weight's readers tell Conv1D and Embedding",
+          "[schema][tp]") {
+  ir::ExportedProgram p;
+  auto tensor = [&](const std::string& name) {
+    auto v = p.graph.addValue(name, ir::ValueKind::Tensor);
+    REQUIRE(v.hasValue());
+    return *v;
+  };
+  auto param = [&](const std::string& name, const std::string& fqn) {
+    ir::Value* v = tensor(name);
+    p.graph.addInput(v);
+    ir::InputSpec in;
+    in.kind = ir::InputKind::Parameter;
+    in.value = v;
+    in.target = fqn;
+    p.signature.inputs.push_back(in);
+    return v;
+  };
+  ir::Value* conv1d = param("p_c_attn", "h.0.attn.c_attn.weight");
+  ir::Value* linear = param("p_q_proj", "layers.0.q_proj.weight");
+  ir::Value* table = param("p_wte", "wte.weight");
+  ir::Value* x = tensor("x");
+  p.graph.addInput(x);
+  auto node = [&](const std::string& name, const std::string& target, std::vector<ir::NamedArgument> args) {
+    REQUIRE(p.graph.addNode(name, target, std::move(args), {ir::Argument::tensor(tensor(name))}).hasValue());
+  };
+  node("mm", "aten.mm.default",
+       {{"self", ir::Argument::tensor(x), false}, {"mat2", ir::Argument::tensor(conv1d), false}});
+  node("t", "aten.permute.default", {{"self", ir::Argument::tensor(linear), false}});
+  node("e", "aten.embedding.default",
+       {{"weight", ir::Argument::tensor(table), false}, {"indices", ir::Argument::tensor(x), false}});
+  auto types = moduleTypes(p);
+  CHECK(types["h.0.attn.c_attn"] == "Conv1D");
+  CHECK(types["wte"] == "Embedding");
+  CHECK_FALSE(types.count("layers.0.q_proj"));  // read transposed: nn.Linear, the default
+  CHECK(tpPlacement("colwise", types["h.0.attn.c_attn"], "weight", 2).str() == "S(1)");
+}
+
 TEST_CASE("a plan that matches no module is an error; a plan on a 2-D mesh needs the tp axis",
           "[schema][tp][bad]") {
   auto s = parsePlacementSchema(
