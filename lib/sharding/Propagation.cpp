@@ -315,6 +315,13 @@ std::string describe(const ir::Node& n) {
   return n.target() + " (node %" + n.name() + (loc.empty() ? "" : ", " + loc) + ")";
 }
 
+// True for a layout anchor (kLayoutKey or kLayoutAsKey): its layout is
+// asked for, not chosen by a rule.
+bool isLayoutAnchor(const ir::Node& n) {
+  const auto& other = n.metadata().other;
+  return other.count(std::string(kLayoutKey)) != 0 || other.count(std::string(kLayoutAsKey)) != 0;
+}
+
 // By value id: true when the value reaches nothing but graph outputs and
 // layout anchors, directly or through one-operand nodes, so a pending sum
 // in it is resolved where the output's or anchor's layout says.
@@ -326,8 +333,7 @@ std::vector<bool> sinkBoundValues(const ir::Graph& g) {
     const ir::Node& n = **it;
     auto operands = tensorOperands(n);
     if (operands.size() != 1) continue;
-    bool anchor = n.metadata().other.count(std::string(kLayoutAsKey)) != 0 ||
-                  n.metadata().other.count(std::string(kLayoutKey)) != 0;
+    bool anchor = isLayoutAnchor(n);
     auto results = tensorResults(n);
     bool allSink = anchor || !results.empty();
     for (ir::Value* r : results) allSink = allSink && sink[static_cast<size_t>(r->id())];
@@ -427,10 +433,7 @@ Expected<Propagation> runPass(const PassInputs& in, Available& available) {
 // Layout anchors (FSDP's gathers, gradients) are asked for, not forced.
 void addGatherWarnings(const ir::Graph& g, const Mesh& mesh, Propagation& p) {
   for (const auto& n : g.nodes()) {
-    const auto& other = n->metadata().other;
-    if (isSymbolicOp(n->target()) || other.count(std::string(kLayoutKey)) ||
-        other.count(std::string(kLayoutAsKey)))
-      continue;
+    if (isSymbolicOp(n->target()) || isLayoutAnchor(*n)) continue;
     const NodeSharding& ns = p.nodes[static_cast<size_t>(n->index())];
     auto operands = tensorOperands(*n);
     for (size_t i = 0; i < operands.size() && i < ns.operands.size(); ++i) {
