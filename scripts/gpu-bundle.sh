@@ -6,7 +6,7 @@
 #   scripts/gpu-bundle.sh              # -> .deps/gpu-bundle (ignored by git)
 #   scripts/gpu-bundle.sh /tmp/bundle
 #
-#   <bundle>/include/   nlohmann/ CLI/ valijson/ gloo/ catch2/ simdjson.h zip.h zipconf.h
+#   <bundle>/include/   nlohmann/ CLI/ valijson/ gloo/ catch2/ simdjson.h zip.h zipconf.h xxhash.h
 #   <bundle>/lib/       libsimdjson, libzip and the libraries libzip loads
 #   <bundle>/MANIFEST   the Debian packages and versions it came from
 #
@@ -16,7 +16,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 out=${1:-.deps/gpu-bundle}
-header_packages=(nlohmann-json3-dev libcli11-dev libvalijson-dev libsimdjson-dev libzip-dev libgloo-dev catch2)
+header_packages=(nlohmann-json3-dev libcli11-dev libvalijson-dev libsimdjson-dev libzip-dev libgloo-dev catch2 libxxhash-dev)
 rm -rf "$out"
 mkdir -p "$out/include" "$out/lib"
 : >"$out/MANIFEST"

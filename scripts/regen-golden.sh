@@ -12,4 +12,5 @@ for dir in testdata/pt2/*/; do
   "$spmdc" inspect --ir "$dir/model.pt2" >"testdata/golden/ir/$model.ir"
 done
 if [ -x scripts/regen-golden-programs.sh ]; then scripts/regen-golden-programs.sh "$build"; fi
+if [ -x tests/explain/regen.sh ]; then tests/explain/regen.sh "$build"; fi
 echo "goldens regenerated; review: git diff --stat testdata/golden"

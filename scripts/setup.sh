@@ -3,7 +3,7 @@
 # or with sudo), then configures and builds into build/. Safe to rerun: it
 # installs only what is missing.
 #   - Debian packages: compiler, CMake, CLI11, nlohmann_json, spdlog, Catch2
-#     (v2 on Debian 12, v3 on 13), simdjson, libzip, valijson, gloo's
+#     (v2 on Debian 12, v3 on 13), simdjson, libzip, valijson, xxHash, gloo's
 #     headers, clang-format, clang-tidy;
 #   - .venv: pip's torch (LibTorch for the runtime: the CUDA build of
 #     2.14.1 by default, so c10d's NCCL path is compiled) and the Python
@@ -26,8 +26,11 @@ sudo_cmd=""
 packages=(
   cmake ninja-build g++ pkg-config ccache git
   libgloo-dev libcli11-dev nlohmann-json3-dev libspdlog-dev catch2
-  libzip-dev libvalijson-dev libsimdjson-dev libbenchmark-dev
+  libzip-dev libvalijson-dev libsimdjson-dev libbenchmark-dev libxxhash-dev
   clang-format clang-tidy
+  iproute2  # tests/multinode/netns.sh: two nodes as network namespaces
+  clang libclang-rt-dev  # scripts/fuzz.sh: libFuzzer and the sanitizers
+  chromium  # tests/explain: the headless-browser test of spmdc explain's page
 )
 # A python3 that can make a venv (pyenv's or Debian's).
 python3 -c 'import venv, ensurepip' 2>/dev/null || packages+=(python3 python3-venv)

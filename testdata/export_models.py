@@ -8,15 +8,16 @@ testdata/pt2/<name>/:
     meta.json            torch version, node count, op histogram
 
 Usage:
-    python testdata/export_models.py OUTDIR                   # every model
-    python testdata/export_models.py OUTDIR --only mlp,llama  # some
-    python testdata/export_models.py OUTDIR --list
+    python testdata/export_models.py testdata/pt2 [--only mlp,llama]  # regenerate
+    python testdata/export_models.py --check [testdata/pt2] [--only ...]  # report only
+    python testdata/export_models.py --list
 
-The models are the ones testdata/pt2 was made from (torch 2.11); fresh
-exports from another torch differ in node names and in which ops stay
-undecomposed, which is what the fresh-export test checks spmdc against.
+Both print what changed against the copies already in the folder (report(),
+at the end). Fresh exports from another torch differ in node names and in
+which ops stay undecomposed: the fresh-export test checks spmdc against them.
 """
 import argparse
+import json
 import math
 import os
 import sys
@@ -349,24 +350,130 @@ CASES = {
 }
 
 
+# ----------------------------------------------------------------- report
+
+
+def _signature(path):
+    """{name: shape} of a safetensors file ({} when absent)."""
+    from safetensors import safe_open
+
+    if not os.path.exists(path):
+        return {}
+    with safe_open(path, "pt") as f:
+        return {k: list(f.get_slice(k).get_shape()) for k in f.keys()}
+
+
+def _max_diff(old_path, new_path):
+    """Max |new - old| over the tensors both files hold with the same shape
+    (None when none)."""
+    from safetensors.torch import load_file
+
+    if not (os.path.exists(old_path) and os.path.exists(new_path)):
+        return None
+    old, new = load_file(old_path), load_file(new_path)
+    diffs = [(new[k].double() - old[k].double()).abs().max().item() if new[k].numel() else 0.0
+             for k in new if k in old and old[k].shape == new[k].shape]
+    return max(diffs) if diffs else None
+
+
+def _sig_change(old, new):
+    """'same', or the names added, removed and reshaped."""
+    parts = [f"+{k}{new[k]}" for k in new if k not in old]
+    parts += [f"-{k}" for k in old if k not in new]
+    parts += [f"{k} {old[k]}->{new[k]}" for k in new if k in old and old[k] != new[k]]
+    if not parts:
+        return "same"
+    return ", ".join(parts[:3]) + (f" (+{len(parts) - 3} more)" if len(parts) > 3 else "")
+
+
+def compare_case(old_dir, new_dir):
+    """One report row: what changed from the archive in old_dir (the
+    committed copy) to the fresh one in new_dir."""
+    name = os.path.basename(new_dir)
+    if not os.path.exists(os.path.join(old_dir, "meta.json")):
+        return [name, "new", "", "", "", "", ""]
+    with open(os.path.join(old_dir, "meta.json")) as f:
+        old = json.load(f)
+    with open(os.path.join(new_dir, "meta.json")) as f:
+        new = json.load(f)
+    o_ops, n_ops = old.get("ops", {}), new.get("ops", {})
+    ops = [f"{'+' if n_ops.get(k, 0) > o_ops.get(k, 0) else '-'}{k.replace('aten.', '')} "
+           f"{o_ops.get(k, 0)}->{n_ops.get(k, 0)}" for k in sorted(set(o_ops) | set(n_ops))
+           if o_ops.get(k, 0) != n_ops.get(k, 0)]
+    ops_text = "same" if not ops else ", ".join(ops[:3]) + (f" (+{len(ops) - 3} more)" if len(ops) > 3 else "")
+    files = {k: (os.path.join(old_dir, k + ".safetensors"), os.path.join(new_dir, k + ".safetensors"))
+             for k in ("inputs", "expected")}
+    d_in, d_out = (_max_diff(*files[k]) for k in ("inputs", "expected"))
+    return [name, f"{old.get('num_nodes', '?')}->{new.get('num_nodes', '?')}", ops_text,
+            _sig_change(*(_signature(p) for p in files["inputs"])),
+            _sig_change(*(_signature(p) for p in files["expected"])),
+            "-" if d_in is None else f"{d_in:.1e}", "-" if d_out is None else f"{d_out:.1e}"]
+
+
+def print_changes(rows, torch_old):
+    """Prints the per-archive table of what changed: node count, op
+    histogram, input and output names and shapes, and the largest change of
+    any input and of any expected output or gradient (values compared where
+    names and shapes still match)."""
+    head = ["model", "nodes", "ops changed", "inputs", "outputs", "max|d input|", "max|d expected|"]
+    w = [max(len(str(r[i])) for r in rows + [head]) for i in range(len(head))]
+    print(f"\nchanges against the copies made with torch {', '.join(sorted(torch_old)) or '-'} "
+          f"(now {torch.__version__}):")
+    for r in [head] + rows:
+        print("  ".join(str(v).ljust(n) for v, n in zip(r, w)).rstrip())
+    same = [r for r in rows if r[2:5] == ["same"] * 3 and r[5:] == ["0.0e+00"] * 2]
+    new = [r for r in rows if r[1] == "new"]
+    moved = [r for r in rows if r[5] not in ("-", "", "0.0e+00")]
+    print(f"{len(rows)} archives: {len(same)} unchanged, {len(new)} new, {len(rows) - len(same) - len(new)} "
+          f"changed" + (f" ({len(moved)} with other input values: their expected values are not comparable)"
+                        if moved else ""), flush=True)
+
+
+def _install(new_dir, old_dir):
+    """Moves the files of a fresh export over the committed copy (other
+    files there, such as graph.txt, stay)."""
+    import shutil
+
+    os.makedirs(old_dir, exist_ok=True)
+    for f in os.listdir(new_dir):
+        shutil.move(os.path.join(new_dir, f), os.path.join(old_dir, f))
+
+
 def main():
+    import tempfile
+
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("out", nargs="?")
+    ap.add_argument("out", nargs="?", help="the archives' folder (default with --check: testdata/pt2)")
     ap.add_argument("--only", help="comma-separated model names (default: all but llama_big)")
     ap.add_argument("--list", action="store_true", help="print the model names")
+    ap.add_argument("--check", action="store_true",
+                    help="export into a temporary folder and report the changes; leave OUT untouched")
     a = ap.parse_args()
     if a.list:
         print("\n".join(CASES))
         return 0
+    if a.check and not a.out:
+        a.out = os.path.join(os.path.dirname(os.path.abspath(__file__)), "pt2")
     if not a.out:
         ap.error("name an output folder")
     names = a.only.split(",") if a.only else [n for n in CASES if n != "llama_big"]
     unknown = [n for n in names if n not in CASES]
     if unknown:
         ap.error(f"unknown model(s) {', '.join(unknown)}; --list shows them")
-    for i, n in enumerate(names):
-        torch.manual_seed(1000 + list(CASES).index(n))
-        CASES[n](a.out)
+    os.makedirs(a.out, exist_ok=True)
+    rows, torch_old = [], set()
+    with tempfile.TemporaryDirectory(prefix="spmdc-export-") as fresh:
+        for n in names:
+            torch.manual_seed(1000 + list(CASES).index(n))
+            CASES[n](fresh)
+            rows.append(compare_case(os.path.join(a.out, n), os.path.join(fresh, n)))
+            meta = os.path.join(a.out, n, "meta.json")
+            if os.path.exists(meta):
+                with open(meta) as f:
+                    torch_old.add(json.load(f).get("torch", "?"))
+            if not a.check:
+                _install(os.path.join(fresh, n), os.path.join(a.out, n))
+    print_changes(rows, torch_old)
     return 0
 
 

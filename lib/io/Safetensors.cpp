@@ -22,6 +22,8 @@
 #include <optional>
 #include <utility>
 
+#include "support/File.h"
+
 namespace spmd::io {
 namespace {
 
@@ -29,6 +31,8 @@ using Json = nlohmann::json;
 using OrderedJson = nlohmann::ordered_json;
 
 constexpr uint64_t kLengthBytes = 8;
+/// The safetensors reference reader's own limit on the header.
+constexpr uint64_t kMaxHeaderBytes = 100'000'000;
 constexpr const char* kMetadataKey = "__metadata__";
 
 std::string shapeString(const std::vector<int64_t>& shape) {
@@ -93,6 +97,28 @@ Expected<SafetensorsEntry> parseEntry(const std::string& where, const std::strin
   return e;
 }
 
+/// Errors when two tensors' bytes overlap; `base` is the data section.
+Status checkDisjoint(const std::string& where, const std::vector<SafetensorsEntry>& entries,
+                     const uint8_t* base) {
+  std::vector<const SafetensorsEntry*> byOffset;
+  for (const SafetensorsEntry& e : entries)
+    if (e.bytes > 0) byOffset.push_back(&e);
+  std::sort(byOffset.begin(), byOffset.end(),
+            [](const SafetensorsEntry* a, const SafetensorsEntry* b) { return a->data < b->data; });
+  auto span = [&](const SafetensorsEntry* e) {
+    uint64_t begin = static_cast<uint64_t>(static_cast<const uint8_t*>(e->data) - base);
+    return "[" + std::to_string(begin) + ", " + std::to_string(begin + e->bytes) + "]";
+  };
+  for (size_t i = 1; i < byOffset.size(); ++i) {
+    const SafetensorsEntry* a = byOffset[i - 1];
+    const SafetensorsEntry* b = byOffset[i];
+    if (static_cast<const uint8_t*>(a->data) + a->bytes > static_cast<const uint8_t*>(b->data))
+      return Status::error(where + ": tensors " + a->name + " and " + b->name + " overlap (data_offsets " +
+                           span(a) + " and " + span(b) + "); every tensor needs bytes of its own");
+  }
+  return Status::ok();
+}
+
 Status parseMetadata(const std::string& where, const Json& value, std::map<std::string, std::string>& out) {
   if (!value.is_object()) return Status::error(where + ": \"__metadata__\" is not a JSON object");
   for (auto it = value.begin(); it != value.end(); ++it) {
@@ -118,6 +144,9 @@ Expected<SafetensorsFile> SafetensorsFile::open(const std::string& path) {
   if (headerLen > size - kLengthBytes)
     return Status::error(path + ": header length " + std::to_string(headerLen) + " exceeds the file (" +
                          std::to_string(size - kLengthBytes) + " bytes follow the length)");
+  if (headerLen > kMaxHeaderBytes)
+    return Status::error(path + ": header length " + std::to_string(headerLen) + " is more than " +
+                         std::to_string(kMaxHeaderBytes) + " bytes; the file is damaged or not safetensors");
   Json header;
   try {
     const char* text = reinterpret_cast<const char*>(p + kLengthBytes);
@@ -137,6 +166,7 @@ Expected<SafetensorsFile> SafetensorsFile::open(const std::string& path) {
     SPMD_ASSIGN_OR_RETURN(SafetensorsEntry e, parseEntry(path, it.key(), it.value(), base, dataSize));
     f.entries_.push_back(std::move(e));
   }
+  SPMD_RETURN_IF_ERROR(checkDisjoint(path, f.entries_, base));
   std::sort(f.entries_.begin(), f.entries_.end(),
             [](const SafetensorsEntry& a, const SafetensorsEntry& b) { return a.name < b.name; });
   for (const SafetensorsEntry& e : f.entries_) f.names_.push_back(e.name);
@@ -153,57 +183,6 @@ const SafetensorsEntry* SafetensorsFile::find(std::string_view name) const {
 // Writing
 
 namespace {
-
-/// A temporary output file: closed and removed on destruction unless committed.
-class TempFile {
- public:
-  explicit TempFile(std::string path) : path_(std::move(path)) {}
-  ~TempFile() {
-    if (fd_ >= 0) ::close(fd_);
-    if (created_ && !committed_) ::unlink(path_.c_str());
-  }
-  TempFile(const TempFile&) = delete;
-  TempFile& operator=(const TempFile&) = delete;
-
-  Status create(const std::string& where) {
-    fd_ = ::open(path_.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-    if (fd_ < 0) return sysError(where, "cannot create " + path_);
-    created_ = true;
-    return Status::ok();
-  }
-  Status write(const std::string& where, const void* data, uint64_t size) {
-    const auto* p = static_cast<const uint8_t*>(data);
-    while (size > 0) {
-      size_t chunk = static_cast<size_t>(std::min<uint64_t>(size, 1u << 30));
-      ssize_t n = ::write(fd_, p, chunk);
-      if (n < 0 && errno == EINTR) continue;
-      if (n <= 0) return sysError(where, "cannot write " + path_);
-      p += n;
-      size -= static_cast<uint64_t>(n);
-    }
-    return Status::ok();
-  }
-  /// Flushes, closes and renames onto `target`.
-  Status commit(const std::string& target) {
-    if (::fsync(fd_) != 0) return sysError(target, "cannot sync " + path_);
-    int fd = fd_;
-    fd_ = -1;
-    if (::close(fd) != 0) return sysError(target, "cannot close " + path_);
-    if (::rename(path_.c_str(), target.c_str()) != 0)
-      return sysError(target, "cannot rename " + path_ + " to it");
-    committed_ = true;
-    return Status::ok();
-  }
-
- private:
-  static Status sysError(const std::string& where, const std::string& what) {
-    return Status::error(where + ": " + what + ": " + std::strerror(errno));
-  }
-  std::string path_;
-  int fd_ = -1;
-  bool created_ = false;
-  bool committed_ = false;
-};
 
 Status checkTensor(const std::string& path, const TensorView& t) {
   const std::string at = path + ": tensor " + t.name;
@@ -261,12 +240,14 @@ Status writeSafetensors(const std::string& path, const std::vector<TensorView>& 
 
   uint8_t length[kLengthBytes];
   for (uint64_t i = 0, n = header.size(); i < kLengthBytes; ++i, n >>= 8) length[i] = n & 0xff;
-  TempFile tmp(path + ".tmp." + std::to_string(::getpid()));
-  SPMD_RETURN_IF_ERROR(tmp.create(path));
-  SPMD_RETURN_IF_ERROR(tmp.write(path, length, kLengthBytes));
-  SPMD_RETURN_IF_ERROR(tmp.write(path, header.data(), header.size()));
-  for (size_t i : order) SPMD_RETURN_IF_ERROR(tmp.write(path, tensors[i].data, tensors[i].bytes));
-  return tmp.commit(path);
+  AtomicFile file(path);
+  Status st = file.open();
+  if (st.isOk()) st = file.write(length, kLengthBytes);
+  if (st.isOk()) st = file.write(header.data(), header.size());
+  for (size_t k = 0; k < order.size() && st.isOk(); ++k)
+    st = file.write(tensors[order[k]].data, tensors[order[k]].bytes);
+  if (st.isOk()) st = file.commit();
+  return st.withContext(path);
 }
 
 }  // namespace spmd::io

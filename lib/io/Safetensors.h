@@ -40,9 +40,10 @@ struct SafetensorsEntry {
 class SafetensorsFile {
  public:
   /// Maps and validates `path`. Errors name the file (and tensor): file shorter than
-  /// 8 bytes, header length beyond the file, header JSON that does not parse or is not
-  /// an object, a non-object entry, unknown dtype, bad shape, data_offsets out of range
-  /// or not matching numel * element size, malformed "__metadata__".
+  /// 8 bytes, header length beyond the file or above 100,000,000 bytes, header JSON that
+  /// does not parse or is not an object, a non-object entry, unknown dtype, bad shape,
+  /// data_offsets out of range, not matching numel * element size, or overlapping
+  /// another tensor's, malformed "__metadata__".
   static Expected<SafetensorsFile> open(const std::string& path);
 
   /// The path given to open().

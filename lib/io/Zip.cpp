@@ -5,6 +5,13 @@
 //
 //   auto z = ZipArchive::open("bad.pt2");   // a member "../evil"
 //   // error: "bad.pt2: member ../evil escapes the archive (absolute path or '..' component)"
+//
+// Sizes come from the file, so they are bounded at open() before anyone
+// allocates for them: a member's compressed size fits in the archive, a
+// stored member's size equals it, a compressed one's is at most kMaxRatio
+// times it (deflate's limit is 1032) and kMaxMemberBytes. A read that libzip
+// refuses (a header that disagrees, a bad offset, a CRC) says "the archive is
+// damaged", naming the archive and the member.
 #include "io/Zip.h"
 
 #include <sys/stat.h>
@@ -19,6 +26,10 @@
 
 namespace spmd::io {
 namespace {
+
+constexpr uint64_t kMaxRatio = 1100;
+constexpr uint64_t kMaxMemberBytes = uint64_t{1} << 40;  // 1 TiB
+constexpr uint64_t kMaxStringBytes = uint64_t{1} << 30;  // readString: 1 GiB
 
 std::string libzipErrorString(int code) {
   zip_error_t err;
@@ -41,6 +52,31 @@ bool escapesArchive(std::string_view name) {
     start = end + 1;
   }
   return false;
+}
+
+/// "<where>: the archive is damaged (<libzip's reason>)" for a read libzip refused.
+Status damaged(const std::string& where, const std::string& reason) {
+  return Status::error(where + ": the archive is damaged (" + reason + "); re-create or re-download it");
+}
+
+/// Errors for a member whose declared sizes cannot be true of an archive of
+/// `archiveBytes` bytes.
+Status checkMemberSizes(const std::string& where, const zip_stat_t& st, uint64_t archiveBytes) {
+  const uint64_t size = st.size;
+  if ((st.valid & ZIP_STAT_COMP_SIZE) == 0 || (st.valid & ZIP_STAT_COMP_METHOD) == 0)
+    return damaged(where, "its directory entry has no compressed size or method");
+  const uint64_t packed = st.comp_size;
+  if (packed > archiveBytes)
+    return damaged(where, "it declares " + std::to_string(packed) +
+                              " compressed bytes, more than the whole archive (" +
+                              std::to_string(archiveBytes) + " bytes)");
+  if (st.comp_method == ZIP_CM_STORE && size != packed)
+    return damaged(where, "it is stored uncompressed but declares " + std::to_string(size) + " bytes in " +
+                              std::to_string(packed));
+  if (size > kMaxMemberBytes || (packed > 0 ? size / packed : size) > kMaxRatio)
+    return damaged(where, "it declares " + std::to_string(size) + " bytes from " + std::to_string(packed) +
+                              " compressed bytes, beyond any compression ratio");
+  return Status::ok();
 }
 
 /// Closes a zip_file_t when it goes out of scope (unless released).
@@ -84,7 +120,7 @@ Expected<std::unique_ptr<ZipArchive>> ZipArchive::open(const std::string& path) 
     zip_discard(archive);
     return Status::error(path + ": out of memory");
   }
-  SPMD_RETURN_IF_ERROR(result->indexMembers());
+  SPMD_RETURN_IF_ERROR(result->indexMembers(static_cast<uint64_t>(st.st_size)));
   return result;
 }
 
@@ -94,7 +130,7 @@ ZipArchive::~ZipArchive() {
   if (zip_ != nullptr) zip_discard(zip_);  // read-only: nothing to write back
 }
 
-Status ZipArchive::indexMembers() {
+Status ZipArchive::indexMembers(uint64_t archiveBytes) {
   zip_int64_t count = zip_get_num_entries(zip_, 0);
   if (count < 0) return Status::error(path_ + ": cannot read the zip directory");
   try {
@@ -114,6 +150,7 @@ Status ZipArchive::indexMembers() {
       if ((st.valid & ZIP_STAT_ENCRYPTION_METHOD) != 0 && st.encryption_method != ZIP_EM_NONE)
         return Status::error(path_ + ": member " + name + " is encrypted");
       if (name.back() == '/') continue;  // a directory entry
+      SPMD_RETURN_IF_ERROR(checkMemberSizes(path_ + ": member " + name, st, archiveBytes));
       Member m{static_cast<uint64_t>(i), static_cast<uint64_t>(st.size)};
       if (!members_.emplace(name, m).second)
         return Status::error(path_ + ": member " + name + " appears more than once");
@@ -147,29 +184,32 @@ Status ZipArchive::readInto(std::string_view name, void* dst, uint64_t size) con
                          std::to_string(size));
   std::lock_guard<std::mutex> lock(mutex_);
   zip_file_t* file = zip_fopen_index(zip_, m.index, 0);
-  if (file == nullptr) return Status::error(where + ": cannot open: " + zip_strerror(zip_));
+  if (file == nullptr) return damaged(where, zip_strerror(zip_));
   ZipFileGuard guard(file);
   auto* out = static_cast<uint8_t*>(dst);
   uint64_t done = 0;
   while (done < size) {
     zip_int64_t n = zip_fread(file, out + done, size - done);
-    if (n < 0) return Status::error(where + ": read error: " + zip_file_strerror(file));
+    if (n < 0) return damaged(where, zip_file_strerror(file));
     if (n == 0)
-      return Status::error(where + ": ends after " + std::to_string(done) + " of " + std::to_string(size) +
-                           " bytes");
+      return damaged(where,
+                     "it ends after " + std::to_string(done) + " of " + std::to_string(size) + " bytes");
     done += static_cast<uint64_t>(n);
   }
   // Read past the end: libzip checks the CRC when it reaches end-of-member.
   uint8_t extra = 0;
   zip_int64_t n = zip_fread(file, &extra, 1);
-  if (n < 0) return Status::error(where + ": read error: " + zip_file_strerror(file));
-  if (n > 0) return Status::error(where + ": holds more bytes than its recorded size");
-  if (int rc = guard.close(); rc != 0) return Status::error(where + ": read error: " + libzipErrorString(rc));
+  if (n < 0) return damaged(where, zip_file_strerror(file));
+  if (n > 0) return damaged(where, "it holds more bytes than its recorded size");
+  if (int rc = guard.close(); rc != 0) return damaged(where, libzipErrorString(rc));
   return Status::ok();
 }
 
 Expected<std::string> ZipArchive::readString(std::string_view name) const {
   SPMD_ASSIGN_OR_RETURN(Member m, find(name));
+  if (m.size > kMaxStringBytes)
+    return Status::error(path_ + ": member " + std::string(name) + " has " + std::to_string(m.size) +
+                         " bytes; a text member may have at most " + std::to_string(kMaxStringBytes));
   std::string text;
   try {
     text.resize(static_cast<size_t>(m.size));

@@ -7,8 +7,11 @@
 //   SPMD_RETURN_IF_ERROR(zip->readInto("model/data/weights/weight_0", w.data(), w.size()));
 //
 // Opening validates the whole central directory: every member's path stays
-// inside the archive and no member is encrypted. Errors read
-// "<path>: <what>" (e.g. "x.pt2: member ../evil escapes the archive").
+// inside the archive, no member is encrypted, and every declared size is
+// possible for the archive's length (so size() may be trusted to allocate).
+// Errors read "<path>: <what>" (e.g. "x.pt2: member ../evil escapes the
+// archive"); a member that cannot be read as declared gives "x.pt2: member
+// M: the archive is damaged (...)".
 #pragma once
 
 #include <cstdint>
@@ -31,7 +34,9 @@ namespace spmd::io {
 class ZipArchive {
  public:
   /// Opens `path`. Errors: cannot open, empty file, not a zip archive, a member whose
-  /// path escapes the archive (absolute, or containing a ".." component), encrypted members.
+  /// path escapes the archive (absolute, or containing a ".." component), encrypted members,
+  /// declared sizes beyond the archive (compressed size > file size, stored size !=
+  /// compressed size, more than 1100 bytes per compressed byte, more than 1 TiB).
   static Expected<std::unique_ptr<ZipArchive>> open(const std::string& path);
   /// Closes the archive.
   ~ZipArchive();
@@ -49,7 +54,7 @@ class ZipArchive {
   /// Reads member `name` whole into `dst`, which holds exactly `size` bytes; error when the
   /// member's size differs ("member X has N bytes, expected M"), when absent, or on a read/CRC error.
   Status readInto(std::string_view name, void* dst, uint64_t size) const;
-  /// Reads member `name` whole into a string.
+  /// Reads member `name` whole into a string; error above 1 GiB.
   Expected<std::string> readString(std::string_view name) const;
 
  private:
@@ -65,7 +70,7 @@ class ZipArchive {
   };
 
   ZipArchive(std::string path, struct zip* archive);
-  Status indexMembers();
+  Status indexMembers(uint64_t archiveBytes);
   Expected<Member> find(std::string_view name) const;
 
   std::string path_;

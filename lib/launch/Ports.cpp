@@ -5,6 +5,7 @@
 //   checkPortFree("127.0.0.1", 22)     -> error "port 22 on 127.0.0.1 is in use; ..."
 #include "launch/Ports.h"
 
+#include <arpa/inet.h>
 #include <netdb.h>
 #include <netinet/in.h>
 #include <sys/socket.h>
@@ -108,6 +109,38 @@ Status checkPortFree(const std::string& addr, int port) {
 bool isPortInUse(const std::string& addr, int port) {
   BoundSocket sock;
   return port >= 1 && port <= 65535 && bindOnce(addr, port, sock).isOk() && sock.bindErrno == EADDRINUSE;
+}
+
+Expected<std::string> localAddressFor(const std::string& host) {
+  addrinfo hints{};
+  hints.ai_family = AF_UNSPEC;
+  hints.ai_socktype = SOCK_DGRAM;
+  hints.ai_flags = AI_NUMERICSERV;
+  addrinfo* found = nullptr;
+  int rc = ::getaddrinfo(host.c_str(), "9", &hints, &found);
+  if (rc != 0 || found == nullptr)
+    return Status::error("cannot resolve --master-addr " + host + ": " + ::gai_strerror(rc) +
+                         "; pass a numeric address or a resolvable host name");
+  BoundSocket sock;
+  sock.fd = ::socket(found->ai_family, found->ai_socktype | SOCK_CLOEXEC, found->ai_protocol);
+  // A datagram socket's connect() only picks the route and source address.
+  bool connected = sock.fd >= 0 && ::connect(sock.fd, found->ai_addr, found->ai_addrlen) == 0;
+  int err = errno;
+  ::freeaddrinfo(found);
+  if (!connected)
+    return Status::error("no route from this machine to --master-addr " + host + ": " + std::strerror(err) +
+                         "; check the address, or name the interface to use with GLOO_SOCKET_IFNAME");
+  sockaddr_storage ss{};
+  socklen_t len = sizeof(ss);
+  if (::getsockname(sock.fd, reinterpret_cast<sockaddr*>(&ss), &len) != 0)
+    return Status::error("cannot read this machine's address towards " + host + ": " + std::strerror(errno));
+  char text[INET6_ADDRSTRLEN] = {};
+  const void* raw = ss.ss_family == AF_INET6
+                        ? static_cast<const void*>(&reinterpret_cast<const sockaddr_in6&>(ss).sin6_addr)
+                        : static_cast<const void*>(&reinterpret_cast<const sockaddr_in&>(ss).sin_addr);
+  if (::inet_ntop(ss.ss_family, raw, text, sizeof text) == nullptr)
+    return Status::error("cannot print this machine's address towards " + host + ": " + std::strerror(errno));
+  return std::string(text);
 }
 
 }  // namespace spmd::launch

@@ -28,4 +28,11 @@ Status checkPortFree(const std::string& addr, int port);
 /// false when it is free or binding fails for another reason.
 bool isPortInUse(const std::string& addr, int port);
 
+/// The address of this machine that packets to `host` leave from (the
+/// source address the routing table picks; nothing is sent), e.g.
+/// "10.0.0.5" for a master at 10.0.0.1, "127.0.0.1" for a master at
+/// 127.0.0.1. Workers bind their Gloo transport to it so that peers on
+/// other nodes can reach them.
+Expected<std::string> localAddressFor(const std::string& host);
+
 }  // namespace spmd::launch

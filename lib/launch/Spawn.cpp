@@ -160,23 +160,12 @@ Expected<SpawnedWorker> spawnWorker(const std::string& path, const std::vector<s
 }
 
 std::string signalName(int sig) {
-  static constexpr std::array<std::pair<int, const char*>, 16> kNames = {{
-      {SIGHUP, "SIGHUP"},
-      {SIGINT, "SIGINT"},
-      {SIGQUIT, "SIGQUIT"},
-      {SIGILL, "SIGILL"},
-      {SIGTRAP, "SIGTRAP"},
-      {SIGABRT, "SIGABRT"},
-      {SIGBUS, "SIGBUS"},
-      {SIGFPE, "SIGFPE"},
-      {SIGKILL, "SIGKILL"},
-      {SIGUSR1, "SIGUSR1"},
-      {SIGSEGV, "SIGSEGV"},
-      {SIGUSR2, "SIGUSR2"},
-      {SIGPIPE, "SIGPIPE"},
-      {SIGALRM, "SIGALRM"},
-      {SIGTERM, "SIGTERM"},
-      {SIGXCPU, "SIGXCPU"},
+  static constexpr std::array<std::pair<int, const char*>, 20> kNames = {{
+      {SIGHUP, "SIGHUP"},   {SIGINT, "SIGINT"},   {SIGQUIT, "SIGQUIT"}, {SIGILL, "SIGILL"},
+      {SIGTRAP, "SIGTRAP"}, {SIGABRT, "SIGABRT"}, {SIGBUS, "SIGBUS"},   {SIGFPE, "SIGFPE"},
+      {SIGKILL, "SIGKILL"}, {SIGUSR1, "SIGUSR1"}, {SIGSEGV, "SIGSEGV"}, {SIGUSR2, "SIGUSR2"},
+      {SIGPIPE, "SIGPIPE"}, {SIGALRM, "SIGALRM"}, {SIGSTOP, "SIGSTOP"}, {SIGTSTP, "SIGTSTP"},
+      {SIGTTIN, "SIGTTIN"}, {SIGTTOU, "SIGTTOU"}, {SIGTERM, "SIGTERM"}, {SIGXCPU, "SIGXCPU"},
   }};
   for (const auto& [number, name] : kNames)
     if (number == sig) return name;

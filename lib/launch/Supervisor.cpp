@@ -20,6 +20,14 @@
 namespace spmd::launch {
 namespace {
 
+// A worker's last error line without what the failure message already says:
+// "error: rank 3: node x failed" -> "node x failed" (for rank 3).
+std::string withoutRankPrefix(std::string line, int rank) {
+  for (const std::string& prefix : {std::string("error: "), "rank " + std::to_string(rank) + ": "})
+    if (line.rfind(prefix, 0) == 0) line.erase(0, prefix.size());
+  return line;
+}
+
 bool failedStatus(int status) {
   return status < 0 || WIFSIGNALED(status) || (WIFEXITED(status) && WEXITSTATUS(status) != 0);
 }
@@ -79,16 +87,30 @@ LaunchResult Supervisor::run() {
 
 void Supervisor::reapExited() {
   Clock::time_point now = Clock::now();
+  bool firstFailureNow = failed_ < 0;
   for (size_t i = 0; i < workers_.size(); ++i) {
     Worker& w = workers_[i];
     if (!w.running) continue;
     int status = 0;
-    pid_t r = ::waitpid(w.pid, &status, WNOHANG);
+    pid_t r = ::waitpid(w.pid, &status, WNOHANG | WUNTRACED | WCONTINUED);
     if (r == 0 || (r < 0 && errno == EINTR)) continue;
+    if (r == w.pid && (WIFSTOPPED(status) || WIFCONTINUED(status))) {
+      // A stopped worker hangs the others until their collectives time out;
+      // the failure names it.
+      if (WIFSTOPPED(status)) w.stoppedBy = WSTOPSIG(status);
+      if (WIFCONTINUED(status) && !stopping_) w.stoppedBy = 0;  // not our own SIGCONT
+      continue;
+    }
     w.running = false;
     w.status = r == w.pid ? status : -1;  // -1: reaped elsewhere, outcome unknown
     w.reapedAt = now;
-    if (!stopping_ && failed_ < 0 && failedStatus(w.status)) failed_ = static_cast<int>(i);
+    if (stopping_ || !failedStatus(w.status)) continue;
+    // Of failures seen at once, a death by signal is the cause, the others'
+    // errors ("connection closed by peer") its consequences.
+    bool signaled = w.status >= 0 && WIFSIGNALED(w.status);
+    const Worker* first = failed_ < 0 ? nullptr : &workers_[static_cast<size_t>(failed_)];
+    if (!first || (firstFailureNow && signaled && !(first->status >= 0 && WIFSIGNALED(first->status))))
+      failed_ = static_cast<int>(i);
   }
 }
 
@@ -111,7 +133,10 @@ void Supervisor::beginStop(int sig) {
 
 void Supervisor::signalAll(int sig) {
   // Reaped workers too: their process group may still hold grandchildren.
-  for (const Worker& w : workers_) ::kill(-w.pid, sig);
+  for (const Worker& w : workers_) {
+    ::kill(-w.pid, sig);
+    if (w.stoppedBy != 0) ::kill(-w.pid, SIGCONT);  // a stopped worker acts on SIGTERM only when continued
+  }
 }
 
 void Supervisor::expireChannels(Clock::time_point now) {
@@ -195,7 +220,12 @@ LaunchResult Supervisor::result() const {
       cause = "exited with code " + std::to_string(r.exitCode);
     }
     r.failure = "rank " + std::to_string(w.rank) + " " + cause;
-    if (!w.err.forwarder->lastLine().empty()) r.failure += ": " + w.err.forwarder->lastLine();
+    if (!w.err.forwarder->lastLine().empty())
+      r.failure += ": " + withoutRankPrefix(w.err.forwarder->lastLine(), w.rank);
+    for (const Worker& s : workers_)
+      if (s.stoppedBy != 0)
+        r.failure += " (rank " + std::to_string(s.rank) + " was stopped by " + signalName(s.stoppedBy) +
+                     ": a stopped rank makes the others time out)";
   } else if (interruptSignal_ != 0) {
     r.exitCode = 128 + interruptSignal_;
     r.failure = "interrupted by " + signalName(interruptSignal_) + "; stopped all workers";

@@ -55,6 +55,7 @@ class Supervisor {
     pid_t pid = -1;
     bool running = true;
     int status = 0;
+    int stoppedBy = 0;  // the signal that stopped it (SIGSTOP, ...) while it is stopped
     Clock::time_point reapedAt;
     Channel out, err;
   };

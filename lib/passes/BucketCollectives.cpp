@@ -111,14 +111,10 @@ class Bucketer {
   Expected<ir::Value*> emit(const std::string& base, const std::string& target,
                             std::vector<ir::NamedArgument> args, const ir::TensorType& type,
                             std::vector<ir::Node*>& out) {
-    std::string name = base;
-    for (int i = 1; g_.findValue(name); ++i) name = base + "_" + std::to_string(i);
-    SPMD_ASSIGN_OR_RETURN(ir::Value * v, g_.addValue(name, ir::ValueKind::Tensor));
-    v->mutableType() = type;
-    SPMD_ASSIGN_OR_RETURN(ir::Node * n, g_.addNode(name, target, std::move(args), {Argument::tensor(v)}));
+    SPMD_ASSIGN_OR_RETURN(ir::Node * n, appendTensorNode(g_, base, target, std::move(args), type));
     out.push_back(n);
     placed_.insert(n);
-    return v;
+    return n->outputValues()[0];
   }
 
   Status flush(const std::vector<ir::Node*>& bucket) {

@@ -11,6 +11,7 @@ std::vector<std::unique_ptr<Pass>> defaultPasses(bool async, int64_t bucketBytes
   out.push_back(std::make_unique<DedupCollectives>());
   out.push_back(std::make_unique<DeadCodeElimination>());
   out.push_back(std::make_unique<BucketCollectives>(bucketBytes));
+  out.push_back(std::make_unique<BucketShardCollectives>(bucketBytes));
   if (async) out.push_back(std::make_unique<AsyncCollectives>());
   return out;
 }
@@ -19,6 +20,15 @@ void syncSignatureOutputs(program::Program& program) {
   auto& outs = program.graph.signature.outputs;
   const auto& graphOuts = program.graph.graph.outputs();
   for (size_t i = 0; i < outs.size() && i < graphOuts.size(); ++i) outs[i].arg = graphOuts[i];
+}
+
+Expected<ir::Node*> appendTensorNode(ir::Graph& graph, const std::string& base, const std::string& target,
+                                     std::vector<ir::NamedArgument> args, const ir::TensorType& type) {
+  std::string name = base;
+  for (int i = 1; graph.findValue(name); ++i) name = base + "_" + std::to_string(i);
+  SPMD_ASSIGN_OR_RETURN(ir::Value * v, graph.addValue(name, ir::ValueKind::Tensor));
+  v->mutableType() = type;
+  return graph.addNode(name, target, std::move(args), {ir::Argument::tensor(v)});
 }
 
 void pruneCollectiveRecords(program::Program& program) {

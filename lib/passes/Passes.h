@@ -36,6 +36,22 @@ class BucketCollectives : public Pass {
   int64_t bucketBytes_;
 };
 
+/// Fuses parameter all-gathers and gradient reduce-scatters along dim 0
+/// into one collective per module group and bucket of up to `bucketBytes`,
+/// as FSDP2's flat buffers (BucketShardCollectives.cpp); 0 disables it.
+class BucketShardCollectives : public Pass {
+ public:
+  explicit BucketShardCollectives(int64_t bucketBytes) : bucketBytes_(bucketBytes) {}
+  std::string_view name() const override { return "bucket-shard-collectives"; }
+  std::string_view description() const override {
+    return "fuse parameter all-gathers and gradient reduce-scatters per module group into flat buffers";
+  }
+  Status run(program::Program& program) override;
+
+ private:
+  int64_t bucketBytes_;
+};
+
 /// Issues collectives as early as their input is ready and waits just
 /// before the first use (AsyncCollectives.cpp).
 class AsyncCollectives : public Pass {
@@ -46,5 +62,10 @@ class AsyncCollectives : public Pass {
   }
   Status run(program::Program& program) override;
 };
+
+/// Appends a node `target(args)` with one tensor result of `type`, both
+/// named `base` (with a suffix when taken); the caller places it.
+Expected<ir::Node*> appendTensorNode(ir::Graph& graph, const std::string& base, const std::string& target,
+                                     std::vector<ir::NamedArgument> args, const ir::TensorType& type);
 
 }  // namespace spmd::passes

@@ -1,6 +1,7 @@
 // compile(): the phases in order, each timed.
 #include "passes/Pipeline.h"
 
+#include <algorithm>
 #include <chrono>
 
 #include "passes/Expand.h"
@@ -46,11 +47,27 @@ void fillWeights(const pt2::Archive& archive, program::Program& p) {
   }
 }
 
+// Every --print-after name must be a pass (with --no-async too, the async
+// pass's name is known: asking for it then prints nothing, as documented).
+Status checkPrintAfter(const CompileOptions& options) {
+  std::vector<std::string> known;
+  for (auto& pass : defaultPasses(true, options.bucketBytes)) known.emplace_back(pass->name());
+  for (const auto& name : options.printAfter) {
+    if (std::find(known.begin(), known.end(), name) != known.end()) continue;
+    std::string list;
+    for (const auto& k : known) list += (list.empty() ? "" : ", ") + k;
+    return Status::error("--print-after " + name + ": no such pass; the passes are " + list +
+                         " (spmdc --list-passes)");
+  }
+  return Status::ok();
+}
+
 }  // namespace
 
 Expected<CompileResult> compile(pt2::Archive& archive, const schema::PlacementSchema& schema,
                                 const CompileOptions& options) {
   CompileResult r;
+  SPMD_RETURN_IF_ERROR(checkPrintAfter(options));
   PhaseTimer timer(r.timingsMs);
   if (!options.optimizer.kind.empty()) {
     Status st = appendOptimizer(archive.program, options.optimizer);

@@ -1,6 +1,7 @@
 // Reports and summaries of a compile (see Report.h).
 #include "passes/Report.h"
 
+#include <algorithm>
 #include <nlohmann/json.hpp>
 #include <unordered_map>
 
@@ -20,33 +21,45 @@ int64_t bytesOf(const ir::Value& v) {
 
 }  // namespace
 
-MemoryEstimate estimateMemory(const program::Program& program) {
-  MemoryEstimate m;
+std::vector<LiveRange> liveRanges(const program::Program& program) {
   const ir::Graph& g = program.graph.graph;
-  for (const auto& w : program.weights) {
-    int64_t n = ir::elementSize(w.dtype);
-    for (int64_t d : w.localShape) n *= d;
-    m.paramBytes += n;
-  }
+  const int lastNode = std::max(0, static_cast<int>(g.nodes().size()) - 1);
   std::unordered_map<const ir::Value*, int> lastUse;
   for (const auto& n : g.nodes())
     for (ir::Value* v : n->inputValues()) lastUse[v] = n->index();
   for (const auto& o : g.outputs())
     for (ir::Value* v : o.values)
-      if (v) lastUse[v] = static_cast<int>(g.nodes().size());
-  int64_t live = 0;
-  for (ir::Value* v : g.inputs())
-    if (v->producer() == nullptr) live += 0;  // inputs are weights (counted) or user data (below)
+      if (v) lastUse[v] = lastNode;
+  std::vector<LiveRange> out;
   for (const auto& in : program.graph.signature.inputs)
-    if (in.kind == ir::InputKind::UserInput && in.value) live += bytesOf(*in.value);
-  int64_t peak = live;
-  for (const auto& n : g.nodes()) {
-    for (ir::Value* v : n->outputValues()) live += bytesOf(*v);
+    if (in.kind == ir::InputKind::UserInput && in.value && in.value->isTensor())
+      out.push_back({in.value, 0, lastNode, bytesOf(*in.value)});
+  for (const auto& n : g.nodes())
+    for (ir::Value* v : n->outputValues()) {
+      if (!v->isTensor()) continue;
+      auto it = lastUse.find(v);
+      out.push_back({v, n->index(), it == lastUse.end() ? n->index() : it->second, bytesOf(*v)});
+    }
+  return out;
+}
+
+MemoryEstimate estimateMemory(const program::Program& program) {
+  MemoryEstimate m;
+  for (const auto& w : program.weights) {
+    int64_t n = ir::elementSize(w.dtype);
+    for (int64_t d : w.localShape) n *= d;
+    m.paramBytes += n;
+  }
+  // Live bytes at each node: +bytes where a range starts, -bytes after it ends.
+  std::vector<int64_t> delta(std::max<size_t>(program.graph.graph.nodes().size(), 1) + 1, 0);
+  for (const LiveRange& r : liveRanges(program)) {
+    delta[static_cast<size_t>(r.first)] += r.bytes;
+    delta[static_cast<size_t>(r.last) + 1] -= r.bytes;
+  }
+  int64_t peak = 0, live = 0;
+  for (size_t i = 0; i + 1 < delta.size(); ++i) {
+    live += delta[i];
     peak = std::max(peak, live);
-    for (ir::Value* v : n->inputValues())
-      if (lastUse[v] == n->index() && v->producer()) live -= bytesOf(*v);
-    for (ir::Value* v : n->outputValues())
-      if (!lastUse.count(v)) live -= bytesOf(*v);
   }
   m.peakBytes = m.paramBytes + peak;
   return m;

@@ -6,6 +6,7 @@
 #pragma once
 
 #include <string>
+#include <vector>
 
 #include "passes/Pipeline.h"
 
@@ -16,6 +17,22 @@ struct MemoryEstimate {
   int64_t paramBytes = 0;  ///< local parameter, buffer and constant bytes
   int64_t peakBytes = 0;   ///< weights + largest sum of live activations
 };
+
+/// When one tensor the program allocates is live, as estimateMemory counts
+/// it: from node `first` through node `last` (node indices; user inputs
+/// start at 0, values read by graph outputs or never freed end at the last
+/// node, an unused result lives during its own node only).
+struct LiveRange {
+  const ir::Value* value = nullptr;
+  int first = 0;
+  int last = 0;
+  int64_t bytes = 0;  ///< local bytes (symbolic sizes at their hint)
+};
+
+/// The live range of every user input and node result, user inputs first,
+/// then results in program order. Weights are not included (see
+/// MemoryEstimate::paramBytes).
+std::vector<LiveRange> liveRanges(const program::Program& program);
 
 /// Estimates per-rank memory by walking the graph and freeing each value
 /// after its last use (symbolic sizes at their trace-time hint).

@@ -1,6 +1,6 @@
 // `spmdc dump`: a stable, line-per-op text form of a compiled program.
 //
-//   spmd program mlp (format 1.0)
+//   spmd program mlp (format 2.0)
 //   mesh 8 (x=8), 8 ranks
 //   graph schema 8.17, torch 2.11.0+cu130
 //   provenance source: mlp.pt2

@@ -23,8 +23,8 @@
 namespace spmd::program {
 
 /// The .spmd format major version this build writes; readers accept an
-/// equal major (and any minor).
-constexpr int kFormatVersion = 1;
+/// equal major (and any minor). 2: a checksum on the JSON and on every blob.
+constexpr int kFormatVersion = 2;
 /// The .spmd format minor version this build writes.
 constexpr int kFormatMinor = 0;
 
@@ -55,6 +55,7 @@ struct ShardBlob {
   std::vector<int64_t> index;
   uint64_t offset = 0;  ///< from the start of the data section
   uint64_t bytes = 0;
+  uint64_t checksum = 0;  ///< XXH3-64 of the blob's bytes (see Format.h)
 };
 
 /// A parameter, buffer or constant, stored sharded.

@@ -10,8 +10,11 @@
 
 #include <simdjson.h>
 
+#include <cstdint>
 #include <set>
 
+#include "program/Format.h"
+#include "program/Verifier.h"
 #include "pt2/JsonUtil.h"
 
 namespace spmd::program {
@@ -81,7 +84,8 @@ Status writeWeights(JsonWriter& w, const Program& p) {
     w.key("shards").beginArray();
     for (const auto& s : e.shards) {
       w.beginObject().key("index").integers(s.index);
-      w.key("offset").unsignedInteger(s.offset).key("bytes").unsignedInteger(s.bytes).endObject();
+      w.key("offset").unsignedInteger(s.offset).key("bytes").unsignedInteger(s.bytes);
+      w.key("xxh3").string(checksumHex(s.checksum)).endObject();
     }
     w.endArray().endObject();
   }
@@ -192,6 +196,15 @@ Expected<sharding::Mesh> readMesh(element root) {
     names.emplace_back(s);
   }
   if (shape.empty() && names.empty()) return sharding::Mesh();
+  // Bounded before anything multiplies the sizes or iterates the ranks.
+  int64_t ranks = 1;
+  for (int64_t s : shape) {
+    if (s < 1) break;  // Mesh::create names the axis
+    if (s > kMaxRanks / ranks)
+      return Status::error("mesh: shape " + intListStr(shape) + " has more than " +
+                           std::to_string(kMaxRanks) + " ranks (the most a program may have)");
+    ranks *= s;
+  }
   auto mesh = sharding::Mesh::create(std::move(shape), std::move(names));
   if (!mesh) return mesh.status().withContext("mesh");
   return mesh;
@@ -233,6 +246,8 @@ Expected<WeightEntry> readWeight(element item, const std::string& where) {
     SPMD_ASSIGN_OR_RETURN(b.index, readInts(s, "index", sw));
     SPMD_ASSIGN_OR_RETURN(b.offset, readUint(s, "offset", sw));
     SPMD_ASSIGN_OR_RETURN(b.bytes, readUint(s, "bytes", sw));
+    SPMD_ASSIGN_OR_RETURN(std::string sum, readString(s, "xxh3", sw));
+    if (!parseChecksumHex(sum, b.checksum)) return fieldError(sw, "xxh3", "16 lowercase hex digits");
     w.shards.push_back(std::move(b));
   }
   return w;
@@ -279,6 +294,9 @@ Status readParts(element root, Program& p) {
     return Status::error("field 'format_version' is missing");
   SPMD_ASSIGN_OR_RETURN(int64_t major, readInt(version, "major", "format_version"));
   SPMD_ASSIGN_OR_RETURN(int64_t minor, readInt(version, "minor", "format_version"));
+  if (major < 0 || minor < 0 || major > INT32_MAX || minor > INT32_MAX)
+    return Status::error("format_version " + std::to_string(major) + "." + std::to_string(minor) +
+                         " is out of range");
   p.formatVersion = static_cast<int>(major);
   p.formatMinor = static_cast<int>(minor);
   SPMD_ASSIGN_OR_RETURN(p.mesh, readMesh(root));

@@ -8,8 +8,10 @@
 //   }
 //
 // The file is memory-mapped: a rank touches only the pages of its own
-// shards. Every blob is checked against the file at load time, so
-// shardFor only fails for a rank outside the mesh.
+// shards. The whole program passes verifyProgram at load time (every blob
+// inside the file, no two overlapping); a blob's checksum is checked when
+// shardFor hands it out, so shardFor fails for a rank outside the mesh and
+// for damaged bytes.
 #pragma once
 
 #include <cstddef>
@@ -39,21 +41,30 @@ class LoadedProgram {
   /// The bytes `rank` holds of `entry` (a row-major tensor of the rank's
   /// local shape), a view into the mapped file valid while this object
   /// lives. Ranks on a replicated axis share one blob. Error when `rank` is
-  /// outside the mesh or `entry` has no blob for the rank's coordinates.
+  /// outside the mesh, `entry` has no blob for the rank's coordinates, or
+  /// the blob does not match its checksum ("<path>: weight 'w' blob [0]
+  /// does not match its checksum: the file is damaged: ...").
   Expected<std::span<const std::byte>> shardFor(const WeightEntry& entry, int64_t rank) const;
+  /// Checks every blob of every weight against its checksum (reads the
+  /// whole data section); the first mismatch as shardFor words it.
+  Status verifyWeights() const;
 
  private:
   friend Expected<LoadedProgram> readProgram(const std::string& path);
   LoadedProgram() = default;  // only readProgram makes one
+  // Blob `b` of `entry` after its checksum matched.
+  Expected<std::span<const std::byte>> blob(const WeightEntry& entry, const ShardBlob& b) const;
   io::MappedFile file_;
   std::unique_ptr<Program> program_;
   uint64_t dataStart_ = 0;
 };
 
-/// Opens `path`. Errors are one line starting with "<path>: ": not an spmd
-/// program (bad magic), truncated file, unsupported format major version
-/// (newer minors are accepted), corrupt JSON, a weight blob outside the
-/// data section or not matching its shape, dtype and spec.
+/// Opens `path` and verifies the program (see Verifier.h) before returning
+/// it. Errors are one line starting with "<path>: ": not an spmd program
+/// (bad magic), truncated file, unsupported format major version (newer
+/// minors are accepted; the message names the version found and the one
+/// read), a JSON that fails its checksum or does not parse, a mesh over
+/// kMaxRanks ranks, and whatever verifyProgram refuses.
 Expected<LoadedProgram> readProgram(const std::string& path);
 
 }  // namespace spmd::program

@@ -5,13 +5,12 @@
 //   -> blob [0] at data offset 0 (48 bytes), blob [1] at data offset 64 (48 bytes)
 //
 // Steps: plan every weight's shards and their offsets (sizes alone decide
-// the layout), print the JSON, then stream header, JSON, padding and blobs
-// into a temporary file that is renamed over `path` once complete.
+// the layout), print the JSON once to learn its length (checksums print at
+// a fixed width, so the length does not depend on them), stream the blobs
+// into the data section of a temporary file while hashing them, then print
+// the JSON again with the checksums and write header, JSON and padding in
+// front; the file is renamed over `path` once complete.
 #include "program/Writer.h"
-
-#include <fcntl.h>
-#include <sys/stat.h>
-#include <unistd.h>
 
 #include <cerrno>
 #include <cstring>
@@ -19,79 +18,11 @@
 
 #include "program/Format.h"
 #include "program/ProgramJson.h"
+#include "program/Verifier.h"
+#include "support/File.h"
 
 namespace spmd::program {
 namespace {
-
-// A file written under a temporary name and renamed into place by commit();
-// destroyed uncommitted, it removes the temporary. Atomic for readers, not
-// durable (see commit()).
-class AtomicFile {
- public:
-  explicit AtomicFile(std::string path) : path_(std::move(path)) {}
-  ~AtomicFile() {
-    if (fd_ >= 0) ::close(fd_);
-    if (!tmp_.empty()) ::unlink(tmp_.c_str());
-  }
-  AtomicFile(const AtomicFile&) = delete;
-  AtomicFile& operator=(const AtomicFile&) = delete;
-
-  Status open() {
-    std::string templ = path_ + ".tmp.XXXXXX";
-    fd_ = ::mkstemp(templ.data());
-    if (fd_ < 0) return sysError("cannot create a temporary file beside it");
-    tmp_ = templ;
-    if (::fchmod(fd_, 0644) != 0) return sysError("cannot set the file mode");
-    return Status::ok();
-  }
-
-  Status write(const void* data, size_t n) {
-    const char* p = static_cast<const char*>(data);
-    while (n > 0) {
-      ssize_t w = ::write(fd_, p, n);
-      if (w < 0 && errno == EINTR) continue;
-      if (w <= 0) return sysError("cannot write");
-      p += w;
-      n -= static_cast<size_t>(w);
-      written_ += static_cast<uint64_t>(w);
-    }
-    return Status::ok();
-  }
-
-  /// Writes zeros up to file offset `offset`.
-  Status padTo(uint64_t offset) {
-    static const char kZeros[kAlignment] = {};
-    SPMD_CHECK(offset >= written_);
-    while (written_ < offset)
-      SPMD_RETURN_IF_ERROR(write(kZeros, std::min<uint64_t>(offset - written_, kAlignment)));
-    return Status::ok();
-  }
-
-  uint64_t written() const { return written_; }
-
-  // No fsync: the rename keeps readers from ever seeing a partial file, and
-  // a failed write leaves only the old file (or none). Durability across a
-  // power loss is not promised; an fsync cost ~0.5 s per 10 MB program.
-  Status commit() {
-    int fd = fd_;
-    fd_ = -1;
-    if (::close(fd) != 0) return sysError("cannot close");
-    if (::rename(tmp_.c_str(), path_.c_str()) != 0)
-      return sysError("cannot rename the temporary file into place");
-    tmp_.clear();
-    return Status::ok();
-  }
-
- private:
-  Status sysError(const char* what) const {
-    return Status::error(std::string(what) + ": " + std::strerror(errno));
-  }
-
-  std::string path_;
-  std::string tmp_;
-  int fd_ = -1;
-  uint64_t written_ = 0;
-};
 
 void putLe(std::string& out, uint64_t v, int bytes) {
   for (int i = 0; i < bytes; ++i) out.push_back(static_cast<char>((v >> (8 * i)) & 0xff));
@@ -103,12 +34,6 @@ int64_t product(const std::vector<int64_t>& v) {
   return n;
 }
 
-std::string shapeStr(const std::vector<int64_t>& v) {
-  std::string s = "[";
-  for (size_t i = 0; i < v.size(); ++i) s += (i ? ", " : "") + std::to_string(v[i]);
-  return s + "]";
-}
-
 // Validates one entry, fills its spec (normalized), local shape and shards
 // with offsets from `dataEnd` on; returns the plans in shard order.
 Expected<std::vector<ShardPlan>> layOut(WeightEntry& w, const sharding::Mesh& mesh, uint64_t& dataEnd) {
@@ -116,7 +41,7 @@ Expected<std::vector<ShardPlan>> layOut(WeightEntry& w, const sharding::Mesh& me
   int64_t elem = ir::elementSize(w.dtype);
   if (elem <= 0) return Status::error(where + ": unknown dtype " + std::to_string(static_cast<int>(w.dtype)));
   for (int64_t s : w.globalShape)
-    if (s < 0) return Status::error(where + ": negative size in global shape " + shapeStr(w.globalShape));
+    if (s < 0) return Status::error(where + ": negative size in global shape " + intListStr(w.globalShape));
   if (w.spec.placements.empty()) w.spec = sharding::ShardingSpec::replicated(mesh.numAxes());
   auto spec = sharding::normalizeSpec(w.spec, static_cast<int64_t>(w.globalShape.size()), mesh);
   if (!spec) return spec.status().withContext(where);
@@ -127,8 +52,8 @@ Expected<std::vector<ShardPlan>> layOut(WeightEntry& w, const sharding::Mesh& me
   for (const auto& c : plans->front().chunks) rank0.push_back(c.size);
   if (w.localShape.empty() && !rank0.empty()) w.localShape = rank0;
   if (w.localShape != rank0)
-    return Status::error(where + ": local shape " + shapeStr(w.localShape) + " is not rank 0's shard " +
-                         shapeStr(rank0) + " of " + shapeStr(w.globalShape) + " under " + w.spec.str());
+    return Status::error(where + ": local shape " + intListStr(w.localShape) + " is not rank 0's shard " +
+                         intListStr(rank0) + " of " + intListStr(w.globalShape) + " under " + w.spec.str());
   w.shards.clear();
   for (const auto& plan : *plans) {
     int64_t numel = 1;
@@ -140,20 +65,22 @@ Expected<std::vector<ShardPlan>> layOut(WeightEntry& w, const sharding::Mesh& me
   return plans;
 }
 
-Status writeBlobs(AtomicFile& file, uint64_t dataStart, const WeightEntry& w,
-                  const std::vector<ShardPlan>& plans, const WeightSource& source) {
+// Slices, hashes (into w.shards[i].checksum) and writes every blob of `w`.
+Status writeBlobs(AtomicFile& file, uint64_t dataStart, WeightEntry& w, const std::vector<ShardPlan>& plans,
+                  const WeightSource& source) {
   SPMD_ASSIGN_OR_RETURN(std::span<const std::byte> global, source.globalBytes(w.fqn));
   int64_t elem = ir::elementSize(w.dtype);
   uint64_t expected = static_cast<uint64_t>(product(w.globalShape) * elem);
   if (global.size() != expected)
     return Status::error("weight '" + w.fqn + "': the source holds " + std::to_string(global.size()) +
-                         " bytes but " + std::string(ir::scalarTypeName(w.dtype)) + shapeStr(w.globalShape) +
-                         " needs " + std::to_string(expected));
+                         " bytes but " + std::string(ir::scalarTypeName(w.dtype)) +
+                         intListStr(w.globalShape) + " needs " + std::to_string(expected));
   std::vector<std::byte> buffer;
   for (size_t i = 0; i < plans.size(); ++i) {
-    const ShardBlob& blob = w.shards[i];
+    ShardBlob& blob = w.shards[i];
     buffer.resize(blob.bytes);
     if (blob.bytes > 0) sliceRowMajor(global, w.globalShape, elem, plans[i].chunks, buffer.data());
+    blob.checksum = checksum(buffer);
     SPMD_RETURN_IF_ERROR(file.padTo(dataStart + blob.offset));
     SPMD_RETURN_IF_ERROR(file.write(buffer.data(), buffer.size()));
   }
@@ -169,24 +96,30 @@ Status writeFile(const std::string& path, Program& program, const WeightSource& 
     SPMD_ASSIGN_OR_RETURN(auto p, layOut(w, program.mesh, dataEnd));
     plans.push_back(std::move(p));
   }
+  // Never write what the reader would refuse.
+  SPMD_RETURN_IF_ERROR(verifyProgram(program, dataEnd));
   program.formatVersion = kFormatVersion;
   program.formatMinor = kFormatMinor;
-  SPMD_ASSIGN_OR_RETURN(std::string json, programToJsonText(program));
-  std::string header(kMagic);
-  putLe(header, kFormatVersion, 4);
-  putLe(header, kFormatMinor, 4);
-  putLe(header, json.size(), 8);
-  SPMD_CHECK(header.size() == kHeaderSize);
+  SPMD_ASSIGN_OR_RETURN(std::string draft, programToJsonText(program));
+  uint64_t dataStart = dataSectionOffset(draft.size());
 
   AtomicFile file(path);
   SPMD_RETURN_IF_ERROR(file.open());
-  SPMD_RETURN_IF_ERROR(file.write(header.data(), header.size()));
-  SPMD_RETURN_IF_ERROR(file.write(json.data(), json.size()));
-  uint64_t dataStart = dataSectionOffset(json.size());
-  SPMD_RETURN_IF_ERROR(file.padTo(dataStart));
+  SPMD_RETURN_IF_ERROR(file.skipTo(dataStart));
   for (size_t i = 0; i < program.weights.size(); ++i)
     SPMD_RETURN_IF_ERROR(writeBlobs(file, dataStart, program.weights[i], plans[i], source));
   SPMD_CHECK(file.written() == dataStart + dataEnd);
+  SPMD_ASSIGN_OR_RETURN(std::string json, programToJsonText(program));
+  SPMD_CHECK(json.size() == draft.size());
+  std::string front(kMagic);
+  putLe(front, kFormatVersion, 4);
+  putLe(front, kFormatMinor, 4);
+  putLe(front, json.size(), 8);
+  putLe(front, checksum(json), 8);
+  SPMD_CHECK(front.size() == kHeaderSize);
+  front += json;
+  front.resize(dataStart, '\0');
+  SPMD_RETURN_IF_ERROR(file.writeAt(0, front));
   return file.commit();
 }
 

@@ -48,9 +48,11 @@ void sliceRowMajor(std::span<const std::byte> global, const std::vector<int64_t>
 /// Writes `program` to `path` (format kFormatVersion.kFormatMinor),
 /// slicing each weight's global bytes from `source` into its distinct
 /// shards. Sets the program's format version, fills every WeightEntry's
-/// `shards` and, when empty, its `localShape` (rank 0's shard). Errors
-/// start with `path`: unknown dtype, Partial spec, a given localShape
-/// that is not rank 0's, source bytes missing or of the wrong size, I/O.
+/// `shards` (with their checksums) and, when empty, its `localShape` (rank
+/// 0's shard). Errors start with `path`: unknown dtype, Partial spec, a
+/// given localShape that is not rank 0's, anything else verifyProgram
+/// refuses (the reader would), source bytes missing or of the wrong size,
+/// I/O.
 Status writeProgram(const std::string& path, Program& program, const WeightSource& source);
 
 }  // namespace spmd::program

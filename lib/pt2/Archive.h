@@ -82,14 +82,17 @@ struct Archive {
   const TensorPayload* payload(std::string_view fqn) const;
 };
 
-/// Reads `path`. Errors are one line starting with "<path>: " (the caller
-/// adds "error: "): not a zip, empty file, missing model JSON, JSON
-/// that does not parse, unknown schema major version, unknown argument kind,
-/// dangling value names, a payload shorter than its metadata, a member
-/// escaping the archive.
+/// Reads `path` and verifies it: the program passes ir::verifyProgram and
+/// every payload's metadata fits its member and matches the graph input
+/// reading it (pt2/VerifyArchive.h), with or without loadWeights. Errors
+/// are one line starting with "<path>: " (the path once; the caller adds
+/// "error: "): not a zip, empty file, missing model JSON, JSON that does
+/// not parse, unknown schema major version, unknown argument kind, dangling
+/// value names, a malformed node or value, a payload shorter than its
+/// metadata, a member escaping the archive.
 Expected<Archive> readArchive(const std::string& path, const ReadOptions& options = {});
 
-/// Builds the IR from the model JSON text alone (no archive).
+/// Builds and verifies the IR from the model JSON text alone (no archive).
 Expected<ir::ExportedProgram> parseExportedProgram(std::string_view json, std::string name = "model");
 
 }  // namespace spmd::pt2

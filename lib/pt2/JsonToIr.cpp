@@ -38,7 +38,7 @@ const auto* findKind(const Table& table, std::string_view key) {
 
 class IrBuilder {
  public:
-  explicit IrBuilder(ir::ExportedProgram& p) : p_(p), g_(p.graph) {}
+  IrBuilder(ir::ExportedProgram& p, StorageOffsets* offsets) : p_(p), g_(p.graph), offsets_(offsets) {}
 
   Status build(object root) {
     SPMD_RETURN_IF_ERROR(readVersion(root));
@@ -105,6 +105,8 @@ class IrBuilder {
     auto it = tensorMeta_.find(name);
     if (it == tensorMeta_.end() || it->second.get_object().get(meta) != simdjson::SUCCESS)
       return Status::error("tensor '" + std::string(name) + "' has no entry in graph.tensor_values");
+    int64_t offset = clampedInt(meta["storage_offset"]["as_int"], 0);
+    if (offset != 0 && offsets_) offsets_->emplace(std::string(name), offset);
     return parseTensorMeta(meta, name);
   }
 
@@ -514,16 +516,18 @@ class IrBuilder {
   ir::Graph& g_;
   std::unordered_map<std::string_view, element> tensorMeta_;
   std::unordered_map<std::string_view, element> symInts_;
+  StorageOffsets* offsets_;
 };
 
 }  // namespace
 
-Expected<ir::ExportedProgram> buildProgram(const simdjson::dom::element& root, std::string name) {
+Expected<ir::ExportedProgram> buildProgram(const simdjson::dom::element& root, std::string name,
+                                           StorageOffsets* offsets) {
   ir::ExportedProgram p;
   p.name = std::move(name);
   object obj;
   if (root.get_object().get(obj) != simdjson::SUCCESS) return Status::error("model JSON is not an object");
-  IrBuilder b(p);
+  IrBuilder b(p, offsets);
   SPMD_RETURN_IF_ERROR(b.build(obj));
   return p;
 }
@@ -534,7 +538,10 @@ Expected<ir::ExportedProgram> parseExportedProgram(std::string_view json, std::s
   simdjson::padded_string padded(json);
   if (auto err = parser.parse(padded).get(root); err != simdjson::SUCCESS)
     return Status::error(std::string("model JSON does not parse: ") + simdjson::error_message(err));
-  return buildProgram(root, std::move(name));
+  StorageOffsets offsets;
+  SPMD_ASSIGN_OR_RETURN(ir::ExportedProgram p, buildProgram(root, std::move(name), &offsets));
+  SPMD_RETURN_IF_ERROR(verifyProgram(p, offsets));
+  return p;
 }
 
 }  // namespace spmd::pt2

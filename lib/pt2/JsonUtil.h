@@ -7,6 +7,7 @@
 
 #include <simdjson.h>
 
+#include <map>
 #include <string>
 #include <string_view>
 #include <utility>
@@ -48,7 +49,15 @@ Expected<ir::TensorType> parseTensorMeta(simdjson::dom::object meta, std::string
 /// A Device ({"type": "cpu", "index": null}).
 Expected<ir::Device> parseDevice(simdjson::dom::element e);
 
-/// Builds the program from a parsed model JSON document.
-Expected<ir::ExportedProgram> buildProgram(const simdjson::dom::element& root, std::string name);
+/// Storage offsets (elements) of graph tensor values by name, as the model
+/// JSON's tensor_values give them (values absent: offset 0).
+using StorageOffsets = std::map<std::string, int64_t, std::less<>>;
+
+/// Builds the program from a parsed model JSON document (not yet verified);
+/// records non-zero storage offsets of tensor values in `offsets` when given.
+Expected<ir::ExportedProgram> buildProgram(const simdjson::dom::element& root, std::string name,
+                                           StorageOffsets* offsets = nullptr);
+/// Runs ir::verifyProgram with the storage offsets the model JSON gave.
+Status verifyProgram(const ir::ExportedProgram& program, const StorageOffsets& offsets);
 
 }  // namespace spmd::pt2

@@ -16,6 +16,7 @@
 #include "io/Zip.h"
 #include "pt2/Archive.h"
 #include "pt2/JsonUtil.h"
+#include "pt2/VerifyArchive.h"
 
 namespace spmd::pt2 {
 namespace {
@@ -66,15 +67,11 @@ Expected<Layout> findLayout(const io::ZipArchive& zip) {
   return l;
 }
 
-// Bytes a tensor with these sizes/strides/offset spans in its storage.
-int64_t spanBytes(const TensorPayload& t) {
-  int64_t last = t.storageOffset;
-  for (size_t i = 0; i < t.sizes.size(); ++i) {
-    if (t.sizes[i] == 0) return 0;
-    int64_t stride = i < t.strides.size() ? t.strides[i] : 0;
-    last += (t.sizes[i] - 1) * stride;
-  }
-  return (last + 1) * ir::elementSize(t.dtype);
+// `s` with "<path>: " in front, unless its message already starts so (the
+// zip layer names the file itself).
+Status inFile(const Status& s, const std::string& path) {
+  if (s.isOk() || s.message().rfind(path + ": ", 0) == 0) return s;
+  return s.withContext(path);
 }
 
 Status readPayloadConfig(const io::ZipArchive& zip, const Layout& layout, const std::string& member,
@@ -117,16 +114,12 @@ Status readPayloadConfig(const io::ZipArchive& zip, const Layout& layout, const 
   return Status::ok();
 }
 
-// Reads every payload member once; tied tensors share the Storage.
+// Reads every payload member once; tied tensors share the Storage. Sizes
+// were checked against the metadata by verifyPayloads.
 Status readPayloads(const io::ZipArchive& zip, std::map<std::string, TensorPayload, std::less<>>& payloads,
                     std::unordered_map<std::string, std::shared_ptr<const Storage>>& byMember) {
   for (auto& [fqn, t] : payloads) {
     SPMD_ASSIGN_OR_RETURN(uint64_t size, zip.size(t.member));
-    int64_t need = spanBytes(t);
-    if (static_cast<int64_t>(size) < need)
-      return Status::error("payload of '" + fqn + "' (" + t.member + ") has " + std::to_string(size) +
-                           " bytes but its metadata needs " + std::to_string(need) +
-                           "; the archive is truncated or corrupt, re-export it");
     auto it = byMember.find(t.member);
     if (it == byMember.end()) {
       auto storage = std::make_shared<Storage>(size);
@@ -177,9 +170,9 @@ Expected<Archive> readArchive(const std::string& path, const ReadOptions& option
   auto t0 = Clock::now();
   SPMD_ASSIGN_OR_RETURN(std::unique_ptr<io::ZipArchive> zip, io::ZipArchive::open(path));
   auto layout = findLayout(*zip);
-  if (!layout) return layout.status().withContext(path);
+  if (!layout) return inFile(layout.status(), path);
   auto text = zip->readString(layout->modelJson);
-  if (!text) return text.status();
+  if (!text) return inFile(text.status(), path);
   a.stats.openMs = msSince(t0);
 
   t0 = Clock::now();
@@ -192,28 +185,25 @@ Expected<Archive> readArchive(const std::string& path, const ReadOptions& option
   a.stats.parseMs = msSince(t0);
 
   t0 = Clock::now();
-  auto program = buildProgram(root, stem(path));
+  StorageOffsets offsets;
+  auto program = buildProgram(root, stem(path), &offsets);
   if (!program) return program.status().withContext(path + ": " + layout->modelJson);
   a.program = std::move(*program);
+  // Nothing below, nor any later reader of the program, trusts it unverified.
+  if (Status st = verifyProgram(a.program, offsets); !st.isOk()) return inFile(st, path);
   a.stats.buildMs = msSince(t0);
 
   t0 = Clock::now();
   Status st = readPayloadConfig(*zip, *layout, layout->weightsConfig, a.weights);
   if (st.isOk()) st = readPayloadConfig(*zip, *layout, layout->constantsConfig, a.constants);
-  if (!st.isOk()) return st.withContext(path);
+  if (st.isOk()) st = verifyPayloads(*zip, a, offsets);
+  if (!st.isOk()) return inFile(st, path);
   recordTiedNames(a);
-  for (const auto& in : a.program.signature.inputs) {
-    bool stored = in.kind == ir::InputKind::Parameter || in.kind == ir::InputKind::Buffer ||
-                  in.kind == ir::InputKind::TensorConstant;
-    if (stored && !a.payload(in.target))
-      return Status::error(path + ": " + std::string(ir::inputKindName(in.kind)) + " '" + in.target +
-                           "' has no stored payload in the archive");
-  }
   if (options.loadWeights) {
     std::unordered_map<std::string, std::shared_ptr<const Storage>> byMember;
     st = readPayloads(*zip, a.weights, byMember);
     if (st.isOk()) st = readPayloads(*zip, a.constants, byMember);
-    if (!st.isOk()) return st.withContext(path);
+    if (!st.isOk()) return inFile(st, path);
   }
   a.stats.weightsMs = msSince(t0);
   return a;

@@ -1,9 +1,15 @@
-// Sharded checkpoints (see Checkpoint.h).
+// Saving sharded checkpoints (see Checkpoint.h); loading is in
+// CheckpointLoad.cpp.
+//
+//   every rank: <dir>/step-N/rank<r>.safetensors (fsynced), its checksums -> store
+//   barrier     (a rank that failed says so in the store: every rank then fails)
+//   rank 0:     <dir>/step-N/index.json, then <dir>/latest = "step-N" (atomic), prune list -> store
+//   barrier;    each rank removes its own files of pruned folders; barrier; rank 0 removes the folders
 #include "runtime/Checkpoint.h"
 
 #include <ATen/ATen.h>
-#include <c10/core/InferenceMode.h>
 
+#include <algorithm>
 #include <filesystem>
 #include <nlohmann/json.hpp>
 
@@ -12,25 +18,20 @@
 namespace spmd::runtime {
 namespace {
 
-// Copies a rank's local tensor into `global` at the indices `chunks` name,
-// one run of each strided dim at a time (from dim `d` on).
-void placeShard(const at::Tensor& global, const at::Tensor& local, const std::vector<sharding::Chunk>& chunks,
-                size_t d) {
-  if (d == chunks.size()) {
-    at::Tensor(global).copy_(local);
-    return;
-  }
-  const sharding::Chunk& c = chunks[d];
-  auto dim = static_cast<int64_t>(d);
-  for (int64_t b = 0; b < c.blocks; ++b)
-    placeShard(global.narrow(dim, c.offset + b * c.blockStride, c.blockSize()),
-               local.narrow(dim, b * c.blockSize(), c.blockSize()), chunks, d + 1);
+namespace fs = std::filesystem;
+using nlohmann::json;
+
+std::string keyOf(int64_t step, const std::string& what) {
+  return "spmd/ckpt/" + std::to_string(step) + "/" + what;
 }
 
-namespace fs = std::filesystem;
+std::string getString(c10d::Store& store, const std::string& key) {
+  std::vector<uint8_t> v = store.get(key);
+  return {v.begin(), v.end()};
+}
 
-std::string rankFile(const std::string& dir, int64_t rank) {
-  return dir + "/rank" + std::to_string(rank) + ".safetensors";
+void setString(c10d::Store& store, const std::string& key, const std::string& value) {
+  store.set(key, std::vector<uint8_t>(value.begin(), value.end()));
 }
 
 // Waits until every rank has added itself to `key`.
@@ -39,112 +40,187 @@ void barrier(c10d::Store& store, const std::string& key, int64_t world) {
   store.wait({key + "/all"});
 }
 
-sharding::ShardingSpec parseSpec(const nlohmann::json& j) {
-  sharding::ShardingSpec s;
-  for (const auto& p : j) s.placements.push_back(*sharding::parsePlacement(p.get<std::string>()));
-  return s;
+// "step-<N>" and "step-<N>-<k>" -> (N, k); nullopt for other names.
+std::optional<std::pair<int64_t, int64_t>> stepOfFolder(const std::string& name) {
+  if (name.rfind("step-", 0) != 0) return std::nullopt;
+  std::string rest = name.substr(5);
+  size_t dash = rest.find('-');
+  std::string n = rest.substr(0, dash), k = dash == std::string::npos ? "0" : rest.substr(dash + 1);
+  auto digits = [](const std::string& s) {
+    return !s.empty() && s.size() < 18 && s.find_first_not_of("0123456789") == std::string::npos;
+  };
+  if (!digits(n) || !digits(k)) return std::nullopt;
+  return std::make_pair(std::stoll(n), std::stoll(k));
+}
+
+// Rank 0: a fresh folder name for step `step` ("step-N", or "step-N-k" when
+// a complete "step-N" exists; an incomplete one, left by a crash, is reused).
+std::string chooseFolder(const std::string& dir, int64_t step) {
+  std::string base = "step-" + std::to_string(step);
+  for (int k = 0;; ++k) {
+    std::string name = k == 0 ? base : base + "-" + std::to_string(k);
+    if (!fs::exists(dir + "/" + name)) return name;
+    if (!fs::exists(dir + "/" + name + "/index.json")) {
+      fs::remove_all(dir + "/" + name);
+      return name;
+    }
+  }
+}
+
+// Rank 0: the step folders to prune once `current` is latest (all but the
+// newest `keep`, by step number).
+json pruneList(const std::string& dir, const std::string& current, int keep) {
+  json out = json::array();
+  if (keep <= 0) return out;
+  std::vector<std::pair<std::pair<int64_t, int64_t>, std::string>> folders;
+  for (const auto& e : fs::directory_iterator(dir)) {
+    std::string name = e.path().filename().string();
+    auto step = stepOfFolder(name);
+    if (step && e.is_directory() && name != current) folders.emplace_back(*step, name);
+  }
+  std::sort(folders.rbegin(), folders.rend());
+  for (size_t i = static_cast<size_t>(keep - 1); i < folders.size(); ++i) out.push_back(folders[i].second);
+  return out;
+}
+
+// This rank's CPU tensors and their checksums; an error for NaN/Inf values.
+Expected<TensorMap> cpuShards(const TensorMap& weights, json& sums) {
+  TensorMap cpu;
+  for (const auto& [fqn, t] : weights) {
+    at::Tensor c = t.to(at::kCPU).contiguous();
+    if (c.is_floating_point() && !at::isfinite(c).all().item<bool>())
+      return Status::error("weight '" + fqn +
+                           "' holds NaN or Inf values: not saved (the last checkpoint stays latest)");
+    sums[fqn] = shardChecksum(c.data_ptr(), c.nbytes());
+    cpu.emplace(fqn, std::move(c));
+  }
+  return cpu;
+}
+
+// Rank 0: the index from every rank's checksums (in the store).
+Expected<CheckpointIndex> buildIndex(const program::Program& p, int64_t step, c10d::Store& store) {
+  CheckpointIndex index{step, p.mesh, {}};
+  std::vector<json> sums;
+  for (int64_t r = 0; r < p.mesh.numRanks(); ++r)
+    sums.push_back(json::parse(getString(store, keyOf(step, "sums/" + std::to_string(r))))["sums"]);
+  for (const auto& w : p.weights) {
+    WeightRecord rec{w.fqn, w.spec, w.globalShape, w.dtype, {}};
+    auto spec = sharding::normalizeSpec(w.spec, static_cast<int64_t>(w.globalShape.size()), p.mesh);
+    if (!spec) return spec.status().withContext("weight '" + w.fqn + "'");
+    rec.spec = *spec;
+    for (int64_t r = 0; r < p.mesh.numRanks(); ++r) {
+      const json& s = sums[static_cast<size_t>(r)];
+      if (!s.contains(w.fqn))
+        return Status::error("rank " + std::to_string(r) + " saved no tensor '" + w.fqn + "'");
+      rec.shards.push_back({r, rankFileName(r), s.at(w.fqn).get<std::string>(), shardRegion(rec, p.mesh, r)});
+    }
+    index.weights.push_back(std::move(rec));
+  }
+  return index;
+}
+
+// Every rank: the first error any rank reported for this save, or OK.
+Status anyRankFailed(c10d::Store& store, int64_t step, int64_t world) {
+  for (int64_t r = 0; r < world; ++r) {
+    json j = json::parse(getString(store, keyOf(step, "sums/" + std::to_string(r))));
+    if (j.contains("error"))
+      return Status::error("rank " + std::to_string(r) + ": " + j["error"].get<std::string>());
+  }
+  return Status::ok();
+}
+
+// `f()`, with an exception turned into an error (its first line).
+template <typename F>
+Status guarded(F f) {
+  try {
+    return f();
+  } catch (const std::exception& e) {
+    std::string what = e.what();
+    return Status::error(what.substr(0, what.find('\n')));
+  }
+}
+
+// Writes this rank's file and publishes its checksums (or its error: the
+// other ranks must not wait for a file that will never come).
+void writeRankFile(const std::string& folder, int64_t rank, const TensorMap& weights, int64_t step,
+                   c10d::Store& store) {
+  json sums = json::object();
+  Status st = guarded([&]() -> Status {
+    fs::create_directories(folder);  // a node with its own disk
+    SPMD_ASSIGN_OR_RETURN(TensorMap cpu, cpuShards(weights, sums));
+    SPMD_RETURN_IF_ERROR(writeTensors(folder + "/" + rankFileName(rank), cpu));
+    return syncDirectory(folder);
+  });
+  json report = st.isOk() ? json{{"sums", sums}} : json{{"error", st.message()}};
+  setString(store, keyOf(step, "sums/" + std::to_string(rank)), report.dump());
+}
+
+// Rank 0, once every rank file is complete: the index, then `latest`.
+Status commit(const std::string& dir, const std::string& name, const program::Program& p, int64_t step,
+              c10d::Store& store, int keep) {
+  SPMD_ASSIGN_OR_RETURN(CheckpointIndex index, buildIndex(p, step, store));
+  std::string folder = dir + "/" + name;
+  SPMD_RETURN_IF_ERROR(writeFileAtomic(folder + "/index.json", formatCheckpointIndex(index)));
+  SPMD_RETURN_IF_ERROR(syncDirectory(folder));
+  SPMD_RETURN_IF_ERROR(writeFileAtomic(dir + "/latest", name + "\n"));
+  SPMD_RETURN_IF_ERROR(syncDirectory(dir));
+  setString(store, keyOf(step, "prune"), pruneList(dir, name, keep).dump());
+  return Status::ok();
+}
+
+// After `latest` moved: each rank removes its files of the pruned folders,
+// then rank 0 the folders (with per-node disks, other nodes' folders go
+// when their last file does).
+void prune(const std::string& dir, int64_t rank, int64_t step, c10d::Store& store, int64_t world) {
+  json names = json::parse(getString(store, keyOf(step, "prune")));
+  std::error_code ec;
+  for (const auto& n : names) fs::remove(dir + "/" + n.get<std::string>() + "/" + rankFileName(rank), ec);
+  barrier(store, keyOf(step, "pruned"), world);
+  for (const auto& n : names) {
+    std::string folder = dir + "/" + n.get<std::string>();
+    if (rank == 0) {
+      fs::remove(folder + "/index.json", ec);
+      fs::remove_all(folder, ec);
+    } else {
+      fs::remove(folder, ec);  // only when empty
+    }
+  }
 }
 
 }  // namespace
 
 Status saveCheckpoint(const std::string& dir, const program::Program& program, int64_t rank,
-                      const TensorMap& weights, int64_t step, c10d::Store& store) {
-  std::string partial = dir + ".partial";
+                      const TensorMap& weights, int64_t step, c10d::Store& store, int keep) {
   int64_t world = program.mesh.numRanks();
   try {
     if (rank == 0) {
-      fs::remove_all(partial);
-      fs::create_directories(partial);
+      // On failure the others still get a name; writing into it fails on
+      // rank 0 too, which every rank then hears through the store.
+      std::string name = "step-" + std::to_string(step);
+      (void)guarded([&] {
+        fs::create_directories(dir);
+        name = chooseFolder(dir, step);
+        return Status::ok();
+      });
+      setString(store, keyOf(step, "name"), name);
     }
-    barrier(store, "spmd/ckpt/" + dir + "/begin", world);
-    TensorMap cpu;
-    for (const auto& [fqn, t] : weights) cpu.emplace(fqn, t.cpu());
-    SPMD_RETURN_IF_ERROR(writeTensors(rankFile(partial, rank), cpu));
-    barrier(store, "spmd/ckpt/" + dir + "/written", world);
-    if (rank == 0) {
-      nlohmann::ordered_json index;
-      index["format"] = 1;
-      index["step"] = step;
-      index["mesh"] = {{"shape", program.mesh.shape()}, {"axes", program.mesh.axisNames()}};
-      nlohmann::ordered_json list = nlohmann::ordered_json::array();
-      for (const auto& w : program.weights) {
-        std::vector<std::string> spec;
-        for (const auto& p : w.spec.placements) spec.push_back(p.str());
-        list.push_back({{"fqn", w.fqn},
-                        {"spec", spec},
-                        {"global_shape", w.globalShape},
-                        {"dtype", std::string(ir::scalarTypeName(w.dtype))}});
-      }
-      index["weights"] = list;
-      SPMD_RETURN_IF_ERROR(writeFileAtomic(partial + "/index.json", index.dump(1) + "\n"));
-      std::string old = dir + ".old";
-      fs::remove_all(old);
-      if (fs::exists(dir)) fs::rename(dir, old);
-      fs::rename(partial, dir);
-      fs::remove_all(old);
+    std::string name = getString(store, keyOf(step, "name"));
+    writeRankFile(dir + "/" + name, rank, weights, step, store);
+    barrier(store, keyOf(step, "written"), world);
+    Status failed = anyRankFailed(store, step, world);
+    if (rank == 0 && failed.isOk()) {
+      Status st = guarded([&] { return commit(dir, name, program, step, store, keep); });
+      setString(store, keyOf(step, "committed"), st.isOk() ? "" : st.message());
     }
-    barrier(store, "spmd/ckpt/" + dir + "/done", world);
+    if (!failed.isOk()) return failed.withContext(dir + ": checkpoint not saved");
+    std::string committed = getString(store, keyOf(step, "committed"));
+    if (!committed.empty()) return Status::error(dir + ": checkpoint not saved: " + committed);
+    prune(dir, rank, step, store, world);
   } catch (const std::exception& e) {
     std::string what = e.what();
     return Status::error(dir + ": cannot save the checkpoint: " + what.substr(0, what.find('\n')));
   }
   return Status::ok();
-}
-
-Expected<int64_t> loadCheckpoint(const std::string& dir, const program::Program& program, int64_t rank,
-                                 TensorMap& weights) {
-  SPMD_ASSIGN_OR_RETURN(std::string text, readFile(dir + "/index.json"));
-  nlohmann::json index;
-  try {
-    index = nlohmann::json::parse(text);
-    if (index.at("mesh").at("shape").get<std::vector<int64_t>>() != program.mesh.shape())
-      return Status::error(dir + ": the checkpoint was saved on mesh " + index.at("mesh").at("shape").dump() +
-                           ", this program runs on " + program.mesh.str());
-  } catch (const std::exception& e) {
-    return Status::error(dir +
-                         "/index.json: not a checkpoint index: " + std::string(e.what()).substr(0, 200));
-  }
-  SPMD_ASSIGN_OR_RETURN(TensorMap saved, readTensors(rankFile(dir, rank)));
-  c10::InferenceMode off(false);
-  for (auto& [fqn, w] : weights) {
-    auto it = saved.find(fqn);
-    if (it == saved.end()) return Status::error(rankFile(dir, rank) + ": no tensor '" + fqn + "'");
-    if (it->second.sizes() != w.sizes())
-      return Status::error(rankFile(dir, rank) + ": tensor '" + fqn +
-                           "' has another shape than this program's shard");
-    w.copy_(it->second);
-  }
-  return index.value("step", int64_t{0});
-}
-
-Status consolidateCheckpoint(const std::string& dir, const std::string& output) {
-  SPMD_ASSIGN_OR_RETURN(std::string text, readFile(dir + "/index.json"));
-  try {
-    auto index = nlohmann::json::parse(text);
-    auto mesh = *sharding::Mesh::create(index["mesh"]["shape"].get<std::vector<int64_t>>(),
-                                        index["mesh"]["axes"].get<std::vector<std::string>>());
-    std::vector<TensorMap> ranks;
-    for (int64_t r = 0; r < mesh.numRanks(); ++r) {
-      SPMD_ASSIGN_OR_RETURN(TensorMap t, readTensors(rankFile(dir, r)));
-      ranks.push_back(std::move(t));
-    }
-    TensorMap out;
-    for (const auto& w : index["weights"]) {
-      std::string fqn = w["fqn"].get<std::string>();
-      auto shape = w["global_shape"].get<std::vector<int64_t>>();
-      sharding::ShardingSpec spec = parseSpec(w["spec"]);
-      const at::Tensor& first = ranks[0].at(fqn);
-      at::Tensor global = at::empty(shape, first.options());
-      for (int64_t r = 0; r < mesh.numRanks(); ++r) {
-        placeShard(global, ranks[static_cast<size_t>(r)].at(fqn),
-                   sharding::localChunks(shape, spec, mesh, mesh.coords(r)), 0);
-      }
-      out.emplace(fqn, global);
-    }
-    return writeTensors(output, out);
-  } catch (const std::exception& e) {
-    return Status::error(dir + ": cannot consolidate: " + std::string(e.what()).substr(0, 200));
-  }
 }
 
 }  // namespace spmd::runtime

@@ -1,13 +1,20 @@
-// Sharded checkpoints of a distributed train step.
+// Sharded checkpoints of a distributed train step (layout: CheckpointIndex.h).
 //
-//   ckpt/index.json            {"format": 1, "step": 5, "mesh": {...}, "weights": [{fqn, spec, global_shape,
-//   dtype}]} ckpt/rank0.safetensors     rank 0's local weights and optimizer states, by FQN
-//   ckpt/rank1.safetensors     ...
+//   ckpt/step-3/{index.json, rank0.safetensors, rank1.safetensors}
+//   ckpt/step-4/...
+//   ckpt/latest          "step-4"
 //
-// Saving is atomic for the folder: every rank writes into "<dir>.partial",
-// the ranks meet at the store, and rank 0 writes the index and renames the
-// folder into place, so a run killed while saving leaves the last complete
-// checkpoint intact.
+// Saving never loses the last good checkpoint: every rank writes (and
+// fsyncs) its own rank file into a fresh step folder, the ranks meet at the
+// store, and rank 0 writes the index and then replaces `latest` atomically;
+// only after that are older step folders pruned (keep the newest `keep`).
+// Each rank writes only its own file, so per-node local disks work: every
+// node then holds its own ranks' files and rank 0's node the index. Loading
+// (resume, consolidate) needs every rank file the layout asks for.
+//
+// Loading verifies the index, each shard's checksum, shape and dtype, and
+// refuses NaN/Inf values. A checkpoint saved under another mesh or layout
+// is resharded: each rank assembles its shard from the saved shards.
 #pragma once
 
 #include <torch/csrc/distributed/c10d/Store.hpp>
@@ -15,22 +22,36 @@
 #include <string>
 
 #include "program/Program.h"
+#include "runtime/CheckpointIndex.h"
 #include "runtime/TensorIO.h"
 
 namespace spmd::runtime {
 
-/// Writes rank `rank`'s `weights` (every rank calls it; collective over the
-/// store) as checkpoint `dir` taken after `step` steps.
+/// Writes rank `rank`'s `weights` as step folder "step-<step>" of checkpoint
+/// `dir` (every rank calls it; collective over `store`), then points `latest`
+/// at it and prunes all but the newest `keep` step folders (0: keep all).
+/// Errors (on every rank): I/O failures, and a weight holding NaN/Inf values
+/// (the last good checkpoint then stays `latest`).
 Status saveCheckpoint(const std::string& dir, const program::Program& program, int64_t rank,
-                      const TensorMap& weights, int64_t step, c10d::Store& store);
+                      const TensorMap& weights, int64_t step, c10d::Store& store, int keep = 2);
 
-/// Copies rank `rank`'s tensors of checkpoint `dir` into `weights`; returns
-/// the checkpoint's step. Errors: missing files, another mesh, a missing
-/// tensor or one of another shape.
+/// Copies rank `rank`'s shard of every weight of checkpoint `dir` (a root
+/// with `latest`, or a step folder) into `weights`, resharding when the
+/// checkpoint's mesh or a weight's layout differs from `program`'s; returns
+/// the checkpoint's step. Errors name the file and tensor: a bad index, a
+/// weight missing from it or of another shape or dtype, a missing rank
+/// file, a shard whose checksum, shape or dtype differs from the index, NaN
+/// or Inf values.
 Expected<int64_t> loadCheckpoint(const std::string& dir, const program::Program& program, int64_t rank,
                                  TensorMap& weights);
 
-/// Writes one safetensors file of global tensors named by FQN.
+/// Checks, without reading shards, that checkpoint `dir` has a valid index
+/// holding exactly `program`'s weights at their global shapes and dtypes
+/// (what a launcher can check before starting workers).
+Status checkCheckpoint(const std::string& dir, const program::Program& program);
+
+/// Writes one safetensors file `output` of global tensors named by FQN from
+/// checkpoint `dir`, verified as loadCheckpoint does; no file on error.
 Status consolidateCheckpoint(const std::string& dir, const std::string& output);
 
 }  // namespace spmd::runtime

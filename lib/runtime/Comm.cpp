@@ -28,7 +28,9 @@ c10::intrusive_ptr<c10d::Backend> makeGroup(const c10::intrusive_ptr<c10d::Store
   if (options.nccl) return makeNcclGroup(store, rank, size, options.timeout);
 #endif
   auto opts = c10d::ProcessGroupGloo::Options::create(options.timeout);
-  opts->devices.push_back(c10d::ProcessGroupGloo::createDeviceForHostname(options.hostname));
+  opts->devices.push_back(options.interface.empty()
+                              ? c10d::ProcessGroupGloo::createDeviceForHostname(options.hostname)
+                              : c10d::ProcessGroupGloo::createDeviceForInterface(options.interface));
   opts->threads = 2;
   return c10::make_intrusive<c10d::ProcessGroupGloo>(store, rank, size, opts);
 }

@@ -34,8 +34,11 @@ struct CommOptions {
   std::chrono::milliseconds timeout{60000};
   /// Use NCCL for the groups (CUDA builds with CUDA tensors).
   bool nccl = false;
-  /// Address the Gloo transport binds to.
+  /// Address the Gloo transport binds to (peers on other nodes connect to
+  /// it, so it must be reachable from them; see runWorker).
   std::string hostname = "127.0.0.1";
+  /// Network interface to bind instead (GLOO_SOCKET_IFNAME); wins when set.
+  std::string interface;
 };
 
 /// Bytes and counts this rank communicated.

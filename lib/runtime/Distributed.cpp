@@ -7,6 +7,7 @@
 #include <torch/csrc/distributed/c10d/TCPStore.hpp>
 
 #include <algorithm>
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
@@ -15,8 +16,10 @@
 #include "launch/Ports.h"
 #include "launch/WorkerEnv.h"
 #include "runtime/BuildInfo.h"
+#include "runtime/Checkpoint.h"
 #include "runtime/Runner.h"
 #include "runtime/Worker.h"
+#include "support/File.h"
 #include "support/Strings.h"
 
 namespace spmd::runtime {
@@ -78,6 +81,28 @@ bool verify(const DistributedOptions& o, const TensorMap& got, std::ostream& out
   return ok;
 }
 
+// Opens the loss log: fresh, or on --resume keeping the lines of steps
+// before the checkpoint's (later ones came from a run that did not reach
+// its next save; the resumed run writes them again).
+Status openLossLog(const DistributedOptions& o, std::ofstream& log) {
+  std::string kept;
+  if (!o.resume.empty()) {
+    SPMD_ASSIGN_OR_RETURN(CheckpointIndex index, readCheckpointIndex(o.resume));
+    std::ifstream in(o.lossLog);
+    std::string line;
+    while (std::getline(in, line)) {
+      long long step = -1;
+      if (std::sscanf(line.c_str(), "{\"step\": %lld", &step) == 1 && step >= 0 && step < index.step)
+        kept += line + "\n";
+    }
+  }
+  Status st = writeFileAtomic(o.lossLog, kept);
+  if (!st.isOk()) return st;
+  log.open(o.lossLog, std::ios::app);
+  if (!log) return Status::error(o.lossLog + ": cannot write the loss log");
+  return Status::ok();
+}
+
 }  // namespace
 
 Expected<std::vector<TensorMap>> readBatches(const std::string& path) {
@@ -102,6 +127,10 @@ Expected<std::vector<TensorMap>> readBatches(const std::string& path) {
 int runDistributed(const DistributedOptions& o, std::ostream& out, std::ostream& err) {
   auto program = program::readProgram(o.program);
   if (!program) return fail(err, kBadInput, program.status().message());
+  // Damaged weights are bad input, found before any worker starts (each
+  // worker checks its own blobs again when it loads them).
+  Status intact = program->verifyWeights();
+  if (!intact.isOk()) return fail(err, kBadInput, intact.message());
   const program::Program& p = program->program();
   int64_t ranks = p.mesh.numRanks();
   if (static_cast<int64_t>(o.nproc) * o.nnodes != ranks)
@@ -119,8 +148,10 @@ int runDistributed(const DistributedOptions& o, std::ostream& out, std::ostream&
       if (!st.isOk()) return fail(err, kBadInput, o.inputs + ": " + st.message());
     }
   }
-  if (!o.resume.empty() && !std::filesystem::exists(o.resume + "/index.json"))
-    return fail(err, kBadInput, o.resume + ": not a checkpoint (no index.json)");
+  if (!o.resume.empty()) {
+    Status st = checkCheckpoint(o.resume, p);
+    if (!st.isOk()) return fail(err, kBadInput, st.message());
+  }
   std::string tmpDir =
       (std::filesystem::temp_directory_path() / ("spmd-run-" + std::to_string(::getpid()))).string();
   std::filesystem::create_directories(tmpDir);
@@ -149,13 +180,18 @@ int runDistributed(const DistributedOptions& o, std::ostream& out, std::ostream&
                     "--stats-dir",
                     tmpDir,
                     "--steps",
-                    std::to_string(o.steps)};
+                    std::to_string(o.steps),
+                    "--save-every",
+                    std::to_string(o.saveEvery),
+                    "--keep",
+                    std::to_string(o.keep)};
   for (const auto& [flag, value] : {std::pair<const char*, std::string>{"--loss-log", o.lossLog},
                                     {"--save", o.save},
                                     {"--resume", o.resume}})
     if (!value.empty()) cfg.workerArgv.insert(cfg.workerArgv.end(), {flag, value});
   if (!o.inputs.empty()) cfg.workerArgv.insert(cfg.workerArgv.end(), {"--inputs", o.inputs});
   if (!output.empty()) cfg.workerArgv.insert(cfg.workerArgv.end(), {"--output", output});
+  if (!o.bindAddr.empty()) cfg.workerArgv.insert(cfg.workerArgv.end(), {"--bind-addr", o.bindAddr});
   if (o.quiet) cfg.workerArgv.push_back("--quiet");
   for (const std::string& lib : o.opLibraries)
     cfg.workerArgv.insert(cfg.workerArgv.end(), {"--load-library", lib});
@@ -180,11 +216,29 @@ int runDistributed(const DistributedOptions& o, std::ostream& out, std::ostream&
                 "spmd-run: %lld ranks, %.2f s wall, step %.2f ms, %s B sent per rank per step (max)\n",
                 static_cast<long long>(ranks), result->wallSeconds, maxStep * 1e3,
                 withCommas(maxBytes).c_str());
-  out << line;
+  if (!o.quiet) out << line;
   if (o.verify.empty() || o.nodeRank != 0) return 0;
   auto got = readTensors(output);
   if (!got) return fail(err, kFailure, got.status().message());
   return verify(o, *got, out, err) ? 0 : kFailure;
+}
+
+// Where this worker's Gloo transport listens: the interface named by
+// GLOO_SOCKET_IFNAME, else --bind-addr, else the address this machine
+// reaches MASTER_ADDR from (127.0.0.1 on one node; the node's own address
+// when the master is on another machine, so that peers can connect back).
+Status chooseBindAddress(const DistributedOptions& o, const std::string& masterAddr, CommOptions& comm) {
+  const char* ifname = std::getenv("GLOO_SOCKET_IFNAME");
+  if (ifname != nullptr && *ifname != '\0') {
+    comm.interface = ifname;
+    return Status::ok();
+  }
+  if (!o.bindAddr.empty()) {
+    comm.hostname = o.bindAddr;
+    return Status::ok();
+  }
+  SPMD_ASSIGN_OR_RETURN(comm.hostname, launch::localAddressFor(masterAddr));
+  return Status::ok();
 }
 
 int runWorker(const DistributedOptions& o, std::ostream& err) {
@@ -209,17 +263,24 @@ int runWorker(const DistributedOptions& o, std::ostream& err) {
   ro.save = o.save;
   ro.resume = o.resume;
   ro.moreBatches.assign(batches.begin() + 1, batches.end());
+  ro.saveEvery = o.saveEvery;
+  ro.keep = o.keep;
   std::ofstream lossLog;
   if (env->rank == 0 && !o.lossLog.empty()) {
-    lossLog.open(o.lossLog, o.resume.empty() ? std::ios::trunc : std::ios::app);
+    Status st = openLossLog(o, lossLog);
+    if (!st.isOk()) return fail(err, kBadInput, who + ": " + st.message());
     ro.onStep = [&lossLog](int64_t step, double loss, double seconds) {
+      char value[32] = "null";  // NaN and Inf are not JSON
+      if (std::isfinite(loss)) std::snprintf(value, sizeof value, "%.9g", loss);
       char line[160];
-      std::snprintf(line, sizeof line, "{\"step\": %lld, \"loss\": %.9g, \"step_ms\": %.3f}\n",
-                    static_cast<long long>(step), loss, seconds * 1e3);
+      std::snprintf(line, sizeof line, "{\"step\": %lld, \"loss\": %s, \"step_ms\": %.3f}\n",
+                    static_cast<long long>(step), value, seconds * 1e3);
       lossLog << line << std::flush;
     };
   }
   ro.comm.timeout = std::chrono::seconds(o.timeoutSeconds);
+  Status bound = chooseBindAddress(o, env->masterAddr, ro.comm);
+  if (!bound.isOk()) return fail(err, kBadInput, who + ": " + bound.message());
   auto device = resolveDevice(o.device, env->localRank);
   if (!device) return fail(err, kBadInput, who + ": " + device.status().message());
   ro.device = *device;
@@ -243,7 +304,11 @@ int runWorker(const DistributedOptions& o, std::ostream& err) {
                     " failed: " + what.substr(0, what.find('\n')));
   }
   auto r = runRank(*program, env->rank, store, batches[0], ro);
-  if (!r) return fail(err, kFailure, who + ": " + r.status().message());
+  if (!r) {
+    // runRank's errors usually carry the rank already.
+    const std::string& m = r.status().message();
+    return fail(err, kFailure, m.rfind(who + ": ", 0) == 0 ? m : who + ": " + m);
+  }
   if (env->rank == 0 && !o.output.empty()) {
     Status st = writeTensors(o.output, r->outputs);
     if (!st.isOk()) return fail(err, kFailure, st.message());

@@ -28,6 +28,9 @@ struct DistributedOptions {
   int nnodes = 1;
   int nodeRank = 0;
   std::string masterAddr = "127.0.0.1";
+  /// Address this node's workers bind their Gloo transport to; empty: the
+  /// one that reaches masterAddr (GLOO_SOCKET_IFNAME, when set, wins).
+  std::string bindAddr;
   int masterPort = 0;  ///< 0: a free port
   /// .pt2 to run on one device and compare with the outputs.
   std::string verify;
@@ -38,9 +41,14 @@ struct DistributedOptions {
   bool quiet = false;
   std::string statsDir;  ///< worker: where to write its statistics (set by the launcher)
   int steps = 1;         ///< train steps (mutation outputs update the weights in between)
-  std::string lossLog;   ///< JSON lines {"step", "loss", "step_ms"}, written by rank 0
-  std::string save;      ///< sharded checkpoint folder written after the last step
-  std::string resume;    ///< checkpoint folder to start from
+  /// JSON lines {"step", "loss", "step_ms"}, written by rank 0; a non-finite
+  /// loss is written as null. On --resume, lines of steps at or after the
+  /// checkpoint's (from a run that did not reach its next save) are dropped.
+  std::string lossLog;
+  std::string save;    ///< sharded checkpoint folder written after the last step
+  int saveEvery = 0;   ///< also save every this many steps (0: only after the last)
+  int keep = 2;        ///< step folders of `save` kept (0: all)
+  std::string resume;  ///< checkpoint (root with `latest`, or a step folder) to start from
 };
 
 /// Reads the global inputs: one safetensors file, or a folder of them (one

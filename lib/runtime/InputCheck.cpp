@@ -8,6 +8,7 @@
 #include <optional>
 
 #include "runtime/TypeMap.h"
+#include "support/Strings.h"
 
 namespace spmd::runtime {
 namespace {
@@ -23,6 +24,27 @@ std::string dtypeName(c10::ScalarType t) {
 }
 
 }  // namespace
+
+Status checkInputNames(const std::vector<std::string>& given, const std::vector<std::string>& userNames) {
+  std::vector<const std::string*> givenAs(userNames.size(), nullptr);
+  for (const std::string& name : given) {
+    size_t index = userNames.size();
+    for (size_t i = 0; i < userNames.size() && index == userNames.size(); ++i)
+      if (name == userNames[i] || name == "input." + std::to_string(i)) index = i;
+    if (index == userNames.size()) {
+      std::string known;
+      for (size_t i = 0; i < userNames.size(); ++i)
+        known += (i ? ", " : "") + ("input." + std::to_string(i)) + " (" + userNames[i] + ")";
+      return Status::error("unknown input '" + elided(name) + "'; the program takes " +
+                           (known.empty() ? "none" : known));
+    }
+    if (givenAs[index] != nullptr)
+      return Status::error("input '" + userNames[index] + "' is given twice, as '" + *givenAs[index] +
+                           "' and '" + name + "'");
+    givenAs[index] = &name;
+  }
+  return Status::ok();
+}
 
 int InputChecker::symbolIndex(const std::string& name, const RangeMap& ranges) {
   for (size_t i = 0; i < symbols_.size(); ++i)

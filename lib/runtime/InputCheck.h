@@ -24,6 +24,14 @@
 
 namespace spmd::runtime {
 
+/// Errors for an input tensor named neither "input.<i>" nor the signature
+/// name `userNames[i]` of any user input, or for two tensors naming one
+/// input. Both the one-device and the distributed paths call it, so they
+/// accept the same files. Messages name the tensor and what the program takes:
+///   "unknown input 'foo'; the program takes input.0 (x), input.1 (y)"
+///   "input 'x' is given twice, as 'input.0' and 'x'"
+Status checkInputNames(const std::vector<std::string>& given, const std::vector<std::string>& userNames);
+
 /// Symbol ranges by symbol name.
 using RangeMap = std::map<std::string, ir::RangeConstraint, std::less<>>;
 

@@ -108,24 +108,15 @@ Expected<ProgramRunner> ProgramRunner::create(const ir::ExportedProgram& program
 Expected<std::vector<c10::IValue>> ProgramRunner::bindInputs(const TensorMap& inputs) const {
   const size_t numUser = userInputNames_.size();
   std::vector<const at::Tensor*> user(numUser, nullptr);
-  std::vector<std::string> givenAs(numUser);
-  for (const auto& [name, tensor] : inputs) {
-    size_t index = numUser;
-    for (size_t i = 0; i < numUser && index == numUser; ++i)
-      if (name == userInputNames_[i] || name == "input." + std::to_string(i)) index = i;
-    if (index == numUser) {
-      std::string known;
-      for (size_t i = 0; i < numUser; ++i)
-        known += (i ? ", " : "") + ("input." + std::to_string(i)) + " (" + userInputNames_[i] + ")";
-      return Status::error("unknown input '" + name + "'; the program takes " +
-                           (known.empty() ? "none" : known));
-    }
-    if (user[index] != nullptr)
-      return Status::error("input '" + userInputNames_[index] + "' is given twice, as '" + givenAs[index] +
-                           "' and '" + name + "'");
-    user[index] = &tensor;
-    givenAs[index] = name;
-  }
+  std::vector<std::string> given;
+  for (const auto& entry : inputs) given.push_back(entry.first);
+  SPMD_RETURN_IF_ERROR(checkInputNames(given, userInputNames_));
+  for (const auto& [name, tensor] : inputs)
+    for (size_t i = 0; i < numUser; ++i)
+      if (name == userInputNames_[i] || name == "input." + std::to_string(i)) {
+        user[i] = &tensor;
+        break;
+      }
   std::vector<c10::IValue> bound;
   bound.reserve(fixed_.size());
   try {

@@ -1,9 +1,12 @@
-// Payload Storage -> one flat base tensor per (file, dtype) -> as_strided
-// views with each tensor's sizes, strides and offset.
+// .pt2: payload Storage -> one flat base tensor per (file, dtype) ->
+// as_strided views with each tensor's sizes, strides and offset.
+// .spmd: the rank's blob (checksum checked by shardFor) -> a tensor of the
+// weight's local shape, copied out of the mapped file.
 #include "runtime/Weights.h"
 
 #include <ATen/ATen.h>
 
+#include <cstring>
 #include <utility>
 
 #include "runtime/TypeMap.h"
@@ -64,6 +67,30 @@ Expected<TensorMap> loadWeights(const pt2::Archive& archive, c10::Device device)
     }
   } catch (const c10::Error& e) {
     return Status::error(std::string("loading weights: ") + e.what_without_backtrace());
+  }
+  return out;
+}
+
+Expected<TensorMap> loadRankWeights(const program::LoadedProgram& program, int64_t rank, c10::Device device) {
+  TensorMap out;
+  for (const auto& w : program.program().weights) {
+    SPMD_ASSIGN_OR_RETURN(auto bytes, program.shardFor(w, rank));
+    auto dtype = toC10ScalarType(w.dtype);
+    if (!dtype) return dtype.status().withContext(program.path() + ": weight '" + w.fqn + "'");
+    try {
+      at::Tensor t = at::empty(w.localShape, at::TensorOptions().dtype(*dtype));
+      if (static_cast<size_t>(t.nbytes()) != bytes.size())
+        return Status::error(program.path() + ": weight '" + w.fqn + "' blob has " +
+                             std::to_string(bytes.size()) + " bytes, its local shape needs " +
+                             std::to_string(t.nbytes()));
+      if (!bytes.empty()) std::memcpy(t.data_ptr(), bytes.data(), bytes.size());
+      out.emplace(w.fqn, device.is_cpu() ? t : t.to(device));
+    } catch (const c10::Error& e) {
+      std::string what = e.what_without_backtrace();
+      return Status::error(program.path() + ": weight '" + w.fqn + "': " + what.substr(0, what.find('\n')));
+    } catch (const std::exception& e) {  // std::bad_alloc and the like
+      return Status::error(program.path() + ": weight '" + w.fqn + "': " + e.what());
+    }
   }
   return out;
 }

@@ -14,6 +14,7 @@
 #include "runtime/CollectiveOps.h"
 #include "runtime/Runner.h"
 #include "runtime/TypeMap.h"
+#include "runtime/Weights.h"
 
 namespace spmd::runtime {
 namespace {
@@ -25,22 +26,6 @@ std::string shapeStr(c10::IntArrayRef s) {
   std::string out = "[";
   for (size_t i = 0; i < s.size(); ++i) out += (i ? ", " : "") + std::to_string(s[i]);
   return out + "]";
-}
-
-// This rank's weights, by FQN, from its own blobs of the program file.
-Expected<TensorMap> loadShardedWeights(const program::LoadedProgram& lp, int64_t rank, c10::Device device) {
-  TensorMap out;
-  for (const auto& w : lp.program().weights) {
-    SPMD_ASSIGN_OR_RETURN(auto bytes, lp.shardFor(w, rank));
-    SPMD_ASSIGN_OR_RETURN(c10::ScalarType dtype, toC10ScalarType(w.dtype));
-    at::Tensor t = at::empty(w.localShape, at::TensorOptions().dtype(dtype));
-    if (static_cast<size_t>(t.nbytes()) != bytes.size())
-      return Status::error(lp.path() + ": weight '" + w.fqn + "' blob has " + std::to_string(bytes.size()) +
-                           " bytes, its local shape needs " + std::to_string(t.nbytes()));
-    std::memcpy(t.data_ptr(), bytes.data(), bytes.size());
-    out.emplace(w.fqn, device.is_cpu() ? t : t.to(device));
-  }
-  return out;
 }
 
 // Calls `f(i, byIndexName, signatureName, tensor-or-null)` for each user input.
@@ -86,9 +71,35 @@ double medianStepSeconds(std::vector<double> s) {
   return s[s.size() / 2];
 }
 
+// Every rank learns whether all ranks loaded the checkpoint, so that a rank
+// whose shard is bad fails every rank at once with its reason (instead of
+// leaving the others to time out in the first collective).
+Status agreeOnResume(c10d::Store& store, int64_t rank, int64_t world, const Status& mine) {
+  std::string text = mine.isOk() ? "" : mine.message();
+  try {
+    store.set("spmd/resume/" + std::to_string(rank), std::vector<uint8_t>(text.begin(), text.end()));
+    for (int64_t r = 0; r < world; ++r) {
+      std::vector<uint8_t> v = store.get("spmd/resume/" + std::to_string(r));
+      if (!v.empty())
+        return Status::error("rank " + std::to_string(r) + ": " + std::string(v.begin(), v.end()));
+    }
+  } catch (const std::exception& e) {
+    std::string what = e.what();
+    return Status::error(
+        "rank " + std::to_string(rank) +
+        ": waiting for the other ranks to load the checkpoint: " + what.substr(0, what.find('\n')));
+  }
+  return Status::ok();
+}
+
 }  // namespace
 
 Status checkGlobalInputs(const program::Program& p, const TensorMap& inputs) {
+  std::vector<std::string> given, userNames;
+  for (const auto& entry : inputs) given.push_back(entry.first);
+  for (const ir::InputSpec& in : p.graph.signature.inputs)
+    if (in.kind == ir::InputKind::UserInput) userNames.push_back(in.name);
+  SPMD_RETURN_IF_ERROR(checkInputNames(given, userNames));
   Status st;
   forEachUserInput(
       p, inputs, [&](size_t i, const std::string& byIndex, const std::string& name, const at::Tensor* g) {
@@ -148,11 +159,11 @@ Expected<RankResult> runRank(const program::LoadedProgram& lp, int64_t rank,
   const program::Program& p = lp.program();
   auto where = [&](const Status& s) { return s.withContext("rank " + std::to_string(rank)); };
   selectDevice(options.device);
-  SPMD_ASSIGN_OR_RETURN(TensorMap weights, loadShardedWeights(lp, rank, options.device));
+  SPMD_ASSIGN_OR_RETURN(TensorMap weights, loadRankWeights(lp, rank, options.device));
   int64_t firstStep = 0;
   if (!options.resume.empty()) {
     auto step = loadCheckpoint(options.resume, p, rank, weights);
-    if (!step) return where(step.status());
+    SPMD_RETURN_IF_ERROR(agreeOnResume(*store, rank, p.mesh.numRanks(), step.status()));
     firstStep = *step;
   }
   auto runner = ProgramRunner::create(p.graph, weights, {options.device});
@@ -184,7 +195,8 @@ Expected<RankResult> runRank(const program::LoadedProgram& lp, int64_t rank,
   std::vector<double> seconds;
   for (int i = 0; i < runs; ++i) {
     auto t0 = std::chrono::steady_clock::now();
-    outputs = runner->execute(batches[static_cast<size_t>(i) % batches.size()]);
+    // Batches continue where the checkpoint left off (bit-exact resume).
+    outputs = runner->execute(batches[static_cast<size_t>(firstStep + i) % batches.size()]);
     if (!outputs) return where(outputs.status());
     SPMD_RETURN_IF_ERROR(where((*comm)->waitAll()));
     for (auto& [name, weight] : updates) {
@@ -198,6 +210,10 @@ Expected<RankResult> runRank(const program::LoadedProgram& lp, int64_t rank,
     seconds.push_back(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
     if (loss != outputs->end()) result.losses.push_back(value);
     if (options.onStep) options.onStep(firstStep + i, value, seconds.back());
+    bool last = i + 1 == runs;
+    if (!options.save.empty() && (last || (options.saveEvery > 0 && (i + 1) % options.saveEvery == 0)))
+      SPMD_RETURN_IF_ERROR(
+          where(saveCheckpoint(options.save, p, rank, weights, firstStep + i + 1, *store, options.keep)));
   }
   result.stepSeconds = medianStepSeconds(seconds);
   try {
@@ -215,8 +231,6 @@ Expected<RankResult> runRank(const program::LoadedProgram& lp, int64_t rank,
     return Status::error("rank " + std::to_string(rank) +
                          ": gathering outputs failed: " + what.substr(0, what.find('\n')));
   }
-  if (!options.save.empty())
-    SPMD_RETURN_IF_ERROR(where(saveCheckpoint(options.save, p, rank, weights, firstStep + runs, *store)));
   result.stats = (*comm)->stats();
   return result;
 }

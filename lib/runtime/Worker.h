@@ -32,13 +32,19 @@ struct RankOptions {
   /// Train steps: after each run, parameter and buffer mutation outputs
   /// (optimizer updates, running statistics) replace the weights they name.
   int steps = 1;
-  /// Extra batches, cycled over the steps (step i uses batch i % (1 + n); the
-  /// first is runRank's `inputs`).
+  /// Extra batches, cycled over the steps (step i, counted from the start
+  /// of training also after a resume, uses batch i % (1 + n); the first is
+  /// runRank's `inputs`).
   std::vector<TensorMap> moreBatches;
-  /// Load this rank's weights and optimizer states from a checkpoint folder.
+  /// Load this rank's weights and optimizer states from a checkpoint (a
+  /// root with `latest`, or a step folder), resharding when its layout differs.
   std::string resume;
   /// Save a sharded checkpoint to this folder after the last step.
   std::string save;
+  /// Also save after every `saveEvery` steps (0: only after the last).
+  int saveEvery = 0;
+  /// Step folders of `save` to keep (0: all).
+  int keep = 2;
   /// Called on every rank after each step with the step number (counting
   /// from the resumed step), the loss (NaN without one) and its seconds.
   std::function<void(int64_t step, double loss, double seconds)> onStep;

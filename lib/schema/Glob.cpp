@@ -27,62 +27,77 @@ struct Elem {
   std::string text;
 };
 
+/// The longest `[...]` class; a `[` with no `]` within it is a literal.
+/// Keeps parsing linear (each `[` looks at most this far ahead).
+constexpr size_t kMaxClassLength = 256;
+
 /// Index one past the `]` closing the class that opens at `i`, or npos.
 size_t classEnd(std::string_view p, size_t i) {
+  const size_t stop = std::min(p.size(), i + kMaxClassLength);
   size_t j = i + 1;
-  if (j < p.size() && (p[j] == '!' || p[j] == '^')) ++j;
-  if (j < p.size() && p[j] == ']') ++j;
-  while (j < p.size() && p[j] != ']') {
-    if (p[j] == '[' && j + 1 < p.size() && p[j + 1] == ':') {
-      size_t close = p.find(":]", j + 2);
+  if (j < stop && (p[j] == '!' || p[j] == '^')) ++j;
+  if (j < stop && p[j] == ']') ++j;
+  while (j < stop && p[j] != ']') {
+    if (p[j] == '[' && j + 1 < stop && p[j + 1] == ':') {
+      size_t close = p.substr(0, stop).find(":]", j + 2);
       if (close == std::string_view::npos) return std::string_view::npos;
       j = close + 2;
       continue;
     }
     ++j;
   }
-  return j < p.size() ? j + 1 : std::string_view::npos;
+  return j < stop ? j + 1 : std::string_view::npos;
+}
+
+/// The element of `p` that starts at `i` (its text is p[i, end)).
+struct Token {
+  Elem::Kind kind = Elem::Kind::Literal;
+  char c = 0;
+  size_t end = 0;
+};
+
+Token tokenAt(std::string_view p, size_t i) {
+  char ch = p[i];
+  if (ch == '\\' && i + 1 < p.size()) return {Elem::Kind::Literal, p[i + 1], i + 2};
+  if (ch == '*') return {Elem::Kind::Star, 0, i + 1};
+  if (ch == '?') return {Elem::Kind::AnyOne, 0, i + 1};
+  if (size_t end = ch == '[' ? classEnd(p, i) : std::string_view::npos; end != std::string_view::npos)
+    return {Elem::Kind::Class, 0, end};
+  return {Elem::Kind::Literal, ch, i + 1};
 }
 
 std::vector<Elem> parseGlob(std::string_view p) {
   std::vector<Elem> out;
   for (size_t i = 0; i < p.size();) {
-    char ch = p[i];
-    if (ch == '\\' && i + 1 < p.size()) {
-      out.push_back({Elem::Kind::Literal, p[i + 1], std::string(p.substr(i, 2))});
-      i += 2;
-    } else if (ch == '*') {
-      if (out.empty() || out.back().kind != Elem::Kind::Star) out.push_back({Elem::Kind::Star, 0, "*"});
-      ++i;
-    } else if (ch == '?') {
-      out.push_back({Elem::Kind::AnyOne, 0, "?"});
-      ++i;
-    } else if (size_t end = ch == '[' ? classEnd(p, i) : std::string_view::npos;
-               end != std::string_view::npos) {
-      out.push_back({Elem::Kind::Class, 0, std::string(p.substr(i, end - i))});
-      i = end;
-    } else {
-      out.push_back({Elem::Kind::Literal, ch, std::string(1, ch)});
-      ++i;
-    }
+    Token t = tokenAt(p, i);
+    if (t.kind != Elem::Kind::Star || out.empty() || out.back().kind != Elem::Kind::Star)
+      out.push_back({t.kind, t.c, std::string(p.substr(i, t.end - i))});
+    i = t.end;
   }
   return out;
 }
 
-/// 0 when element `e` matches character `c`, else 1 (substitution).
-int matchCost(const Elem& e, char c) {
-  switch (e.kind) {
+/// True when the non-star element `t` (text `text`) matches character `c`.
+/// A class goes to fnmatch(3) on its own text (at most kMaxClassLength).
+bool tokenMatches(const Token& t, std::string_view text, char c) {
+  switch (t.kind) {
     case Elem::Kind::Literal:
-      return e.c == c ? 0 : 1;
+      return t.c == c;
     case Elem::Kind::AnyOne:
-      return 0;
-    case Elem::Kind::Class:
-      return globMatch(e.text, std::string_view(&c, 1)) ? 0 : 1;
     case Elem::Kind::Star:
-      return 0;
+      return true;
+    case Elem::Kind::Class: {
+      const char one[2] = {c, '\0'};
+      return c != '\0' && fnmatch(std::string(text).c_str(), one, 0) == 0;
+    }
   }
-  return 1;
+  return false;
 }
+
+bool elemMatches(const Elem& e, char c) { return tokenMatches({e.kind, e.c, 0}, e.text, c); }
+
+/// 0 when element `e` matches character `c`, else 1 (substitution).
+int matchCost(const Elem& e, char c) { return elemMatches(e, c) ? 0 : 1; }
 
 /// `c` written as a glob literal.
 std::string escaped(char c) {
@@ -172,8 +187,30 @@ int editDistance(std::string_view a, std::string_view b) {
 }  // namespace
 
 bool globMatch(std::string_view pattern, std::string_view name) {
-  std::string p(pattern), n(name);
-  return fnmatch(p.c_str(), n.c_str(), 0) == 0;
+  // Greedy, with one backtrack point: the element after the last star. A
+  // later star supersedes an earlier one, so the work is O(|pattern| *
+  // |name|), and the pattern is read in place (no copy of a long one).
+  constexpr size_t kNone = std::string_view::npos;
+  size_t i = 0, j = 0, afterStar = kNone, starName = 0;
+  while (j < name.size()) {
+    if (i < pattern.size()) {
+      Token t = tokenAt(pattern, i);
+      if (t.kind == Elem::Kind::Star) {
+        i = afterStar = t.end;
+        starName = j;
+        continue;
+      }
+      if (tokenMatches(t, pattern.substr(i, t.end - i), name[j])) {
+        i = t.end, ++j;
+        continue;
+      }
+    }
+    if (afterStar == kNone) return false;
+    i = afterStar, j = ++starName;
+  }
+  for (; i < pattern.size(); ++i)
+    if (pattern[i] != '*') return false;
+  return true;
 }
 
 int globDistance(std::string_view pattern, std::string_view name) {

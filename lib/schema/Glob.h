@@ -6,11 +6,13 @@
 //   suggestGlob("layers.*.wq.weigth", {"layers.0.wq.weight", "norm.weight"})
 //       == "layers.*.wq.weight"
 //
-// Matching is POSIX fnmatch(3) without FNM_PATHNAME or FNM_PERIOD. A
+// Matching follows POSIX fnmatch(3) without FNM_PATHNAME or FNM_PERIOD, in
+// O(|pattern| * |name|) time (one backtrack point: the last star). A
 // suggestion keeps the pattern's wildcards and fixes its literal characters
 // with as few edits as possible so that it matches the closest name.
 #pragma once
 
+#include <cstddef>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -18,9 +20,14 @@
 
 namespace spmd::schema {
 
+/// The longest glob a schema may give (a `match`, a tp_plan key); longer
+/// ones are refused when the schema is read.
+inline constexpr size_t kMaxGlobLength = 4096;
+
 /// True when `name` matches the glob `pattern`: `*` matches any run of
 /// characters (dots included), `?` one character, `[...]` / `[!...]` a class,
-/// `\c` the character c.
+/// `\c` the character c. A `[` with no `]` within 256 characters is a literal.
+/// Linear in the pattern for a fixed name: safe on any input length.
 bool globMatch(std::string_view pattern, std::string_view name);
 
 /// The number of edits (insert, delete, substitute or swap two adjacent

@@ -4,9 +4,12 @@
 //   -> "s.json: /params/0: unknown key 'mathc' (did you mean 'match'?; allowed:
 //       match, placements, optional, comment)"
 //
-// Order of checks: JSON syntax (line:column), then the embedded JSON Schema
-// (valijson; the most specific error wins), then placement strings and the
-// mesh. nlohmann and valijson exceptions stop at this file's boundary.
+// Order of checks: size and nesting depth (a linear scan), JSON syntax
+// (line:column), then the embedded JSON Schema (valijson; the most specific
+// error wins), then placement strings (a hand parser: the schema's regex is
+// dropped, std::regex recurses once per character), glob lengths and the mesh.
+// nlohmann and valijson exceptions stop at this file's boundary; messages
+// quote at most ~80 characters of any value.
 #include "schema/PlacementSchema.h"
 
 #define VALIJSON_USE_EXCEPTIONS 1
@@ -28,6 +31,7 @@
 
 #include "schema/Glob.h"
 #include "schema/TpPlan.h"
+#include "support/Strings.h"
 
 namespace spmd::schema {
 namespace {
@@ -36,11 +40,80 @@ using nlohmann::json;
 
 constexpr std::string_view kPlacementForms = "expected R, S(d), P, P(sum|avg|max|min)";
 
+/// Limits on what a schema file may hold; a real schema is far below each.
+constexpr size_t kMaxSchemaBytes = size_t{64} << 20;
+constexpr int kMaxJsonDepth = 64;
+constexpr size_t kMaxPlacementLength = 32;
+constexpr size_t kMaxDimDigits = 4;
+constexpr size_t kMaxSplitFactorDigits = 6;
+constexpr size_t kMaxMeshAxes = 16;
+constexpr uint64_t kMaxMeshRanks = uint64_t{1} << 20;
+
+/// `j` as JSON text, cut to ~80 characters for a message.
+std::string shortDump(const json& j) { return elided(j.dump(), 80); }
+
+/// Errors when `text` nests arrays/objects deeper than kMaxJsonDepth (counted
+/// outside strings). Linear, and runs before anything that recurses.
+Status checkJsonDepth(std::string_view text, std::string_view source) {
+  int depth = 0;
+  bool inString = false, escaped = false;
+  size_t line = 1, column = 0;
+  for (char c : text) {
+    ++column;
+    if (c == '\n') {
+      ++line, column = 0;
+    } else if (inString) {
+      inString = escaped || c != '"';
+      escaped = !escaped && c == '\\';
+    } else if (c == '"') {
+      inString = true;
+    } else if (c == '[' || c == '{') {
+      if (++depth > kMaxJsonDepth)
+        return Status::error(std::string(source) + ":" + std::to_string(line) + ":" + std::to_string(column) +
+                             ": JSON nested more than " + std::to_string(kMaxJsonDepth) +
+                             " levels deep; a placement schema needs at most 4");
+    } else if (c == ']' || c == '}') {
+      --depth;
+    }
+  }
+  return Status::ok();
+}
+
+/// Reads an integer of 1 to `maxDigits` digits without a leading zero at s[i].
+bool readInteger(std::string_view s, size_t& i, size_t maxDigits) {
+  size_t start = i;
+  while (i < s.size() && s[i] >= '0' && s[i] <= '9') ++i;
+  size_t n = i - start;
+  return n >= 1 && n <= maxDigits && (n == 1 || s[start] != '0');
+}
+
+/// True for R, P, P(sum|avg|max|min), S(d) and S(d,sf=k) / S(d, sf=k) with
+/// d an integer of at most 4 digits and k >= 1 of at most 6, no leading zeros.
+bool isPlacementText(std::string_view s) {
+  if (s == "R" || s == "P") return true;
+  if (s.size() > kMaxPlacementLength || s.size() < 4 || s[1] != '(' || s.back() != ')') return false;
+  std::string_view arg = s.substr(2, s.size() - 3);
+  if (s[0] == 'P') return arg == "sum" || arg == "avg" || arg == "max" || arg == "min";
+  if (s[0] != 'S') return false;
+  size_t i = arg[0] == '-' ? 1 : 0;
+  if (!readInteger(arg, i, kMaxDimDigits)) return false;
+  if (i == arg.size()) return true;
+  if (arg[i++] != ',') return false;
+  if (i < arg.size() && arg[i] == ' ') ++i;
+  if (arg.substr(i, 3) != "sf=") return false;
+  i += 3;
+  if (i >= arg.size() || arg[i] == '0') return false;
+  return readInteger(arg, i, kMaxSplitFactorDigits) && i == arg.size();
+}
+
 /// The embedded JSON Schema, compiled once.
 Expected<const valijson::Schema*> compiledSchema() {
   static const std::pair<std::unique_ptr<valijson::Schema>, std::string> kCompiled = [] {
     try {
       json doc = json::parse(placementJsonSchema());
+      // isPlacementText() checks placements instead: std::regex recurses per
+      // character, so a long string would overflow the stack.
+      doc["definitions"]["placement"].erase("pattern");
       auto schema = std::make_unique<valijson::Schema>();
       valijson::SchemaParser parser(valijson::SchemaParser::kDraft7);
       valijson::adapters::NlohmannJsonAdapter adapter(doc);
@@ -101,7 +174,8 @@ std::string pointerOf(const std::vector<std::string>& tokens) {
 
 /// "s.json: /params/0: " (or "s.json: top level: ").
 std::string at(std::string_view source, const std::string& pointer) {
-  return std::string(source) + ": " + (pointer.empty() ? std::string("top level") : pointer) + ": ";
+  return std::string(source) + ": " + (pointer.empty() ? std::string("top level") : elided(pointer, 200)) +
+         ": ";
 }
 
 /// The keys an object at `tokens` may have, or empty when unknown.
@@ -161,17 +235,17 @@ std::string friendlyReason(const json& doc, const std::vector<std::string>& toke
   const json* node = nodeAt(doc, tokens);
   if (node == nullptr) return "";
   if (tokens.size() >= 3 && tokens[tokens.size() - 2] == "placements" && node->is_string())
-    return node->dump() + " is not a placement (" + std::string(kPlacementForms) + ")";
+    return shortDump(*node) + " is not a placement (" + std::string(kPlacementForms) + ")";
   if (tokens == std::vector<std::string>{"outputs"} && node->is_string())
-    return node->dump() + " is not an output policy (expected \"replicate\", \"any\" or a list of rules)";
+    return shortDump(*node) + " is not an output policy (expected \"replicate\", \"any\" or a list of rules)";
   if (tokens.size() == 3 && tokens[0] == "mesh" && tokens[1] == "shape")
-    return "expected an integer >= 1, got " + node->dump();
+    return "expected an integer >= 1, got " + shortDump(*node);
   if (tokens == std::vector<std::string>{"version"})
-    return "version " + node->dump() + " is not supported (this spmdc reads version 1)";
+    return "version " + shortDump(*node) + " is not supported (this spmdc reads version 1)";
   constexpr std::string_view kUnknownKey = "'additionalProperties' constraints: '";
   if (size_t key = description.find(kUnknownKey); key != std::string::npos) {
     size_t begin = key + kUnknownKey.size();
-    std::string name = description.substr(begin, description.rfind('\'') - begin);
+    std::string name = elided(description.substr(begin, description.rfind('\'') - begin));
     std::vector<std::string> allowed = allowedKeys(tokens);
     if (allowed.empty()) return "unknown key '" + name + "'";
     std::optional<std::string> near = closestWord(name, allowed);
@@ -217,13 +291,25 @@ Status validateDocument(const json& doc, std::string_view source) {
   if (reason.empty()) {
     reason = best->description;
     if (!reason.empty() && reason.back() == '.') reason.pop_back();
+    reason = elided(reason, 200);
   }
   return Status::error(at(source, pointerOf(tokens)) + reason);
+}
+
+/// Errors for a glob longer than kMaxGlobLength.
+Status checkGlobLength(const std::string& glob, std::string_view source, const std::string& pointer) {
+  if (glob.size() <= kMaxGlobLength) return Status::ok();
+  return Status::error(at(source, pointer) + "the glob " + shortDump(json(glob)) + " has " +
+                       withCommas(static_cast<int64_t>(glob.size())) + " characters; at most " +
+                       std::to_string(kMaxGlobLength) + " are allowed");
 }
 
 Expected<sharding::Placement> placementAt(const json& text, std::string_view source,
                                           const std::string& pointer) {
   std::string s = text.get<std::string>();
+  if (!isPlacementText(s))
+    return Status::error(at(source, pointer) + shortDump(text) + " is not a placement (" +
+                         std::string(kPlacementForms) + ")");
   Expected<sharding::Placement> p = sharding::parsePlacement(s);
   if (!p) return Status::error(at(source, pointer) + p.status().message());
   return p;
@@ -233,6 +319,7 @@ Expected<PlacementRule> ruleFrom(const json& j, std::string_view source, const s
   PlacementRule rule;
   rule.pointer = pointer;
   rule.match = j.at("match").get<std::string>();
+  SPMD_RETURN_IF_ERROR(checkGlobLength(rule.match, source, pointer + "/match"));
   rule.optional = j.value("optional", false);
   rule.whereDivisible = j.value("where_divisible", false);
   if (j.contains("gather")) {
@@ -271,23 +358,42 @@ Expected<std::vector<PlacementRule>> rulesFrom(const json& doc, const char* key,
   return rules;
 }
 
+/// The mesh of a validated document: at most kMaxMeshAxes axes and
+/// kMaxMeshRanks ranks, one name per axis.
+Status meshFrom(const json& mesh, std::string_view source, PlacementSchema& s) {
+  if (mesh.contains("shape")) {
+    const json& shape = mesh["shape"];
+    if (shape.size() > kMaxMeshAxes)
+      return Status::error(at(source, "/mesh/shape") + "the mesh has " + std::to_string(shape.size()) +
+                           " axes; at most " + std::to_string(kMaxMeshAxes) + " are allowed");
+    uint64_t ranks = 1;
+    for (size_t a = 0; a < shape.size(); ++a) {
+      ranks *= shape[a].is_number_unsigned() ? std::min(shape[a].get<uint64_t>(), kMaxMeshRanks + 1) : 0;
+      if (ranks == 0 || ranks > kMaxMeshRanks)
+        return Status::error(at(source, "/mesh/shape") + "the mesh " + shortDump(shape) + " has more than " +
+                             withCommas(static_cast<int64_t>(kMaxMeshRanks)) + " ranks");
+      s.meshShape.push_back(static_cast<int64_t>(shape[a].get<uint64_t>()));
+    }
+  }
+  if (mesh.contains("axes")) s.meshAxes = mesh["axes"].get<std::vector<std::string>>();
+  if (!s.meshShape.empty() && !s.meshAxes.empty() && s.meshShape.size() != s.meshAxes.size())
+    return Status::error(at(source, "/mesh") + "shape has " + std::to_string(s.meshShape.size()) +
+                         " axes but axes names " + std::to_string(s.meshAxes.size()) +
+                         "; give one name per mesh axis");
+  return Status::ok();
+}
+
 /// Builds the schema from a document that passed validation.
 Expected<PlacementSchema> schemaFrom(const json& doc, std::string_view source) {
   PlacementSchema s;
   s.source = std::string(source);
-  if (doc.contains("mesh")) {
-    const json& mesh = doc["mesh"];
-    if (mesh.contains("shape")) s.meshShape = mesh["shape"].get<std::vector<int64_t>>();
-    if (mesh.contains("axes")) s.meshAxes = mesh["axes"].get<std::vector<std::string>>();
-    if (!s.meshShape.empty() && !s.meshAxes.empty() && s.meshShape.size() != s.meshAxes.size())
-      return Status::error(at(source, "/mesh") + "shape has " + std::to_string(s.meshShape.size()) +
-                           " axes but axes names " + std::to_string(s.meshAxes.size()) +
-                           "; give one name per mesh axis");
-  }
+  if (doc.contains("mesh")) SPMD_RETURN_IF_ERROR(meshFrom(doc["mesh"], source, s));
   if (doc.contains("preset")) s.preset = *presetNamed(doc["preset"].get<std::string>());
   if (doc.contains("tp_plan"))
-    for (const auto& [glob, style] : doc["tp_plan"].items())
+    for (const auto& [glob, style] : doc["tp_plan"].items()) {
+      SPMD_RETURN_IF_ERROR(checkGlobLength(glob, source, "/tp_plan"));
       s.tpPlan.emplace_back(glob, style.get<std::string>());
+    }
   SPMD_RETURN_IF_ERROR(checkTpPlan(s.tpPlan, std::string(source) + ": /tp_plan"));
   s.tpAxis = doc.value("tp_axis", "");
   if (doc.contains("rules"))
@@ -310,6 +416,11 @@ Expected<PlacementSchema> schemaFrom(const json& doc, std::string_view source) {
 }  // namespace
 
 Expected<PlacementSchema> parsePlacementSchema(std::string_view text, std::string_view source) {
+  if (text.size() > kMaxSchemaBytes)
+    return Status::error(std::string(source) + ": the placement schema has " +
+                         withCommas(static_cast<int64_t>(text.size())) + " bytes; at most " +
+                         withCommas(static_cast<int64_t>(kMaxSchemaBytes)) + " are allowed");
+  SPMD_RETURN_IF_ERROR(checkJsonDepth(text, source));
   SPMD_ASSIGN_OR_RETURN(json doc, parseJsonText(text, source));
   SPMD_RETURN_IF_ERROR(validateDocument(doc, source));
   try {
@@ -322,6 +433,11 @@ Expected<PlacementSchema> parsePlacementSchema(std::string_view text, std::strin
 Expected<PlacementSchema> loadPlacementSchema(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
   if (!in) return Status::error(path + ": cannot read the placement schema: " + std::strerror(errno));
+  in.seekg(0, std::ios::end);
+  if (std::streamoff size = in.tellg(); size > static_cast<std::streamoff>(kMaxSchemaBytes))
+    return Status::error(path + ": the placement schema has " + withCommas(size) + " bytes; at most " +
+                         withCommas(static_cast<int64_t>(kMaxSchemaBytes)) + " are allowed");
+  in.seekg(0, std::ios::beg);
   std::ostringstream text;
   text << in.rdbuf();
   return parsePlacementSchema(text.str(), path);

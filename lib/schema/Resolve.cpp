@@ -15,6 +15,7 @@
 
 #include "schema/Glob.h"
 #include "schema/TpPlan.h"
+#include "support/Strings.h"
 
 namespace spmd::schema {
 namespace {
@@ -56,7 +57,7 @@ std::string typeText(const Target& t) {
 /// "s.json: /params/0/placements/tpp: unknown mesh axis 'tpp' (...)".
 Status unknownAxis(const std::string& where, const std::string& axis, const Mesh& mesh) {
   std::optional<std::string> near = closestWord(axis, mesh.axisNames());
-  std::string hint = near ? "did you mean '" + *near + "'?; " : "";
+  std::string hint = near ? "did you mean '" + elided(*near) + "'?; " : "";
   return Status::error(where + "/" + axis + ": unknown mesh axis '" + axis + "' (" + hint +
                        "mesh axes: " + joined(mesh.axisNames()) + ")");
 }
@@ -161,9 +162,9 @@ Expected<std::vector<int>> matchRules(const PlacementSchema& s, const std::vecto
   for (size_t r = 0; r < rules.size(); ++r) {
     if (used[r] || rules[r].optional) continue;
     std::optional<std::string> near = suggestGlob(rules[r].match, names);
-    return Status::error(s.source + ": " + rules[r].pointer + ": rule '" + rules[r].match + "' matches no " +
-                         noun + " (" + (near ? "did you mean '" + *near + "'?; " : "") +
-                         "add \"optional\": true to allow)");
+    return Status::error(
+        s.source + ": " + rules[r].pointer + ": rule '" + elided(rules[r].match) + "' matches no " + noun +
+        " (" + (near ? "did you mean '" + elided(*near) + "'?; " : "") + "add \"optional\": true to allow)");
   }
   return winner;
 }
@@ -190,7 +191,7 @@ Expected<std::vector<Ruled>> applyRules(const PlacementSchema& s, const std::vec
   for (size_t t = 0; t < targets.size(); ++t) {
     if (winner[t] < 0) continue;
     const PlacementRule& r = rules[static_cast<size_t>(winner[t])];
-    std::string origin = s.source + ": " + r.pointer + ": rule '" + r.match + "'";
+    std::string origin = s.source + ": " + r.pointer + ": rule '" + elided(r.match) + "'";
     Expected<ShardingSpec> fit =
         fitSpec(origin, specs[static_cast<size_t>(winner[t])], targets[t], mesh, notes);
     if (!fit && r.whereDivisible) {
@@ -430,7 +431,7 @@ Status applyTensorRules(const PlacementSchema& s, const ir::ExportedProgram& p, 
     r.inputs[i] = *paramSpecs[t].spec;
     SPMD_ASSIGN_OR_RETURN(r.gathered[i], gatheredSpec(s, rule, r.inputs[i], r.mesh));
     if (!globMatch(rule.match, params[t].names.front()))
-      r.notes.push_back(s.source + ": " + rule.pointer + ": rule '" + rule.match + "' applies to " +
+      r.notes.push_back(s.source + ": " + rule.pointer + ": rule '" + elided(rule.match) + "' applies to " +
                         params[t].what +
                         ", whose tied name it matches (one tensor, which torch.export "
                         "names once)");

@@ -9,6 +9,7 @@
 #include "sharding/CostModel.h"
 
 #include <algorithm>
+#include <limits>
 #include <string>
 #include <utility>
 
@@ -78,18 +79,27 @@ const LinkCost& CostModel::axisLink(int64_t axis) const {
   return default_;
 }
 
+// num * bytes / den, saturated: a byte count that overflowed upstream
+// (negative) or a product past int64 counts as the most bytes there are.
+static int64_t scaledBytes(int64_t bytes, int64_t num, int64_t den) {
+  constexpr int64_t kMax = std::numeric_limits<int64_t>::max();
+  if (bytes < 0) bytes = kMax;
+  __int128 v = static_cast<__int128>(num) * bytes / den;
+  return v > kMax ? kMax : static_cast<int64_t>(v);
+}
+
 int64_t CostModel::bytesMoved(CollectiveKind kind, int64_t groupSize, int64_t bytesIn, int64_t bytesOut) {
-  SPMD_CHECK(groupSize >= 1 && bytesIn >= 0 && bytesOut >= 0);
+  SPMD_CHECK(groupSize >= 1);
   int64_t n = groupSize;
   switch (kind) {
     case CollectiveKind::AllGather:
-      return (n - 1) * bytesOut / n;
+      return scaledBytes(bytesOut, n - 1, n);
     case CollectiveKind::ReduceScatter:
-      return (n - 1) * bytesIn / n;
+      return scaledBytes(bytesIn, n - 1, n);
     case CollectiveKind::AllReduce:
-      return 2 * (n - 1) * bytesIn / n;
+      return scaledBytes(bytesIn, 2 * (n - 1), n);
     case CollectiveKind::AllToAll:
-      return (n - 1) * bytesIn / n;
+      return scaledBytes(bytesIn, n - 1, n);
     default:
       return 0;
   }
@@ -103,6 +113,8 @@ double CostModel::cost(CollectiveKind kind, int64_t axis, int64_t groupSize, int
     double touched = kind == CollectiveKind::LocalSlice    ? static_cast<double>(bytesOut)
                      : kind == CollectiveKind::MarkPartial ? 0.0
                                                            : static_cast<double>(bytesIn);
+    if (touched < 0)
+      touched = static_cast<double>(std::numeric_limits<int64_t>::max());  // overflowed upstream
     return touched / localBytesPerSecond_;
   }
   const LinkCost& link = axisLink(axis);

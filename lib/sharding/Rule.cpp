@@ -42,19 +42,27 @@ int RuleBuilder::factor(int64_t size, FactorKind kind, ReduceOp reduce) {
   return static_cast<int>(rule_.factors.size()) - 1;
 }
 
+// Appends `f` to dim `dim` of tensor `i` of `tensors`; out of range (a
+// node the verifier did not see) records an error for build().
+static void addToDim(std::vector<DimFactors>& tensors, int i, int64_t dim, int f, const char* what,
+                     Status& error) {
+  if (i < 0 || static_cast<size_t>(i) >= tensors.size() || dim < 0 ||
+      dim >= static_cast<int64_t>(tensors[static_cast<size_t>(i)].size())) {
+    if (error.isOk())
+      error = Status::error(std::string("sharding rule: dim ") + std::to_string(dim) + " of " + what + " " +
+                            std::to_string(i) + " is out of range");
+    return;
+  }
+  tensors[static_cast<size_t>(i)][static_cast<size_t>(dim)].push_back(f);
+}
+
 RuleBuilder& RuleBuilder::operand(int i, int64_t dim, int f) {
-  SPMD_CHECK(i >= 0 && i < numOperands());
-  auto& dims = rule_.operands[static_cast<size_t>(i)];
-  SPMD_CHECK(dim >= 0 && dim < static_cast<int64_t>(dims.size()));
-  dims[static_cast<size_t>(dim)].push_back(f);
+  addToDim(rule_.operands, i, dim, f, "operand", error_);
   return *this;
 }
 
 RuleBuilder& RuleBuilder::result(int i, int64_t dim, int f) {
-  SPMD_CHECK(i >= 0 && i < numResults());
-  auto& dims = rule_.results[static_cast<size_t>(i)];
-  SPMD_CHECK(dim >= 0 && dim < static_cast<int64_t>(dims.size()));
-  dims[static_cast<size_t>(dim)].push_back(f);
+  addToDim(rule_.results, i, dim, f, "result", error_);
   return *this;
 }
 
@@ -92,13 +100,16 @@ RuleBuilder& RuleBuilder::replicateRest() {
 }
 
 Expected<OpShardingRule> RuleBuilder::build() {
+  SPMD_RETURN_IF_ERROR(error_);
   auto check = [&](const std::vector<DimFactors>& tensors, const std::vector<std::vector<int64_t>>& shapes,
                    const char* what) -> Status {
     for (size_t i = 0; i < tensors.size(); ++i) {
       for (size_t d = 0; d < tensors[i].size(); ++d) {
         int64_t product = 1;
-        for (int f : tensors[i][d]) product *= rule_.factors[static_cast<size_t>(f)].size;
-        bool ok = tensors[i][d].empty() ? true : product == shapes[i][d];
+        bool overflow = false;
+        for (int f : tensors[i][d])
+          overflow |= __builtin_mul_overflow(product, rule_.factors[static_cast<size_t>(f)].size, &product);
+        bool ok = tensors[i][d].empty() || (!overflow && product == shapes[i][d]);
         if (!ok)
           return Status::error(std::string("sharding rule: factors of ") + what + " " + std::to_string(i) +
                                " dim " + std::to_string(d) + " multiply to " + std::to_string(product) +

@@ -85,8 +85,9 @@ class RuleBuilder {
   /// Adds a factor; returns its index.
   int factor(int64_t size, FactorKind kind = FactorKind::PassThrough, ReduceOp reduce = ReduceOp::Sum);
   /// Appends factor `f` (as the next-minor factor) to dim `dim` of operand `i`.
+  /// An operand or dim out of range (a malformed node) makes build() fail.
   RuleBuilder& operand(int i, int64_t dim, int f);
-  /// Appends factor `f` to dim `dim` of result `i`.
+  /// Appends factor `f` to dim `dim` of result `i`; out of range as operand().
   RuleBuilder& result(int i, int64_t dim, int f);
   /// Adds a factor spanning the given dim of each operand and result
   /// (-1: absent), of size `size`.
@@ -107,11 +108,13 @@ class RuleBuilder {
   const std::vector<int64_t>& operandShape(int i) const { return operandShapes_[static_cast<size_t>(i)]; }
   const std::vector<int64_t>& resultShape(int i) const { return resultShapes_[static_cast<size_t>(i)]; }
 
-  /// The rule; errors when a factor's size disagrees with a dim it spans.
+  /// The rule; errors when a factor's size disagrees with a dim it spans,
+  /// or an operand, result or dim was out of range.
   Expected<OpShardingRule> build();
 
  private:
   OpShardingRule rule_;
+  Status error_;  ///< the first out-of-range operand/result/dim
   std::vector<std::vector<int64_t>> operandShapes_;
   std::vector<std::vector<int64_t>> resultShapes_;
 };

@@ -51,14 +51,27 @@ class [[nodiscard]] Status {
 };
 
 /// Either a value of type T or an error Status.
+/// The caller's file and line, taken as a defaulted argument (what
+/// std::source_location does; Debian 12's clang 14 lacks it on libstdc++,
+/// and GCC and clang both have these builtins).
+struct SourceLocation {
+  static constexpr SourceLocation current(const char* file = __builtin_FILE(), int line = __builtin_LINE()) {
+    return {file, line};
+  }
+  const char* file;
+  int line;
+};
+
 template <typename T>
 class [[nodiscard]] Expected {
  public:
   /// Holds a value.
   Expected(T value) : v_(std::move(value)) {}  // NOLINT(google-explicit-constructor)
-  /// Holds an error; `status` must not be OK.
-  Expected(Status status) : v_(std::move(status)) {  // NOLINT(google-explicit-constructor)
-    if (std::get<Status>(v_).isOk()) abortInvariant(__FILE__, __LINE__, "Expected built from OK Status");
+  /// Holds an error; `status` must not be OK (else aborts naming the caller's line).
+  Expected(Status status,  // NOLINT(google-explicit-constructor)
+           SourceLocation where = SourceLocation::current())
+      : v_(std::move(status)) {
+    if (std::get<Status>(v_).isOk()) abortAt(where, "Expected built from OK Status");
   }
 
   /// True when a value is held.
@@ -67,17 +80,19 @@ class [[nodiscard]] Expected {
   /// The error (OK when a value is held).
   Status status() const { return hasValue() ? Status::ok() : std::get<Status>(v_); }
 
-  /// The value; aborts when an error is held.
-  T& value() & {
-    check();
+  /// The value; when an error is held, aborts with the caller's file:line
+  /// and the error. (Operators cannot take a location: `*e` and `e->`
+  /// report this header's line, with the error text.)
+  T& value(SourceLocation where = SourceLocation::current()) & {
+    check(where);
     return std::get<T>(v_);
   }
-  const T& value() const& {
-    check();
+  const T& value(SourceLocation where = SourceLocation::current()) const& {
+    check(where);
     return std::get<T>(v_);
   }
-  T&& value() && {
-    check();
+  T&& value(SourceLocation where = SourceLocation::current()) && {
+    check(where);
     return std::get<T>(std::move(v_));
   }
   T& operator*() & { return value(); }
@@ -88,8 +103,11 @@ class [[nodiscard]] Expected {
   [[noreturn]] static void abortInvariant(const char* file, int line, const char* what);
 
  private:
-  void check() const {
-    if (!hasValue()) abortInvariant(__FILE__, __LINE__, std::get<Status>(v_).message().c_str());
+  [[noreturn]] static void abortAt(const SourceLocation& where, const char* what) {
+    abortInvariant(where.file, where.line, what);
+  }
+  void check(const SourceLocation& where) const {
+    if (!hasValue()) abortAt(where, std::get<Status>(v_).message().c_str());
   }
   std::variant<T, Status> v_;
 };

@@ -49,6 +49,23 @@ std::map<std::string, int> countCollectives(const program::Program& p) {
 
 }  // namespace
 
+TEST_CASE("a --print-after name that is no pass is an error listing the passes") {
+  auto archive = pt2::readArchive(model("mlp"));
+  REQUIRE(archive.hasValue());
+  auto s = schema::loadSchemaOrPreset("dp");
+  REQUIRE(s.hasValue());
+  passes::CompileOptions opts;
+  opts.mesh = std::vector<int64_t>{2};
+  opts.printAfter = {"bucket-colectives"};
+  auto r = passes::compile(*archive, *s, opts);
+  REQUIRE_FALSE(r);
+  CHECK_THAT(r.status().message(),
+             Catch::StartsWith("--print-after bucket-colectives: no such pass; the passes are "));
+  opts.printAfter = {"dead-code-elimination"};
+  auto again = passes::compile(*archive, *s, opts);
+  CHECK(again.hasValue());
+}
+
 TEST_CASE("Megatron TP issues no more collectives than PyTorch DTensor") {
   auto ref = nlohmann::json::parse(readFile(std::string(SPMD_TESTDATA_DIR) + "/dtensor_reference.json"));
   for (const std::string m : {"mlp", "gpt_block", "llama"}) {
@@ -200,7 +217,8 @@ TEST_CASE("data parallel training with an optimizer reduces each gradient once, 
 namespace {
 
 passes::CompileResult compileTrain(const std::string& m, const std::string& schema, std::vector<int64_t> mesh,
-                                   const std::string& optimizer) {
+                                   const std::string& optimizer,
+                                   int64_t bucketBytes = passes::kDefaultBucketBytes) {
   auto archive = pt2::readArchive(model(m));
   REQUIRE(archive.hasValue());
   auto s = schema::loadSchemaOrPreset(schema);
@@ -208,6 +226,7 @@ passes::CompileResult compileTrain(const std::string& m, const std::string& sche
   passes::CompileOptions opts;
   opts.mesh = std::move(mesh);
   opts.optimizer.kind = optimizer;
+  opts.bucketBytes = bucketBytes;
   auto r = passes::compile(*archive, *s, opts);
   if (!r) FAIL(r.status().message());
   return std::move(*r);
@@ -243,15 +262,29 @@ TEST_CASE("Megatron TP training: one all-reduce per column-parallel input gradie
 }
 
 TEST_CASE("fsdp is ZeRO-3: parameters gathered once before use, gradients reduce-scattered, states sharded") {
+  // Collectives per step: one all-gather and one reduce-scatter per module
+  // group, no more than FSDP2 issues wrapped per LlamaLayer + root (mlp:
+  // root only), tests/reference/reference_comm.py.
+  const std::map<std::string, int> fsdp2 = {{"mlp_train", 1}, {"llama_train", 3}};
   for (const std::string m : {"mlp_train", "llama_train"}) {
     INFO(m);
     auto r = compileTrain(m, "fsdp", {2}, "adamw");
+    auto counts = countCollectives(r.program);
+    CHECK(counts["spmd.all_gather"] == fsdp2.at(m));
+    CHECK(counts["spmd.reduce_scatter"] == fsdp2.at(m));
     int64_t gathered = 0, scattered = 0, parameters = 0;  // elements
     for (const auto& n : r.program.graph.graph.nodes()) {
       if (!ir::isCommunicating(n->target())) continue;
       int64_t numel = *n->outputValues()[0]->type().numel();
       if (n->target() == ir::kAllGather) {
-        CHECK(n->inputValues()[0]->producer() == nullptr);  // a stored shard, not an activation
+        // A flat buffer of stored shards (cat of their reshapes), not an activation.
+        const ir::Node* cat = n->inputValues()[0]->producer();
+        REQUIRE(cat != nullptr);
+        CHECK(cat->target() == "aten.cat.default");
+        for (const ir::Value* part : cat->inputValues()) {
+          REQUIRE(part->producer() != nullptr);
+          CHECK(part->producer()->inputValues()[0]->producer() == nullptr);
+        }
         gathered += numel;
       }
       if (n->target() == ir::kReduceScatter) scattered += numel * 2;
@@ -277,6 +310,54 @@ TEST_CASE("fsdp is ZeRO-3: parameters gathered once before use, gradients reduce
     CHECK(gathered == parameters);
     CHECK(scattered == parameters);
   }
+}
+
+TEST_CASE(
+    "fsdp buckets: one flat all-gather per module group and size, prefetched; 0 keeps one per parameter") {
+  auto kinds = [&](const passes::CompileResult& r) { return countCollectives(r.program); };
+  auto unbucketed = compileTrain("llama_train", "fsdp", {2}, "adamw", 0);
+  CHECK(kinds(unbucketed)["spmd.all_gather"] == 21);
+  CHECK(kinds(unbucketed)["spmd.reduce_scatter"] == 21);
+  auto r = compileTrain("llama_train", "fsdp", {2}, "adamw");
+  const ir::Graph* g = &r.program.graph.graph;
+  std::map<const ir::Value*, std::string> fqn;
+  for (const auto& in : r.program.graph.signature.inputs) fqn[in.value] = in.target;
+  // Members of one gather share a module group: the root's, or one layer's.
+  std::vector<const ir::Node*> gathers, scatters;
+  for (const auto& n : g->nodes()) {
+    if (n->target() == ir::kReduceScatter) scatters.push_back(n.get());
+    if (n->target() != ir::kAllGather) continue;
+    gathers.push_back(n.get());
+    std::set<std::string> groups;
+    for (const ir::Value* part : n->inputValues()[0]->producer()->inputValues()) {
+      std::string name = fqn[part->producer()->inputValues()[0]];
+      size_t layer = name.find("layers.");
+      groups.insert(layer == std::string::npos ? "root" : name.substr(0, layer + 8));
+    }
+    CHECK(groups.size() == 1);
+  }
+  REQUIRE(gathers.size() == 3);
+  REQUIRE(scatters.size() == 3);
+  // Prefetch: each gather is issued before the one before is waited for.
+  for (size_t i = 1; i < gathers.size(); ++i)
+    CHECK(gathers[i]->index() < gathers[i - 1]->outputValues()[0]->users()[0]->index());
+  // Overlap: the first gradient bucket is issued while the last one's
+  // gradients are still being computed.
+  CHECK(scatters.front()->index() < scatters.back()->inputValues()[0]->producer()->index());
+  // A smaller bucket size splits the groups; no fused buffer exceeds it.
+  const int64_t small = 64 * 1024;
+  auto split = compileTrain("llama_train", "fsdp", {2}, "adamw", small);
+  int fused = 0;
+  for (const auto& n : split.program.graph.graph.nodes()) {
+    if (n->target() != ir::kAllGather && n->target() != ir::kReduceScatter) continue;
+    const ir::Value* full = n->target() == ir::kAllGather ? n->outputValues()[0] : n->inputValues()[0];
+    bool flat = n->inputValues()[0]->producer() != nullptr && n->target() == ir::kAllGather;
+    if (flat) CHECK(*full->type().numel() * 4 <= small);
+    fused += flat;
+  }
+  CHECK(kinds(split)["spmd.all_gather"] > 3);
+  CHECK(kinds(split)["spmd.all_gather"] < 21);
+  CHECK(fused > 1);
 }
 
 TEST_CASE("hsdp: gathers and reduce-scatters over the shard axis, all-reduces shards over the other") {

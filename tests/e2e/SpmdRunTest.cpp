@@ -6,10 +6,12 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <cstring>
 #include <thread>
 
 #include "../pt2/ArchiveFixtures.h"
 #include "E2eUtil.h"
+#include "program/Format.h"
 #include "runtime/Checkpoint.h"
 
 using namespace spmd;
@@ -42,6 +44,16 @@ TEST_CASE("Megatron llama on 8 worker processes matches PyTorch, and --verify sa
   REQUIRE(got.hasValue());
   REQUIRE(exp.hasValue());
   checkOutputs(*got, *exp, 1e-5);
+}
+
+TEST_CASE("spmd-run -q prints nothing on success") {
+  TempDir dir;
+  compileTo("mlp", "dp", {2}, dir.file("mlp.spmd"));
+  auto quiet = runCommand(kRun + " -q -n 2 " + dir.file("mlp.spmd") + " --inputs " + inputsOf("mlp"));
+  INFO(quiet.stderrText);
+  REQUIRE(quiet.exitCode == 0);
+  CHECK(quiet.stdoutText.empty());
+  CHECK(quiet.stderrText.empty());
 }
 
 TEST_CASE("a train step under fsdp on 2 workers writes the loss and every gradient") {
@@ -155,7 +167,8 @@ TEST_CASE("training: a worker killed mid-run stops it within seconds; the last c
   std::string log = spmd::testing::readFile(dir.file("losses.jsonl"));
   CHECK_THAT(log, Catch::StartsWith("{\"step\": 0, \"loss\": "));
   CHECK_THAT(log, Catch::Contains("{\"step\": 1, \"loss\": "));
-  std::string index = spmd::testing::readFile(ckpt + "/index.json");
+  CHECK(spmd::testing::readFile(ckpt + "/latest") == "step-2\n");
+  std::string index = spmd::testing::readFile(ckpt + "/step-2/index.json");
   CHECK_THAT(index, Catch::Contains("\"step\": 2"));
 
   std::string pattern = "'[-]-worker " + dir.file("train.spmd") + "'";
@@ -167,6 +180,29 @@ TEST_CASE("training: a worker killed mid-run stops it within seconds; the last c
   CHECK(r.exitCode != 0);
   CHECK_THAT(r.stderrText, Catch::Contains("was killed by signal 9 (SIGKILL)"));
   CHECK(seconds < 15);
-  CHECK(spmd::testing::readFile(ckpt + "/index.json") == index);
+  CHECK(spmd::testing::readFile(ckpt + "/step-2/index.json") == index);
   CHECK(runtime::consolidateCheckpoint(ckpt, dir.file("full.safetensors")).isOk());
+}
+
+TEST_CASE("a flipped weight byte is refused before any worker starts, naming the weight; no output") {
+  TempDir dir;
+  compileTo("mlp", "dp", {2}, dir.file("mlp.spmd"));
+  std::string bytes = spmd::testing::readFile(dir.file("mlp.spmd"));
+  uint64_t jsonLength = 0;
+  std::memcpy(&jsonLength, bytes.data() + 16, 8);
+  auto lp = program::readProgram(dir.file("mlp.spmd"));
+  REQUIRE(lp.hasValue());
+  const program::WeightEntry& w = lp->program().weights.front();
+  size_t at = program::dataSectionOffset(jsonLength) + w.shards.front().offset + w.shards.front().bytes / 2;
+  bytes[at] = static_cast<char>(bytes[at] ^ 0x10);
+  std::ofstream(dir.file("flipped.spmd"), std::ios::binary) << bytes;
+  std::string out = dir.file("out.safetensors");
+  auto r = runCommand(kRun + " -n 2 " + dir.file("flipped.spmd") + " --inputs " + inputsOf("mlp") +
+                      " --output " + out);
+  CHECK(r.exitCode == 2);
+  std::string expected = dir.file("flipped.spmd") + ": weight '" + w.fqn +
+                         "' blob [-1] does not match its checksum: the file is damaged: recompile or copy "
+                         "it again";
+  CHECK_THAT(r.stderrText, Catch::Contains(expected));
+  CHECK_FALSE(std::filesystem::exists(out));
 }

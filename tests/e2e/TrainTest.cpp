@@ -28,7 +28,7 @@ struct Run {
 };
 
 Run train(const std::string& model, const std::string& schema, std::vector<int64_t> mesh, int steps,
-          const std::string& save = "", const std::string& resume = "") {
+          const std::string& save = "", const std::string& resume = "", int saveEvery = 0) {
   TempDir dir;
   compileTo(model, schema, mesh, dir.file("p.spmd"), adamw());
   auto program = program::readProgram(dir.file("p.spmd"));
@@ -39,6 +39,7 @@ Run train(const std::string& model, const std::string& schema, std::vector<int64
   opts.steps = steps;
   opts.save = save;
   opts.resume = resume;
+  opts.saveEvery = saveEvery;
   auto r = runtime::runThreaded(*program, *in, opts);
   if (!r) FAIL(r.status().message());
   return {r->losses, r->outputs};
@@ -86,8 +87,9 @@ TEST_CASE("resuming after step 3 gives the losses of an uninterrupted run, bit f
   std::string ckpt = dir.file("ckpt");
   Run whole = train("llama_train", "fsdp", {2}, 5);
   Run first = train("llama_train", "fsdp", {2}, 3, ckpt);
-  REQUIRE(std::filesystem::exists(ckpt + "/index.json"));
-  REQUIRE(std::filesystem::exists(ckpt + "/rank1.safetensors"));
+  REQUIRE(spmd::testing::readFile(ckpt + "/latest") == "step-3\n");
+  REQUIRE(std::filesystem::exists(ckpt + "/step-3/index.json"));
+  REQUIRE(std::filesystem::exists(ckpt + "/step-3/rank1.safetensors"));
   Run rest = train("llama_train", "fsdp", {2}, 2, "", ckpt);
   std::vector<double> joined = first.losses;
   joined.insert(joined.end(), rest.losses.begin(), rest.losses.end());
@@ -100,6 +102,55 @@ TEST_CASE("resuming after step 3 gives the losses of an uninterrupted run, bit f
   CHECK(full->at("model.layers.0.wq.weight").sizes() == c10::IntArrayRef({64, 64}));
   CHECK(full->at("optim.model.layers.0.wq.weight.exp_avg").sizes() == c10::IntArrayRef({64, 64}));
   CHECK(full->at("optim.step").item<float>() == 3.0f);
+}
+
+TEST_CASE(
+    "a checkpoint resumes under another mesh and layout: fsdp on 4 -> Megatron on 2, fsdp on 2 -> 2x2") {
+  // 3 steps under fsdp, 2 more under another mesh and layout: the losses of
+  // 5 uninterrupted steps (to the tolerance of layouts that sum in another
+  // order). llama_train's batch of 2 cannot be split 4 ways.
+  struct Case {
+    std::string model;
+    std::vector<int64_t> fsdpMesh;
+    std::string schema;
+    std::vector<int64_t> mesh;
+  };
+  for (const Case& c : {Case{"mlp_train", {4}, "schemas/examples/mlp_tp.json", {2}},
+                        Case{"llama_train", {2}, "schemas/examples/llama_dp_tp.json", {2, 2}},
+                        Case{"llama_train", {2}, "dp", {1}}}) {
+    INFO(c.model << " under " << c.schema);
+    TempDir dir;
+    Run whole = train(c.model, "fsdp", c.fsdpMesh, 5);
+    Run first = train(c.model, "fsdp", c.fsdpMesh, 3, dir.file("ckpt"));
+    Run rest = train(c.model, c.schema, c.mesh, 2, "", dir.file("ckpt"));
+    std::vector<double> joined = first.losses;
+    joined.insert(joined.end(), rest.losses.begin(), rest.losses.end());
+    checkSameLosses(joined, whole.losses);
+  }
+}
+
+TEST_CASE("saving every step keeps the newest 2 step folders; latest names the newest complete one") {
+  TempDir dir;
+  std::string ckpt = dir.file("ckpt");
+  Run whole = train("mlp_train", "fsdp", {2}, 4, ckpt, "", 1);
+  std::vector<std::string> folders;
+  for (const auto& e : std::filesystem::directory_iterator(ckpt)) folders.push_back(e.path().filename());
+  std::sort(folders.begin(), folders.end());
+  CHECK(folders == std::vector<std::string>{"latest", "step-3", "step-4"});
+  CHECK(spmd::testing::readFile(ckpt + "/latest") == "step-4\n");
+  // Resuming from an older step folder and saving again never overwrites
+  // the complete step-4: the new one is step-4-1, and it becomes latest.
+  Run again = train("mlp_train", "fsdp", {2}, 1, ckpt, ckpt + "/step-3");
+  REQUIRE(again.losses.size() == 1);
+  CHECK(again.losses[0] == whole.losses[3]);
+  CHECK(spmd::testing::readFile(ckpt + "/latest") == "step-4-1\n");
+  CHECK(std::filesystem::exists(ckpt + "/step-4/index.json"));
+  CHECK_FALSE(std::filesystem::exists(ckpt + "/step-3"));
+  // A folder left by a save that crashed before its index is not a checkpoint.
+  std::filesystem::create_directories(ckpt + "/step-9");
+  CHECK_THAT(runtime::consolidateCheckpoint(ckpt + "/step-9", dir.file("x.safetensors")).message(),
+             Catch::Contains("not a checkpoint"));
+  CHECK(runtime::consolidateCheckpoint(ckpt, dir.file("x.safetensors")).isOk());
 }
 
 TEST_CASE("strided layouts train, checkpoint and consolidate like one worker") {

@@ -252,6 +252,44 @@ TEST_CASE("Safetensors refuses a shape whose size overflows", "[io][safetensors]
             ": tensor w: data_offsets [0, 0] hold 0 bytes, but F64 [4294967296, 4294967296] needs too many");
 }
 
+TEST_CASE("Safetensors refuses overlapping data_offsets", "[io][safetensors][bad][limits]") {
+  TempDir dir;
+  const std::string data(16, 'x');
+  CHECK(openError(dir, rawFile(R"({"b": {"dtype": "F32", "shape": [2], "data_offsets": [4, 12]},)"
+                               R"( "a": {"dtype": "U8", "shape": [8], "data_offsets": [0, 8]}})",
+                               data)) == dir.file("t.safetensors") +
+                                             ": tensors a and b overlap (data_offsets [0, 8] and [4, 12]); "
+                                             "every tensor needs bytes of its own");
+  CHECK(openError(dir, rawFile(R"({"a": {"dtype": "I64", "shape": [], "data_offsets": [8, 16]},)"
+                               R"( "b": {"dtype": "F64", "shape": [1], "data_offsets": [8, 16]}})",
+                               data))
+            .find(": tensors ") != std::string::npos);
+}
+
+TEST_CASE("Safetensors accepts adjacent and empty tensors at any offset", "[io][safetensors][limits]") {
+  TempDir dir;
+  CHECK(openError(dir, rawFile(R"({"a": {"dtype": "U8", "shape": [4], "data_offsets": [0, 4]},)"
+                               R"( "b": {"dtype": "U8", "shape": [4], "data_offsets": [4, 8]},)"
+                               R"( "e": {"dtype": "F32", "shape": [0], "data_offsets": [2, 2]},)"
+                               R"( "f": {"dtype": "F32", "shape": [0, 3], "data_offsets": [2, 2]}})",
+                               "abcdefgh")) == "");
+}
+
+TEST_CASE("Safetensors refuses a header above 100,000,000 bytes", "[io][safetensors][bad][limits]") {
+  TempDir dir;
+  const std::string path = dir.file("t.safetensors");
+  std::string bytes = rawFile("{}");
+  const uint64_t length = 100'000'001;
+  for (int i = 0; i < 8; ++i) bytes[i] = static_cast<char>((length >> (8 * i)) & 0xff);
+  writeBytes(path, bytes);
+  std::filesystem::resize_file(path, length + 16);  // sparse: no 100 MB written
+  auto f = SafetensorsFile::open(path);
+  REQUIRE_FALSE(f);
+  CHECK(f.status().message() == path +
+                                    ": header length 100000001 is more than 100000000 bytes; the file is "
+                                    "damaged or not safetensors");
+}
+
 TEST_CASE("Safetensors refuses non-string metadata", "[io][safetensors][bad]") {
   TempDir dir;
   CHECK(openError(dir, rawFile(R"({"__metadata__": {"format": 1}})")) ==
@@ -300,7 +338,7 @@ TEST_CASE("writeSafetensors into a missing directory fails and leaves no file", 
   std::vector<float> v = {1};
   Status s = writeSafetensors(path, {view("v", ScalarType::Float, {1}, v)});
   REQUIRE_FALSE(s.isOk());
-  CHECK(s.message().rfind(path + ": cannot create " + path + ".tmp.", 0) == 0);
+  CHECK(s.message().rfind(path + ": cannot create a temporary file beside it: ", 0) == 0);
   CHECK(s.message().find("No such file or directory") != std::string::npos);
   CHECK(dir.list().empty());
 }

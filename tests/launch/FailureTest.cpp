@@ -4,7 +4,7 @@
 // interrupted (forwarded; a second signal kills at once).
 //
 //   rank 1: exit 3, ranks 0 and 2: sleep 30
-//     -> exitCode 3, failure "rank 1 exited with code 3: error: boom", in well under a second
+//     -> exitCode 3, failure "rank 1 exited with code 3: boom", in well under a second
 #include "../TestCatch.h"
 
 #include <signal.h>
@@ -41,9 +41,10 @@ void checkAllGone(const TempDir& dir, std::initializer_list<int> ranks) {
 
 TEST_CASE("a worker exiting non-zero stops the others within seconds", "[launch][failure]") {
   TempDir dir;
-  std::string w = writeScript(dir, "fail.sh",
-                              "if [ \"$RANK\" = 1 ]; then\n" + waitForBg({0, 2}) +
-                                  "echo 'working' >&2\necho 'error: boom' >&2\nexit 3\nfi\n" + kSleeper);
+  std::string w =
+      writeScript(dir, "fail.sh",
+                  "if [ \"$RANK\" = 1 ]; then\n" + waitForBg({0, 2}) +
+                      "echo 'working' >&2\necho 'error: rank 1: boom' >&2\nexit 3\nfi\n" + kSleeper);
   LaunchConfig cfg = configFor(w, 3);
   cfg.killGrace = std::chrono::milliseconds(3000);  // SIGTERM alone must be enough
   cfg.workerArgv.push_back(dir.file(""));
@@ -53,8 +54,9 @@ TEST_CASE("a worker exiting non-zero stops the others within seconds", "[launch]
   REQUIRE(r);
   CHECK(secondsSince(start) < 2.5);
   CHECK(r->exitCode == 3);
-  CHECK(r->failure == "rank 1 exited with code 3: error: boom");
-  CHECK(err.str() == "[rank 1] working\n[rank 1] error: boom\n");
+  // The rank is said once, not three times.
+  CHECK(r->failure == "rank 1 exited with code 3: boom");
+  CHECK(err.str() == "[rank 1] working\n[rank 1] error: rank 1: boom\n");
   checkAllGone(dir, {0, 2});
   CHECK(noChildrenLeft());
 }
@@ -91,6 +93,32 @@ TEST_CASE("a worker that ignores SIGTERM is killed after the grace period", "[la
   CHECK(r->exitCode == 1);
   CHECK(r->failure == "rank 1 exited with code 1");
   CHECK(r->wallSeconds >= 0.4);
+  CHECK(r->wallSeconds < 2.5);
+  checkAllGone(dir, {0});
+  CHECK(noChildrenLeft());
+}
+
+TEST_CASE("a stopped worker (a hang) is named when the others fail, and is killed", "[launch][failure]") {
+  // Rank 0 stops itself (SIGSTOP); rank 1 then fails as a collective
+  // timeout would. The stopped rank gets SIGCONT with the SIGTERM, so the
+  // grace period is not waited out.
+  TempDir dir;
+  std::string w =
+      writeScript(dir, "hang.sh",
+                  "if [ \"$RANK\" = 1 ]; then\n" + waitForBg({0}) +
+                      "sleep 0.3\necho 'error: rank 1: timed out' >&2\nexit 1\nfi\n"
+                      "echo $$ > \"$1/pid.0\"\nsleep 30 &\necho $! > \"$1/bg.0\"\nkill -STOP $$\nwait\n");
+  LaunchConfig cfg = configFor(w, 2);
+  cfg.killGrace = std::chrono::milliseconds(5000);
+  cfg.workerArgv.push_back(dir.file(""));
+  std::ostringstream out, err;
+  auto r = launchWorkers(cfg, out, err);
+  REQUIRE(r);
+  CHECK(r->exitCode == 1);
+  CHECK(
+      r->failure ==
+      "rank 1 exited with code 1: timed out (rank 0 was stopped by SIGSTOP: a stopped rank makes the others "
+      "time out)");
   CHECK(r->wallSeconds < 2.5);
   checkAllGone(dir, {0});
   CHECK(noChildrenLeft());

@@ -95,5 +95,14 @@ TEST_CASE("an unresolvable --master-addr is reported", "[launch][ports]") {
   CHECK(port.status().message().starts_with("cannot resolve --master-addr no-such-host.invalid: "));
 }
 
+TEST_CASE("workers bind the address that reaches the master", "[launch][ports]") {
+  auto local = localAddressFor("127.0.0.1");
+  REQUIRE(local);
+  CHECK(*local == "127.0.0.1");
+  auto bad = localAddressFor("no-such-host.invalid");
+  REQUIRE_FALSE(bad);
+  CHECK(bad.status().message().starts_with("cannot resolve --master-addr no-such-host.invalid: "));
+}
+
 }  // namespace
 }  // namespace spmd::launch

@@ -11,7 +11,7 @@ namespace spmd::program {
 namespace {
 
 constexpr const char* kHeaderAndGraph =
-    "spmd program tiny (format 1.0)\n"
+    "spmd program tiny (format 2.0)\n"
     "mesh 2 (x=2), 2 ranks\n"
     "graph schema 8.17, torch 2.11.0\n"
     "provenance source: tiny.pt2\n"

@@ -87,8 +87,8 @@ ir::ExportedProgram everyKindProgram() {
                     ir::ScalarType dt = ir::ScalarType::Float) {
     ir::Value* v = *g.addValue(name, ir::ValueKind::Tensor);
     v->mutableType().dtype = dt;
+    v->mutableType().strides.assign(sizes.size(), ir::Dim(1));  // one per dim, as the verifier asks
     v->mutableType().sizes = std::move(sizes);
-    v->mutableType().strides = {ir::Dim(1)};
     v->mutableType().device = {"cuda", 1};
     v->mutableType().requiresGrad = true;
     return v;

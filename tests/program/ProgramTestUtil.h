@@ -17,6 +17,7 @@
 #include <string>
 #include <vector>
 
+#include "program/Format.h"
 #include "program/Program.h"
 
 namespace spmd::program::testing {
@@ -58,6 +59,24 @@ inline std::string readBytes(const std::string& path) {
 inline void writeBytes(const std::string& path, const std::string& bytes) {
   std::ofstream out(path, std::ios::binary | std::ios::trunc);
   out.write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
+}
+
+/// A .spmd file: the header (magic, `major`.`minor`, JSON length and
+/// checksum), `json`, padding, then `data` as the data section. Lets a test
+/// edit a file's JSON and still pass the JSON checksum.
+inline std::string assembleFile(const std::string& json, const std::string& data, uint32_t major,
+                                uint32_t minor) {
+  std::string out(kMagic);
+  auto put = [&out](uint64_t v, int bytes) {
+    for (int i = 0; i < bytes; ++i) out.push_back(static_cast<char>((v >> (8 * i)) & 0xff));
+  };
+  put(major, 4);
+  put(minor, 4);
+  put(json.size(), 8);
+  put(checksum(json), 8);
+  out += json;
+  out.resize(dataSectionOffset(json.size()), '\0');
+  return out + data;
 }
 
 /// testdata/pt2/<model>/model.pt2 for every test model, sorted.

@@ -12,10 +12,12 @@
 #include <nlohmann/json.hpp>
 
 #include "ProgramTestUtil.h"
+#include "passes/Pipeline.h"
 #include "program/Format.h"
 #include "program/ProgramJson.h"
 #include "program/Writer.h"
 #include "pt2/Archive.h"
+#include "schema/PlacementSchema.h"
 
 namespace spmd::program {
 namespace {
@@ -53,7 +55,9 @@ std::string validate(const json& doc) {
 // The JSON part of a written .spmd file.
 json writtenJson(Program& p, const WeightSource& source) {
   testing::TempDir dir;
-  REQUIRE(writeProgram(dir.file("p.spmd"), p, source).isOk());
+  Status written = writeProgram(dir.file("p.spmd"), p, source);
+  INFO(written.message());
+  REQUIRE(written.isOk());
   std::string bytes = testing::readBytes(dir.file("p.spmd"));
   uint64_t n = 0;
   std::memcpy(&n, bytes.data() + 16, 8);
@@ -69,23 +73,17 @@ TEST_CASE("written programs validate against program.schema.json", "[program][sc
   INFO(validate(doc));
   CHECK(doc["weights"][0]["shards"].size() == 2);
 
+  // llama with dynamic dims, hsdp on 2x2: weights replicated over one axis, sharded over the other.
   auto archive = pt2::readArchive(std::string(SPMD_TESTDATA_DIR) + "/pt2/llama_dynamic/model.pt2");
   REQUIRE(archive.hasValue());
-  Program p;
-  p.mesh = *sharding::Mesh::create({2, 2}, {"dp", "tp"});
-  p.graph = std::move(archive->program);
-  for (const auto& in : p.graph.signature.inputs)
-    p.inputs.push_back(
-        {testing::spec({"R", "R"}), in.value && in.value->isTensor() ? in.value->type() : ir::TensorType{}});
-  p.outputs.assign(p.graph.signature.outputs.size(), BoundaryInfo{testing::spec({"R", "R"}), {}});
-  for (const auto& [fqn, payload] : archive->weights) {
-    WeightEntry w;
-    w.fqn = fqn;
-    w.dtype = payload.dtype;
-    w.globalShape = payload.sizes;
-    w.spec = testing::spec({"R", payload.sizes.empty() ? "R" : "S(0)"});
-    p.weights.push_back(std::move(w));
-  }
+  auto schema = schema::loadSchemaOrPreset("hsdp");
+  REQUIRE(schema.hasValue());
+  passes::CompileOptions opts;
+  opts.mesh = std::vector<int64_t>{2, 2};
+  auto compiled = passes::compile(*archive, *schema, opts);
+  INFO((compiled ? std::string() : compiled.status().message()));
+  REQUIRE(compiled.hasValue());
+  Program& p = compiled->program;
   ArchiveWeightSource weights(*archive);
   json llama = writtenJson(p, weights);
   std::string errors = validate(llama);

@@ -5,15 +5,18 @@
 //   rows 4..8, columns 3..6 of the global tensor.
 #include "../TestCatch.h"
 
+#include <chrono>
 #include <cstring>
 #include <nlohmann/json.hpp>
 
 #include "ProgramTestUtil.h"
+#include "passes/Pipeline.h"
 #include "program/Dump.h"
 #include "program/Format.h"
 #include "program/Reader.h"
 #include "program/Writer.h"
 #include "pt2/Archive.h"
+#include "schema/PlacementSchema.h"
 
 namespace spmd::program {
 namespace {
@@ -213,6 +216,11 @@ TEST_CASE("the writer refuses inconsistent weights", "[program][writer]") {
         path +
             ": weight 'w': spec [R, P(sum)] has a Partial placement on mesh axis 'tp' (a stored weight must "
             "be whole)");
+  ProgramBuilder huge("huge", {1 << 17}, {"x"});
+  huge.weight("b", {6}, {"R"});
+  Program h = huge.take();
+  CHECK(writeProgram(path, h, source).message() ==
+        path + ": mesh [131072]: every axis needs size >= 1 and the mesh at most 65536 ranks");
   CHECK(dir.list().empty());
 }
 
@@ -230,20 +238,21 @@ struct BadFile {
     bytes = testing::readBytes(dir.file("good.spmd"));
     std::memcpy(&jsonLength, bytes.data() + 16, 8);
   }
-  // Writes the file with its JSON part edited by `edit`, keeping the data section.
+  std::string json() const { return bytes.substr(kHeaderSize, jsonLength); }
+  std::string data() const { return bytes.substr(dataSectionOffset(jsonLength)); }
+  // Writes the file with JSON `text` (its checksum recomputed), keeping the data section.
+  void writeJson(const std::string& text, uint32_t major = kFormatVersion, uint32_t minor = kFormatMinor) {
+    testing::writeBytes(bad, testing::assembleFile(text, data(), major, minor));
+  }
+  // Writes the file with its JSON part edited by `edit`.
   template <typename Edit>
   void rewriteJson(Edit edit) {
-    auto j = nlohmann::ordered_json::parse(bytes.substr(kHeaderSize, jsonLength));
+    auto j = nlohmann::ordered_json::parse(json());
     edit(j);
-    std::string json = j.dump();
-    std::string header = bytes.substr(0, 16);
-    uint64_t n = json.size();
-    header.append(reinterpret_cast<const char*>(&n), 8);
-    std::string file = header + json;
-    file.resize(dataSectionOffset(n), '\0');
-    file += bytes.substr(dataSectionOffset(jsonLength));
-    testing::writeBytes(bad, file);
+    writeJson(j.dump());
   }
+  // The file offset of the data section.
+  size_t dataStart() const { return static_cast<size_t>(dataSectionOffset(jsonLength)); }
 };
 
 TEST_CASE_METHOD(BadFile, "the reader refuses bad headers, one message each", "[program][reader]") {
@@ -255,43 +264,71 @@ TEST_CASE_METHOD(BadFile, "the reader refuses bad headers, one message each", "[
   SECTION("missing file") {
     CHECK(firstError(dir.file("none.spmd")).find("cannot open") != std::string::npos);
   }
+  SECTION("unknown header: magic that is not quite ours") {
+    bytes[7] = 'X';
+    testing::writeBytes(bad, bytes);
+    CHECK(firstError(bad) ==
+          bad + ": not an spmd program (bad magic; expected a file written by spmdc compile)");
+  }
   SECTION("truncated header") {
     testing::writeBytes(bad, bytes.substr(0, 20));
-    CHECK(firstError(bad) == bad + ": truncated file: 20 bytes, shorter than the 24-byte header");
+    CHECK(firstError(bad) == bad + ": truncated file: 20 bytes, shorter than the 32-byte header");
   }
   SECTION("truncated JSON") {
     testing::writeBytes(bad, bytes.substr(0, 100));
     CHECK(firstError(bad) == bad + ": truncated file: the header announces " + std::to_string(jsonLength) +
-                                 " bytes of JSON but only 76 follow");
+                                 " bytes of JSON but only 68 follow");
   }
   SECTION("unknown major version") {
-    bytes[8] = 2;
+    bytes[8] = 3;
     testing::writeBytes(bad, bytes);
     CHECK(firstError(bad) == bad +
-                                 ": format version 2.0 is not supported (this build reads 1.x); "
+                                 ": format version 3.0 is not supported (this build reads 2.x); "
                                  "recompile the program with this spmdc");
   }
-  SECTION("newer minor version is accepted") {
-    bytes[12] = 7;
+  SECTION("format version 0.0") {
+    std::memset(bytes.data() + 8, 0, 8);
     testing::writeBytes(bad, bytes);
+    CHECK(firstError(bad) == bad +
+                                 ": format version 0.0 is not supported (this build reads 2.x); "
+                                 "recompile the program with this spmdc");
+  }
+  SECTION("a format 1.0 file (no checksums) is refused by version") {
+    bytes[8] = 1;
+    testing::writeBytes(bad, bytes.substr(0, 24));
+    CHECK(firstError(bad) == bad +
+                                 ": format version 1.0 is not supported (this build reads 2.x); "
+                                 "recompile the program with this spmdc");
+  }
+  SECTION("JSON format_version 0.0 under a good header") {
+    rewriteJson([](nlohmann::ordered_json& j) { j["format_version"] = {{"major", 0}, {"minor", 0}}; });
+    CHECK(firstError(bad) == bad +
+                                 ": the program JSON says format 0.0 but the header says 2.0; recompile "
+                                 "the program with this spmdc");
+  }
+  SECTION("newer minor version is accepted") {
+    auto j = nlohmann::ordered_json::parse(json());
+    j["format_version"]["minor"] = 7;
+    writeJson(j.dump(), kFormatVersion, 7);
     auto r = readProgram(bad);
+    INFO(r.status().message());
     REQUIRE(r.hasValue());
     CHECK(r->program().formatMinor == 7);
-    CHECK(r->program().formatVersion == 1);
+    CHECK(r->program().formatVersion == kFormatVersion);
   }
 }
 
 TEST_CASE_METHOD(BadFile, "the reader refuses bad JSON and blobs, one message each", "[program][reader]") {
   SECTION("corrupt JSON") {
-    bytes[kHeaderSize] = '#';
-    testing::writeBytes(bad, bytes);
+    std::string text = json();
+    text[0] = '#';
+    writeJson(text);
     CHECK(firstError(bad).rfind(bad + ": corrupt program JSON: program JSON does not parse: ", 0) == 0);
   }
   SECTION("JSON missing a field") {
-    std::string json = bytes.substr(kHeaderSize, jsonLength);
-    size_t at = json.find("\"fqn\"");
-    json.replace(at, 5, "\"fqm\"");
-    testing::writeBytes(bad, bytes.substr(0, kHeaderSize) + json + bytes.substr(kHeaderSize + jsonLength));
+    std::string text = json();
+    text.replace(text.find("\"fqn\""), 5, "\"fqm\"");
+    writeJson(text);
     CHECK(firstError(bad) ==
           bad + ": corrupt program JSON: weights[0]: field 'fqn' is missing or not a string");
   }
@@ -323,28 +360,136 @@ TEST_CASE_METHOD(BadFile, "the reader refuses bad JSON and blobs, one message ea
   }
 }
 
+TEST_CASE_METHOD(BadFile, "damaged bytes are refused, naming the weight", "[program][reader][integrity]") {
+  const std::string damaged = "the file is damaged: recompile or copy it again";
+  SECTION("a flipped byte in a weight blob") {
+    bytes[dataStart() + 64 + 5] ^= 0x01;  // w's blob [0, 1], rank 1's
+    testing::writeBytes(bad, bytes);
+    auto r = readProgram(bad);
+    REQUIRE(r.hasValue());
+    const WeightEntry* w = r->weight("w");
+    CHECK(r->shardFor(*w, 0).hasValue());
+    std::string expected = bad + ": weight 'w' blob [0, 1] does not match its checksum: " + damaged;
+    CHECK(r->shardFor(*w, 1).status().message() == expected);
+    CHECK(r->verifyWeights().message() == expected);
+  }
+  SECTION("a flipped byte in the JSON") {
+    bytes[kHeaderSize + 10] ^= 0x01;
+    testing::writeBytes(bad, bytes);
+    CHECK(firstError(bad) == bad + ": the program JSON does not match its checksum: " + damaged);
+  }
+  SECTION("a flipped byte in the JSON checksum") {
+    bytes[24] ^= 0x80;
+    testing::writeBytes(bad, bytes);
+    CHECK(firstError(bad) == bad + ": the program JSON does not match its checksum: " + damaged);
+  }
+  SECTION("a good file passes every check") {
+    testing::writeBytes(bad, bytes);
+    auto r = readProgram(bad);
+    REQUIRE(r.hasValue());
+    CHECK(r->verifyWeights().isOk());
+  }
+}
+
+TEST_CASE_METHOD(BadFile, "the verifier refuses inconsistent tables and shapes",
+                 "[program][reader][verifier]") {
+  SECTION("overlapping weight offsets") {
+    rewriteJson([](nlohmann::ordered_json& j) {
+      j["weights"][1]["shards"][0]["offset"] = j["weights"][0]["shards"][1]["offset"];
+    });
+    CHECK(firstError(bad) ==
+          bad +
+              ": weight 'w' blob [0, 1]: bytes [64, 112) overlap weight 'b' blob [-1, -1]: "
+              "bytes [64, 88)");
+  }
+  SECTION("a weight's blobs overlapping each other") {
+    rewriteJson([](nlohmann::ordered_json& j) { j["weights"][0]["shards"][1]["offset"] = 0; });
+    CHECK(firstError(bad) ==
+          bad + ": weight 'w' blob [0, 0]: bytes [0, 48) overlap weight 'w' blob [0, 1]: bytes [0, 48)");
+  }
+  SECTION("a mesh of 2^40 ranks, refused at once") {
+    auto start = std::chrono::steady_clock::now();
+    rewriteJson([](nlohmann::ordered_json& j) { j["mesh"]["shape"] = {int64_t{1} << 40, 2}; });
+    CHECK(firstError(bad) == bad +
+                                 ": corrupt program JSON: mesh: shape [1099511627776, 2] has more than 65536 "
+                                 "ranks (the most a program may have)");
+    CHECK(std::chrono::steady_clock::now() - start < std::chrono::seconds(2));
+  }
+  SECTION("mesh axes whose product overflows") {
+    rewriteJson([](nlohmann::ordered_json& j) { j["mesh"]["shape"] = {int64_t{1} << 62, int64_t{1} << 62}; });
+    CHECK(firstError(bad).find("has more than 65536 ranks") != std::string::npos);
+  }
+  SECTION("a mesh axis of size 0") {
+    rewriteJson([](nlohmann::ordered_json& j) { j["mesh"]["shape"] = {0, 2}; });
+    CHECK(firstError(bad) ==
+          bad +
+              ": corrupt program JSON: mesh: mesh axis 0 has size 0: every mesh axis needs "
+              "size >= 1");
+  }
+  SECTION("a negative local shape") {
+    rewriteJson([](nlohmann::ordered_json& j) { j["weights"][0]["local_shape"] = {-4, 3}; });
+    CHECK(firstError(bad) ==
+          bad +
+              ": weight 'w': local shape [-4, 3] is not rank 0's shard [4, 3] of [8, 6] under [S(0), S(1)]");
+  }
+  SECTION("a global shape whose bytes overflow") {
+    rewriteJson([](nlohmann::ordered_json& j) { j["weights"][1]["global_shape"] = {int64_t{1} << 62}; });
+    CHECK(firstError(bad) ==
+          bad + ": weight 'b': global shape [4611686018427387904] is negative or too large");
+  }
+  SECTION("a negative size in the graph") {
+    rewriteJson([](nlohmann::ordered_json& j) {
+      j["exported_program"]["graph_module"]["graph"]["tensor_values"]["x"]["sizes"][0]["as_int"] = -4;
+    });
+    CHECK(firstError(bad) == bad + ": value %x: size -4 in f32[-4, 6] is negative");
+  }
+  SECTION("graph sizes whose bytes overflow") {
+    rewriteJson([](nlohmann::ordered_json& j) {
+      auto& sizes = j["exported_program"]["graph_module"]["graph"]["tensor_values"]["x"]["sizes"];
+      sizes[0]["as_int"] = sizes[1]["as_int"] = int64_t{1} << 40;
+    });
+    CHECK(firstError(bad) ==
+          bad + ": value %x: f32[1099511627776, 1099511627776] has more bytes than fit in 64 bits");
+  }
+  SECTION("a checksum that is not 16 hex digits") {
+    rewriteJson([](nlohmann::ordered_json& j) { j["weights"][0]["shards"][0]["xxh3"] = "12345"; });
+    CHECK(firstError(bad) == bad +
+                                 ": corrupt program JSON: weights[0].shards[0]: field 'xxh3' is missing or "
+                                 "not 16 lowercase hex digits");
+  }
+  SECTION("a weight listed twice") {
+    rewriteJson([](nlohmann::ordered_json& j) { j["weights"][1]["fqn"] = "w"; });
+    CHECK(firstError(bad) == bad + ": weight 'w' appears twice");
+  }
+}
+
+TEST_CASE("a weight must have the shape of the graph input reading it", "[program][writer][verifier]") {
+  TempDir dir;
+  std::string path = dir.file("p.spmd");
+  ProgramBuilder b("param", {2}, {"x"});
+  ir::Value* w = b.input(ir::InputKind::Parameter, "p_w", {4, 5}, {8, 6}, {"S(0)"}, "w");
+  b.output(w, {"S(0)"}, {8, 6});
+  b.weight("w", {8, 6}, {"S(0)"});
+  MemoryWeightSource source;
+  source.add("w", testing::iotaBytes<float>(48));
+  Program p = b.take();
+  CHECK(writeProgram(path, p, source).message() ==
+        path + ": weight 'w': f32[4, 6] per rank, but graph input %p_w reading it is f32[4, 5]");
+  CHECK(dir.list().empty());
+}
+
 TEST_CASE("an archive's weights are written sharded and read back", "[program][writer][reader]") {
   auto archive = pt2::readArchive(std::string(SPMD_TESTDATA_DIR) + "/pt2/mlp/model.pt2");
   REQUIRE(archive.hasValue());
-  Program p;
-  p.mesh = *sharding::Mesh::create({2});
-  p.graph = std::move(archive->program);
-  for (const auto& in : p.graph.signature.inputs) {
-    bool row = in.target == "fc1.weight";
-    p.inputs.push_back({testing::spec({row ? "S(0)" : "R"}), in.value->type()});
-    if (in.kind != ir::InputKind::Parameter) continue;
-    const pt2::TensorPayload* payload = archive->payload(in.target);
-    REQUIRE(payload);
-    WeightEntry w;
-    w.fqn = in.target;
-    w.dtype = payload->dtype;
-    w.globalShape = payload->sizes;
-    w.spec = testing::spec({row ? "S(0)" : "R"});
-    p.weights.push_back(std::move(w));
-  }
-  for (const auto& out : p.graph.signature.outputs)
-    p.outputs.push_back({testing::spec({"R"}), out.arg.value()->type()});
-  p.provenance = {{"source", "/abs/mlp.pt2"}};
+  // fsdp on 2 ranks: fc1.weight's rows split in two, the graph reads the local half.
+  auto schema = schema::loadSchemaOrPreset("fsdp");
+  REQUIRE(schema.hasValue());
+  passes::CompileOptions opts;
+  opts.mesh = std::vector<int64_t>{2};
+  auto compiled = passes::compile(*archive, *schema, opts);
+  INFO((compiled ? std::string() : compiled.status().message()));
+  REQUIRE(compiled.hasValue());
+  Program& p = compiled->program;
   TempDir dir;
   ArchiveWeightSource source(*archive);
   REQUIRE(writeProgram(dir.file("mlp.spmd"), p, source).isOk());

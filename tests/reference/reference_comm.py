@@ -312,8 +312,12 @@ def summarize(events):
 # ------------------------------------------------------------ models & recipes
 
 
-def make_case(model_name):
-    """The module and global inputs testdata/pt2/<model_name> was exported from."""
+def make_case(model_name, batch=None):
+    """The module (testdata/export_models.py's class) and global inputs of
+    <model_name>, from fixed seeds: the same weights in every process (not
+    those of the committed archive, which used other seeds). `batch` replaces
+    llama's batch of 2 (scripts/bench_side_by_side.py splits it over 4 ranks);
+    "llama" is the forward-only model, inputs [tokens]."""
     import torch
     import export_models as em
 
@@ -322,10 +326,11 @@ def make_case(model_name):
         mod = em.MLPLoss()
         torch.manual_seed(1)
         inputs = [torch.randn(32, 64), torch.randn(32, 64)]
-    elif model_name == "llama_train":
-        mod = em.LlamaLoss()
+    elif model_name in ("llama", "llama_train"):
+        mod = em.LlamaLoss() if model_name == "llama_train" else em.Llama()
         torch.manual_seed(1)
-        inputs = [em.tokens(2, 16), em.tokens(2, 16)]
+        b = batch or 2
+        inputs = [em.tokens(b, 16), em.tokens(b, 16)][:2 if model_name == "llama_train" else 1]
     else:
         raise ValueError(model_name)
     return mod, inputs
@@ -354,8 +359,15 @@ def local_batch(recipe, inputs, rank, world, mesh2d):
     return [x[i * b:(i + 1) * b] for x in inputs]
 
 
-def apply_recipe(recipe, model_name, mod, meshes, rec):
-    import torch
+def llama_layers(mod):
+    """The LlamaLayers of a Llama or a LlamaLoss."""
+    return mod.model.layers if hasattr(mod, "model") else mod.layers
+
+
+def apply_recipe(recipe, model_name, mod, meshes, rec, reshard_after_forward=False):
+    """Wraps `mod` with the recipe (see the docstring); returns (module, how).
+    `rec` records DDP's buckets (ddp only). reshard_after_forward=True suits
+    forward-only steps, where FSDP2 would otherwise gather only once."""
     from torch.distributed.fsdp import fully_shard
 
     if recipe == "ddp":
@@ -373,14 +385,14 @@ def apply_recipe(recipe, model_name, mod, meshes, rec):
         return ddp, "broadcast_buffers=False, default buckets"
     if recipe in ("fsdp", "hsdp"):
         mesh = meshes["1d"] if recipe == "fsdp" else meshes["2d"]
-        if model_name == "llama_train":
-            for layer in mod.model.layers:
-                fully_shard(layer, mesh=mesh, reshard_after_forward=False)
+        if model_name in ("llama", "llama_train"):
+            for layer in llama_layers(mod):
+                fully_shard(layer, mesh=mesh, reshard_after_forward=reshard_after_forward)
             wrap = "per LlamaLayer + root"
         else:
             wrap = "root"
-        fully_shard(mod, mesh=mesh, reshard_after_forward=False)
-        return mod, f"reshard_after_forward=False, wrap: {wrap}"
+        fully_shard(mod, mesh=mesh, reshard_after_forward=reshard_after_forward)
+        return mod, f"reshard_after_forward={reshard_after_forward}, wrap: {wrap}"
     if recipe == "tp":
         from torch.distributed.tensor import Replicate
         from torch.distributed.tensor.parallel import (
@@ -396,7 +408,7 @@ def apply_recipe(recipe, model_name, mod, meshes, rec):
                                        desired_output_layouts=Replicate(),
                                        use_local_output=False)
 
-        for layer in mod.model.layers:
+        for layer in llama_layers(mod):
             parallelize_module(layer, mesh, {
                 "attn_norm": shared_norm(),
                 "wq": ColwiseParallel(), "wk": ColwiseParallel(), "wv": ColwiseParallel(),

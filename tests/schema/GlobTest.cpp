@@ -4,6 +4,12 @@
 //   suggestGlob("layers.*.wq.weigth", names)               -> "layers.*.wq.weight"
 #include "../TestCatch.h"
 
+#include <fnmatch.h>
+
+#include <chrono>
+#include <random>
+#include <string>
+
 #include "schema/Glob.h"
 
 using spmd::schema::closestWord;
@@ -25,6 +31,40 @@ TEST_CASE("globMatch: star crosses dots, ? is one char, classes", "[glob]") {
   CHECK_FALSE(globMatch("fc1.weight", "fc1.weight.extra"));
   CHECK(globMatch("a\\*b", "a*b"));
   CHECK_FALSE(globMatch("a\\*b", "axb"));
+}
+
+TEST_CASE("globMatch agrees with fnmatch on random small globs", "[glob]") {
+  const std::vector<std::string> pieces = {"a", "b", "*", "?", "[ab]", "[!a]", "\\*", "**", "["};
+  std::mt19937 rng(15);
+  for (int n = 0; n < 20000; ++n) {
+    std::string pattern, name;
+    for (int k = static_cast<int>(rng() % 6); k > 0; --k) pattern += pieces[rng() % pieces.size()];
+    for (int k = static_cast<int>(rng() % 7); k > 0; --k) name += "ab*["[rng() % 4];
+    bool want = fnmatch(pattern.c_str(), name.c_str(), 0) == 0;
+    INFO("pattern '" << pattern << "', name '" << name << "'");
+    REQUIRE(globMatch(pattern, name) == want);
+  }
+}
+
+/// Seconds `f` takes.
+template <typename F>
+double secondsOf(F f) {
+  auto start = std::chrono::steady_clock::now();
+  f();
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+}
+
+TEST_CASE("globMatch is linear on a 10 MB glob", "[glob]") {
+  std::string stars;  // "*a*a*a...*a*b": fnmatch backtracks over every star
+  for (int i = 0; i < 5'000'000; ++i) stars += "*a";
+  std::string name(200, 'a');
+  double seconds = secondsOf([&] {
+    CHECK_FALSE(globMatch(stars + "*b", name));
+    CHECK(globMatch(stars.substr(0, 200) + "*", name + "b"));
+    CHECK_FALSE(globMatch(std::string(10'000'000, '['), "[[["));
+    CHECK(globMatch(std::string(1'000'000, '[') + "*", std::string(1'000'000, '[')));
+  });
+  CHECK(seconds < 2.0);
 }
 
 TEST_CASE("globDistance: wildcards are free, literals cost one edit", "[glob]") {

@@ -6,6 +6,7 @@
 //   -> "s.json: /params/0/placements/tp: \"S(x)\" is not a placement (...)"
 #include "../TestCatch.h"
 
+#include <chrono>
 #include <fstream>
 #include <sstream>
 
@@ -275,4 +276,86 @@ TEST_CASE("bad schema: repeated axis names", "[schema][bad]") {
 TEST_CASE("bad schema: mesh shape and axes of different lengths", "[schema][bad]") {
   CHECK(parseError(R"js({"version": 1, "mesh": {"shape": [8], "axes": ["dp", "tp"]}})js") ==
         "s.json: /mesh: shape has 1 axes but axes names 2; give one name per mesh axis");
+}
+
+TEST_CASE("bad schema: a 100,000-character placement is refused, quoted short", "[schema][bad][limits]") {
+  std::string huge = "S(" + std::string(100'000, '1') + ")";
+  std::string message =
+      parseError(R"js({"version": 1, "params": [{"match": "w", "placements": {"tp": ")js" + huge + "\"}}]}");
+  CHECK(message ==
+        "s.json: /params/0/placements/tp: \"S(" + std::string(77, '1') +
+            "... (100,005 characters) is not a placement (expected R, S(d), P, P(sum|avg|max|min))");
+}
+
+TEST_CASE("bad schema: leading zeros and absurd integers are not placements", "[schema][bad][limits]") {
+  auto placementError = [](const std::string& text) {
+    return parseError(R"js({"version": 1, "inputs": [{"match": "x", "placements": [")js" + text + "\"]}]}");
+  };
+  std::string zeros = "S(" + std::string(10'000, '0') + ")";
+  CHECK(placementError(zeros) == "s.json: /inputs/0/placements/0: \"S(" + std::string(77, '0') +
+                                     "... (10,005 characters) is not a placement (expected R, S(d), P, "
+                                     "P(sum|avg|max|min))");
+  for (const char* bad : {"S(00)", "S(-01)", "S(12345)", "S(0,sf=0)", "S(0,sf=01)", "S(0,sf=1234567)", "S()",
+                          "S(-)", "S(0,)", "S(0,sf=)", "S(0,  sf=2)", "P()", "R()"})
+    CHECK(placementError(bad) == "s.json: /inputs/0/placements/0: \"" + std::string(bad) +
+                                     "\" is not a placement (expected R, S(d), P, P(sum|avg|max|min))");
+  auto s = parsePlacementSchema(
+      R"js({"version": 1, "inputs": [{"match": "x", "placements": ["S(0)", "S(-10)", "S(9999)", "S(1, sf=3)",
+                                                                     "S(0,sf=999999)", "P(max)"]}]})js",
+      "s.json");
+  REQUIRE(s.hasValue());
+  CHECK(s->inputs[0].byPosition ==
+        std::vector<Placement>{Placement::shard(0), Placement::shard(-10), Placement::shard(9999),
+                               Placement::stridedShard(1, 3), Placement::stridedShard(0, 999999),
+                               Placement::partial(ReduceOp::Max)});
+}
+
+TEST_CASE("bad schema: mesh.shape nested 100,000 deep", "[schema][bad][limits]") {
+  std::string deep = std::string(100'000, '[') + std::string(100'000, ']');
+  // '{' of the document and of "mesh" are levels 1 and 2: the 63rd '[' is level 65.
+  std::string head = R"js({"version": 1, "mesh": {"shape": )js";
+  CHECK(parseError(head + deep + "}}") == "s.json:1:" + std::to_string(head.size() + 63) +
+                                              ": JSON nested more than 64 levels deep; a placement schema "
+                                              "needs at most 4");
+}
+
+TEST_CASE("bad schema: a deep but allowed value is quoted short", "[schema][bad][limits]") {
+  std::string value = std::string(60, '[') + std::string(60, ']');
+  CHECK(parseError(R"js({"version": 1, "mesh": {"shape": [)js" + value + "]}}") ==
+        "s.json: /mesh/shape/0: expected an integer >= 1, got " + value.substr(0, 80) +
+            "... (120 characters)");
+}
+
+TEST_CASE("bad schema: a 10 MB match glob is refused at once", "[schema][bad][limits]") {
+  std::string glob;
+  for (int i = 0; i < 5'000'000; ++i) glob += "*a";
+  auto start = std::chrono::steady_clock::now();
+  std::string message =
+      parseError(R"js({"version": 1, "params": [{"match": ")js" + glob + R"js(", "placements": ["R"]}]})js");
+  CHECK(std::chrono::steady_clock::now() - start < std::chrono::seconds(2));
+  CHECK(message == "s.json: /params/0/match: the glob \"" + glob.substr(0, 79) +
+                       "... (10,000,002 characters) has 10,000,000 characters; at most 4096 are allowed");
+  CHECK(parsePlacementSchema(R"js({"version": 1, "params": [{"match": ")js" + glob.substr(0, 4096) +
+                                 R"js(", "placements": ["R"]}]})js",
+                             "s.json")
+            .hasValue());
+}
+
+TEST_CASE("bad schema: a mesh beyond 2^20 ranks or 16 axes", "[schema][bad][limits]") {
+  CHECK(parseError(R"js({"version": 1, "mesh": {"shape": [1024, 1024, 2]}})js") ==
+        "s.json: /mesh/shape: the mesh [1024,1024,2] has more than 1,048,576 ranks");
+  CHECK(parseError(R"js({"version": 1, "mesh": {"shape": [18446744073709551615]}})js") ==
+        "s.json: /mesh/shape/0: expected an integer >= 1, got 18446744073709551615");
+  CHECK(parseError(R"js({"version": 1, "mesh": {"shape": [9223372036854775807]}})js") ==
+        "s.json: /mesh/shape: the mesh [9223372036854775807] has more than 1,048,576 ranks");
+  CHECK(parseError(R"js({"version": 1, "mesh": {"shape": [1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1]}})js") ==
+        "s.json: /mesh/shape: the mesh has 17 axes; at most 16 are allowed");
+}
+
+TEST_CASE("bad schema: a huge axis name is quoted short in the pointer", "[schema][bad][limits]") {
+  std::string axis(10'000, 'x');
+  CHECK(parseError(R"js({"version": 1, "params": [{"match": "w", "placements": {")js" + axis +
+                   R"js(": "S(x)"}}]})js") == "s.json: /params/0/placements/" + std::string(179, 'x') +
+                                                  "... (10,021 characters): \"S(x)\" is not a placement "
+                                                  "(expected R, S(d), P, P(sum|avg|max|min))");
 }

@@ -116,6 +116,9 @@ int main(int argc, char** argv) {
   app.add_option("--node-rank", d.nodeRank, "this node's rank");
   app.add_option("--master-addr", d.masterAddr, "address of rank 0's rendezvous store");
   app.add_option("--master-port", d.masterPort, "port of the store (default: a free one)");
+  app.add_option("--bind-addr", d.bindAddr,
+                 "address this node's workers listen on for peers (default: the one that reaches "
+                 "--master-addr; GLOO_SOCKET_IFNAME names an interface instead)");
   app.add_option("--verify", d.verify, "also run this .pt2 on one device and compare the outputs");
   app.add_option("--rtol", d.rtol, "--verify: relative tolerance per output");
   app.add_option("--atol", d.atol, "--verify: absolute tolerance per output");
@@ -124,8 +127,16 @@ int main(int argc, char** argv) {
   app.add_flag("-q,--quiet", d.quiet, "print only errors");
   app.add_option("--steps", d.steps, "train steps: parameter and buffer updates feed the next step");
   app.add_option("--loss-log", d.lossLog, "write one JSON line per step: step, loss, step_ms");
-  app.add_option("--save", d.save, "save a sharded checkpoint to this folder after the last step");
-  app.add_option("--resume", d.resume, "start from a checkpoint folder");
+  app.add_option("--save", d.save,
+                 "save a sharded checkpoint to this folder (as step-<N>/, with 'latest' naming the newest) "
+                 "after the last step");
+  app.add_option("--save-every", d.saveEvery, "also save every N steps (0: only after the last)")
+      ->check(CLI::NonNegativeNumber);
+  app.add_option("--keep", d.keep, "step folders of --save to keep, newest first (0: all; default 2)")
+      ->check(CLI::NonNegativeNumber);
+  app.add_option("--resume", d.resume,
+                 "start from a checkpoint: a --save folder (its latest step) or one step folder; a "
+                 "checkpoint saved under another mesh or layout is resharded");
   std::string consolidate;
   app.add_option("--consolidate", consolidate,
                  "write --output from a sharded checkpoint folder (tensors by FQN)");
@@ -157,5 +168,13 @@ int main(int argc, char** argv) {
   d.inputs = o.inputs;
   d.output = o.output;
   d.device = o.device;
-  return worker ? runtime::runWorker(d, std::cerr) : runtime::runDistributed(d, std::cout, std::cerr);
+  // The libraries turn LibTorch's exceptions into errors where they call it;
+  // one that slips through still ends in one line, not an abort.
+  try {
+    return worker ? runtime::runWorker(d, std::cerr) : runtime::runDistributed(d, std::cout, std::cerr);
+  } catch (const std::exception& e) {
+    std::string what = e.what();
+    std::cerr << "error: " << what.substr(0, what.find('\n')) << "\n";
+    return 1;
+  }
 }

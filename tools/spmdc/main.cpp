@@ -5,10 +5,14 @@
 //   spmdc compile model.pt2 --mesh 8 --schema s.json -o model.spmd [--report r.json]
 //   spmdc dump model.spmd
 //   spmdc diff a.spmd b.spmd
+//   spmdc explain model.spmd -o report.html     (or model.pt2 --schema s.json ...; a.spmd b.spmd: compare)
 #include <CLI/CLI.hpp>
 #include <cstdio>
+#include <filesystem>
 #include <iostream>
+#include <optional>
 
+#include "explain/Explain.h"
 #include "passes/Passes.h"
 #include "passes/Pipeline.h"
 #include "passes/Report.h"
@@ -51,17 +55,17 @@ struct CompileArgs {
   double bucketMb = 25;
 };
 
-int runCompile(const CompileArgs& a) {
+// Compiles a.model under a.schema with the compile options of `a`.
+spmd::Expected<spmd::passes::CompileResult> compileModel(const CompileArgs& a,
+                                                         std::optional<spmd::pt2::Archive>& archive) {
   spmd::passes::CompileOptions opts;
   if (!a.mesh.empty()) {
     auto shape = spmd::sharding::Mesh::parseShape(a.mesh);
-    if (!shape) return fail(shape.status().withContext("--mesh " + a.mesh));
+    if (!shape) return shape.status().withContext("--mesh " + a.mesh);
     opts.mesh = *shape;
   }
-  auto schema = spmd::schema::loadSchemaOrPreset(a.schema);
-  if (!schema) return fail(schema.status());
-  auto archive = spmd::pt2::readArchive(a.model);
-  if (!archive) return fail(archive.status());
+  SPMD_ASSIGN_OR_RETURN(auto schema, spmd::schema::loadSchemaOrPreset(a.schema));
+  SPMD_ASSIGN_OR_RETURN(archive, spmd::pt2::readArchive(a.model));
   opts.replicateUnknown = a.replicateUnknown;
   opts.async = !a.noAsync;
   opts.bucketBytes = static_cast<int64_t>(a.bucketMb * 1024 * 1024);
@@ -74,7 +78,12 @@ int runCompile(const CompileArgs& a) {
   opts.onPrintAfter = [](const std::string& pass, const spmd::program::Program& p) {
     std::cout << "// after " << pass << "\n" << spmd::program::dumpProgram(p);
   };
-  auto result = spmd::passes::compile(*archive, *schema, opts);
+  return spmd::passes::compile(*archive, schema, opts);
+}
+
+int runCompile(const CompileArgs& a) {
+  std::optional<spmd::pt2::Archive> archive;
+  auto result = compileModel(a, archive);
   if (!result) return fail(result.status());
   spmd::program::ArchiveWeightSource archiveWeights(*archive);
   spmd::passes::OptimizerWeightSource weights(archiveWeights, result->program);
@@ -83,6 +92,68 @@ int runCompile(const CompileArgs& a) {
     if (auto st = spmd::writeFileAtomic(a.report, spmd::passes::reportJson(*result)); !st.isOk())
       return fail(st);
   if (!a.quiet) std::cout << spmd::passes::summaryText(*result, a.model, a.output);
+  return 0;
+}
+
+// The compile options `compile` and `explain` share (all but the model and -o).
+void addCompileOptions(CLI::App* cmd, CompileArgs& c) {
+  cmd->add_option("--mesh", c.mesh, "mesh shape, e.g. 8 or 2x4 (overrides the schema's)");
+  cmd->add_flag("--replicate-unknown", c.replicateUnknown, "run ops without a sharding rule replicated");
+  cmd->add_flag("--no-async", c.noAsync, "keep collectives synchronous");
+  cmd->add_option("--bucket-mb", c.bucketMb, "fuse all-reduces into buckets of this many MiB (0: off)");
+  cmd->add_option("--optimizer", c.optimizer.kind, "append an optimizer update (train steps): sgd or adamw")
+      ->check(CLI::IsMember({"sgd", "adamw"}));
+  cmd->add_option("--lr", c.optimizer.lr, "learning rate");
+  cmd->add_option("--momentum", c.optimizer.momentum, "sgd momentum");
+  cmd->add_option("--betas", c.betas, "adamw betas, e.g. --betas 0.9 0.999")->expected(2);
+  cmd->add_option("--eps", c.optimizer.eps, "adamw epsilon");
+  cmd->add_option("--weight-decay", c.optimizer.weightDecay, "weight decay (adamw: decoupled)");
+}
+
+struct ExplainArgs {
+  std::vector<std::string> inputs;
+  std::string output;
+  CompileArgs compile;  // for .pt2 inputs
+};
+
+// One HTML page of one or two programs: a .spmd is read, a .pt2 compiled.
+int runExplain(ExplainArgs& a) {
+  std::string pt2;  // the first .pt2 input, compiled before it is explained
+  for (const auto& in : a.inputs)
+    if (pt2.empty() && in.ends_with(".pt2")) pt2 = in;
+  if (!pt2.empty() && a.compile.schema.empty())
+    return fail(spmd::Status::error(pt2 + ": a .pt2 is compiled before it is explained: give --schema (and "
+                                          "--mesh, --optimizer as for spmdc compile)"));
+  if (pt2.empty() && !a.compile.schema.empty())
+    return fail(spmd::Status::error("--schema " + a.compile.schema +
+                                    ": applies to .pt2 inputs only; these are compiled programs"));
+  std::vector<std::optional<spmd::program::LoadedProgram>> loaded(a.inputs.size());
+  std::vector<std::optional<spmd::passes::CompileResult>> compiled(a.inputs.size());
+  std::vector<spmd::explain::ExplainInput> inputs;
+  for (size_t i = 0; i < a.inputs.size(); ++i) {
+    const std::string& path = a.inputs[i];
+    const spmd::program::Program* p = nullptr;
+    if (path.ends_with(".pt2")) {
+      a.compile.model = path;
+      std::optional<spmd::pt2::Archive> archive;
+      auto r = compileModel(a.compile, archive);
+      if (!r) return fail(r.status());
+      p = &compiled[i].emplace(std::move(*r)).program;
+    } else {
+      auto r = spmd::program::readProgram(path);
+      if (!r) return fail(r.status());
+      p = &loaded[i].emplace(std::move(*r)).program();
+    }
+    // The page names a file, not a path: "llama/model.pt2", "a.spmd".
+    std::filesystem::path fs(path);
+    std::string dir = fs.parent_path().filename().string();
+    std::string label = fs.filename().string();
+    inputs.push_back({p, path.ends_with(".pt2") && !dir.empty() ? dir + "/" + label : label});
+  }
+  auto json = spmd::explain::explainJson(inputs);
+  if (!json) return fail(json.status().withContext(a.output));
+  if (auto st = spmd::writeFileAtomic(a.output, spmd::explain::explainHtml(*json)); !st.isOk())
+    return fail(st);
   return 0;
 }
 
@@ -156,22 +227,11 @@ int main(int argc, char** argv) {
       ->add_option("--schema", c.schema,
                    "placement schema (JSON file), or a preset: dp (alias ddp), fsdp, hsdp")
       ->required();
-  compile->add_option("--mesh", c.mesh, "mesh shape, e.g. 8 or 2x4 (overrides the schema's)");
   compile->add_option("-o,--output", c.output, "output program (.spmd)")->required();
   compile->add_option("--report", c.report, "write a JSON report of the collectives, memory and timings");
-  compile->add_flag("--replicate-unknown", c.replicateUnknown, "run ops without a sharding rule replicated");
-  compile->add_flag("--no-async", c.noAsync, "keep collectives synchronous");
-  compile->add_option("--bucket-mb", c.bucketMb, "fuse all-reduces into buckets of this many MiB (0: off)");
   compile->add_option("--print-after", c.printAfter, "print the program after this pass (repeatable)");
   compile->add_flag("-q,--quiet", c.quiet, "print nothing on success");
-  compile
-      ->add_option("--optimizer", c.optimizer.kind, "append an optimizer update (train steps): sgd or adamw")
-      ->check(CLI::IsMember({"sgd", "adamw"}));
-  compile->add_option("--lr", c.optimizer.lr, "learning rate");
-  compile->add_option("--momentum", c.optimizer.momentum, "sgd momentum");
-  compile->add_option("--betas", c.betas, "adamw betas, e.g. --betas 0.9 0.999")->expected(2);
-  compile->add_option("--eps", c.optimizer.eps, "adamw epsilon");
-  compile->add_option("--weight-decay", c.optimizer.weightDecay, "weight decay (adamw: decoupled)");
+  addCompileOptions(compile, c);
 
   FromHfArgs h;
   auto* schemaCmd = app.add_subcommand("schema", "Write placement schemas");
@@ -192,6 +252,16 @@ int main(int argc, char** argv) {
   diff->add_option("a", diffA, ".spmd program")->required();
   diff->add_option("b", diffB, ".spmd program")->required();
 
+  ExplainArgs x;
+  auto* explain = app.add_subcommand(
+      "explain", "Write an HTML page of a program: modules, timeline, memory, communication (two: compared)");
+  explain->add_option("programs", x.inputs, ".spmd program(s), or a .pt2 compiled with --schema")
+      ->required()
+      ->expected(1, 2);
+  explain->add_option("-o,--output", x.output, "HTML file to write")->required();
+  explain->add_option("--schema", x.compile.schema, "placement schema or preset (for a .pt2 input)");
+  addCompileOptions(explain, x.compile);
+
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
@@ -211,6 +281,7 @@ int main(int argc, char** argv) {
   if (*fromHf) return runFromHf(h);
   if (*dump) return runDump(dumpPath);
   if (*diff) return runDiff(diffA, diffB);
+  if (*explain) return runExplain(x);
   std::cerr << app.help();
   return kExitBadInput;
 }

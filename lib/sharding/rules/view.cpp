@@ -81,12 +81,19 @@ Expected<OpShardingRule> reshapeRule(const ir::Node& node) {
   return b.linear(Linearity::Each, {0}).replicateRest().build();
 }
 
+// `perm` must be a permutation of the input's dims (the verifier checks
+// permute's; a malformed one here is an error, never an out-of-range read).
 Expected<OpShardingRule> permuteRule(const ir::Node& node, std::vector<int64_t> perm) {
   RuleBuilder b(node);
+  if (b.numOperands() != 1 || b.numResults() != 1) return Status::error("permute rule: expected one tensor");
   const auto& in = b.operandShape(0);
   int64_t rank = static_cast<int64_t>(in.size());
+  if (static_cast<int64_t>(perm.size()) != rank || static_cast<int64_t>(b.resultShape(0).size()) != rank)
+    return Status::error("permute rule: " + std::to_string(perm.size()) + " dims for a rank-" +
+                         std::to_string(rank) + " input");
   for (int64_t d = 0; d < rank; ++d) {
     int64_t src = normalizeDim(perm[static_cast<size_t>(d)], rank);
+    if (src < 0 || src >= rank) return Status::error("permute rule: dim out of range");
     if (in[static_cast<size_t>(src)] == 1) continue;
     b.addFactor({src}, {d}, in[static_cast<size_t>(src)]);
   }
@@ -281,7 +288,11 @@ void registerViewRules(RuleRegistry& r) {
   r.add("aten.diagonal.default", diagonalRule);
   r.add({"aten.expand.default", "aten.expand_as.default"}, expandRule);
   r.add("aten.flatten.using_ints", reshapeRule);
-  r.add("aten.permute.default", [](const ir::Node& n) { return permuteRule(n, n.input("dims")->ints); });
+  r.add("aten.permute.default", [](const ir::Node& n) -> Expected<OpShardingRule> {
+    const ir::Argument* dims = n.input("dims");
+    if (!dims) return Status::error("permute rule: no dims");
+    return permuteRule(n, dims->ints);
+  });
   r.add("aten.reshape.default", reshapeRule);
   r.add("aten.select.int", selectRule);
   r.add("aten.select_scatter.default", selectScatterRule);
@@ -303,8 +314,11 @@ void registerViewRules(RuleRegistry& r) {
   r.add("aten.transpose.int", [](const ir::Node& n) {
     int64_t rank = tensorOperands(n)[0]->type().rank();
     std::vector<int64_t> p = identity(rank);
-    std::swap(p[static_cast<size_t>(normalizeDim(rules::intArg(n, "dim0", 0), rank))],
-              p[static_cast<size_t>(normalizeDim(rules::intArg(n, "dim1", 0), rank))]);
+    int64_t d0 = normalizeDim(rules::intArg(n, "dim0", 0), rank);
+    int64_t d1 = normalizeDim(rules::intArg(n, "dim1", 0), rank);
+    if (rank > 0 && (d0 < 0 || d0 >= rank || d1 < 0 || d1 >= rank))
+      return Expected<OpShardingRule>(Status::error("transpose rule: dim out of range"));
+    if (rank > 0) std::swap(p[static_cast<size_t>(d0)], p[static_cast<size_t>(d1)]);
     return permuteRule(n, p);
   });
   r.add("aten.unbind.int", unbindRule);

@@ -1,0 +1,46 @@
+// `spmdc explain`: a compiled program as one self-contained HTML page.
+//
+//   SPMD_ASSIGN_OR_RETURN(auto lp, program::readProgram("llama.spmd"));
+//   SPMD_ASSIGN_OR_RETURN(std::string json, explainJson({{&lp.program(), "llama.spmd"}}));
+//   SPMD_RETURN_IF_ERROR(writeFileAtomic("report.html", explainHtml(json)));
+//
+// The page's data is deterministic JSON (same programs, same bytes: no
+// times, no absolute paths, stable order) embedded in a
+// <script type="application/json" id="spmd-data"> tag; the page's renderer
+// (lib/explain/page.js, plain JavaScript writing SVG) is inlined too, so the
+// file needs no network. Views: module tree (placements and local shapes
+// per rank), program timeline grouped by module with the collectives and
+// why each exists, memory per rank over program order, communication per
+// mesh axis and kind, and, for two programs, what differs between them.
+#pragma once
+
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "program/Program.h"
+#include "support/Status.h"
+
+namespace spmd::explain {
+
+/// One program to explain and the name the page shows for it (a file name,
+/// not a path, so the page stays the same wherever it was made).
+struct ExplainInput {
+  const program::Program* program = nullptr;
+  std::string label;
+};
+
+/// The page's data as JSON text: {"version", "programs": [...], "diff"}
+/// with one program's views for one input, and both programs plus their
+/// comparison ("diff") for two. Error for no input or more than two.
+Expected<std::string> explainJson(const std::vector<ExplainInput>& inputs);
+
+/// The self-contained HTML page embedding `json` (explainJson's text);
+/// "</" inside the data is escaped so no string can end the script tag.
+std::string explainHtml(std::string_view json);
+
+/// The text of the data tag of a page explainHtml wrote (the embedded JSON,
+/// unescaped), or an error when `html` has none.
+Expected<std::string> embeddedJson(std::string_view html);
+
+}  // namespace spmd::explain

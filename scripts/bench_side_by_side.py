@@ -1,0 +1,481 @@
+#!/usr/bin/env python3
+"""spmd-run against PyTorch, side by side, in one run (issue 14).
+
+    .venv/bin/python scripts/bench_side_by_side.py [--build build] [--short] [--json OUT]
+
+Prints one table (docs/PERFORMANCE.md, "Side by side with PyTorch"):
+
+* single device: `spmd-run -n 1` (the program compiled at mesh 1) against
+  eager PyTorch in one process, same inputs and the same intra-op thread
+  count (OMP_NUM_THREADS / torch.set_num_threads), on llama, llama_train
+  with AdamW and a compute-bound stack of 8 Linear(1024, 1024) + GELU;
+* distributed on CPU: `spmd-run -n N` against the same layout in PyTorch
+  (DTensor parallelize_module for Megatron TP, FSDP2 fully_shard for fsdp;
+  Gloo, launched with torchrun, cores / N threads per rank on both sides),
+  llama and llama_train at N = 2 and 4;
+* compile: `spmdc compile` of llama_deep_train (TP, mesh 2) against tracing
+  the same DTensor-TP forward+backward with make_fx (torch.distributed._spmd's
+  route; fake process group) and against torch.export producing the archive.
+
+Columns: step = median per rank of the timed steps (the first left out),
+max over ranks; ratio = spmd-run / PyTorch (below 1: spmd-run faster);
+bytes = sent per rank per step, ring convention, max over ranks (spmd-run's
+own count; PyTorch: ProcessGroup pre-hooks on one extra step,
+tests/reference/reference_comm.py's Recorder); colls = collectives per step
+(spmdc's --report; PyTorch: the same hooks); peak = peak resident memory
+per rank in MiB (spmd-run: wait4's ru_maxrss over the launcher's process
+tree; PyTorch: VmHWM of each rank, reset before each case, interpreter and
+torch included); diff = max |spmd-run - eager| over every output (train:
+loss, gradients and parameters after the last step).
+
+Models are built by tests/reference/reference_comm.py's make_case (seeded:
+every process gets the same weights) with a batch of 8, exported with
+python/spmdc_export into a temporary folder. --short (CI, ctest
+bench_side_by_side): 3 steps, a 256-wide compute-bound model and llama_train
+for the compile row; proves the script works, times nothing meaningful.
+Exit status 1 when a row fails to run or diff exceeds 1e-4.
+"""
+import argparse
+import ctypes
+import gc
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import warnings
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+for sub in ("testdata", os.path.join("tests", "reference"), "python"):
+    sys.path.insert(0, os.path.join(ROOT, sub))
+
+BATCH = 8
+TOLERANCE = 1e-4
+SINGLE = ["llama", "llama_train", "mlp_wide"]
+DIST = [(m, lay) for m in ("llama", "llama_train") for lay in ("tp", "fsdp")]
+TP_SCHEMA = os.path.join(ROOT, "schemas", "examples", "llama_tp.json")
+# compile row: model -> (its Megatron schema, reference_comm's tp plan)
+COMPILE = {"llama_deep_train": ("llama_tp.json", "llama_train"), "mlp_train": ("mlp_tp.json", "mlp_train")}
+ADAMW = {"lr": 1e-3, "weight_decay": 0.01}  # torch.optim.AdamW's defaults, given to spmdc too
+
+
+def steps_for(model, short):
+    if short:
+        return 3
+    return {"llama": 100, "llama_train": 30, "mlp_wide": 20}[model]
+
+
+# ------------------------------------------------------------------ models
+
+
+def build(model, short):
+    """(module, inputs, is_train) of a bench model, the same in every process."""
+    import torch
+    import reference_comm as rc
+
+    if model != "mlp_wide":
+        mod, inputs = rc.make_case(model, batch=BATCH)
+        return mod, inputs, model.endswith("_train")
+    width = 256 if short else 1024
+    torch.manual_seed(0)
+    layers = []
+    for _ in range(8):
+        layers += [torch.nn.Linear(width, width), torch.nn.GELU()]
+    torch.manual_seed(1)
+    return torch.nn.Sequential(*layers), [torch.randn(256, width)], False
+
+
+def peak_reset():
+    """Frees what the last case left and restarts this process's VmHWM."""
+    gc.collect()
+    try:
+        ctypes.CDLL("libc.so.6").malloc_trim(0)
+    except OSError:
+        pass
+    with open("/proc/self/clear_refs", "w") as f:
+        f.write("5")
+
+
+def peak_mib():
+    with open("/proc/self/status") as f:
+        for line in f:
+            if line.startswith("VmHWM:"):
+                return int(line.split()[1]) / 1024
+    return float("nan")
+
+
+def torch_steps(mod, batch, train, n, capture=False):
+    """Runs n steps (train: forward, backward, AdamW, zero_grad); returns the
+    step times (s) and, with capture, the last step's outputs as spmd-run
+    names them (train: loss, grad.<fqn>, parameter.<fqn> after the update)."""
+    import torch
+
+    times, out = [], {}
+    if not train:
+        with torch.inference_mode():
+            for _ in range(n):
+                t0 = time.perf_counter()
+                y = mod(*batch)
+                times.append(time.perf_counter() - t0)
+        return times, {"output.0": y}
+    opt = torch.optim.AdamW(mod.parameters(), **ADAMW)
+    for i in range(n):
+        t0 = time.perf_counter()
+        loss = mod(*batch)
+        loss.backward()
+        if i == n - 1 and capture:
+            out = {"loss": loss.detach().clone()}
+            out.update({f"grad.{k}": p.grad.detach().clone() for k, p in mod.named_parameters()})
+        opt.step()
+        opt.zero_grad()
+        times.append(time.perf_counter() - t0)
+    if capture:
+        out.update({f"parameter.{k}": p.detach().clone() for k, p in mod.named_parameters()})
+    return times, out
+
+
+def median_ms(times):
+    return statistics.median(times[1:] if len(times) > 1 else times) * 1e3
+
+
+# ------------------------------------------------------------------ workers (subprocesses)
+
+
+def worker_eager(a):
+    """One process: exports every model (spmdc_export, into the work
+    folder), then runs each in turn: eager steps, peak memory, outputs."""
+    import torch
+    from safetensors.torch import load_file, save_file
+    import spmdc_export
+
+    torch.set_num_threads(a.threads)
+    for model in a.models.split(","):
+        mod, inputs, train = build(model, a.short)
+        d = os.path.join(a.work, model)
+        (spmdc_export.export_train_step if train else spmdc_export.export)(mod, inputs, d)
+    res = {"torch": torch.__version__}
+    for model in a.models.split(","):
+        peak_reset()
+        mod, _, train = build(model, a.short)
+        given = load_file(os.path.join(a.work, model, "inputs.safetensors"))
+        batch = [given[f"input.{i}"] for i in range(len(given))]
+        times, out = torch_steps(mod, batch, train, steps_for(model, a.short), capture=True)
+        save_file({k: v.contiguous() for k, v in out.items()}, os.path.join(a.work, model, "eager.safetensors"))
+        res[model] = {"ms": median_ms(times), "peak": peak_mib()}
+        del mod, out
+    with open(a.out, "w") as f:
+        json.dump(res, f)
+
+
+def worker_dtensor(a):
+    """A torchrun rank: each (model, layout) in turn under DTensor / FSDP2."""
+    import datetime
+
+    import torch
+    import torch.distributed as dist
+    from torch.distributed.device_mesh import init_device_mesh
+    import reference_comm as rc
+
+    warnings.filterwarnings("ignore")
+    torch.set_num_threads(a.threads)
+    dist.init_process_group("gloo", timeout=datetime.timedelta(seconds=300))
+    rank, world = dist.get_rank(), dist.get_world_size()
+    meshes = {"1d": init_device_mesh("cpu", (world,))}
+    rec = rc.Recorder()
+    res = {}
+    for case in a.cases.split(","):
+        model, layout = case.split(":")
+        peak_reset()
+        mod, inputs, train = build(model, a.short)
+        mod, _ = rc.apply_recipe(layout, model, mod, meshes, rec, reshard_after_forward=not train)
+        batch = rc.local_batch(layout, inputs, rank, world, None)
+        times, _ = torch_steps(mod, batch, train, steps_for(model, a.short))
+        dist.barrier()
+        rec.reset()
+        rec.hook_all_groups()
+        rec.on = True
+        torch_steps(mod, batch, train, 1)
+        rec.on = False
+        dist.barrier()
+        got = {"ms": median_ms(times), "peak": peak_mib(),
+               "bytes": sum(e["bytes_per_rank"] for e in rec.hook), "colls": len(rec.hook)}
+        every = [None] * world
+        dist.all_gather_object(every, got)
+        res[case] = {k: max(r[k] for r in every) for k in got}
+        del mod
+    if rank == 0:
+        with open(a.out, "w") as f:
+            json.dump(res, f)
+    dist.barrier()
+    dist.destroy_process_group()
+
+
+def worker_compile(a):
+    """torch.export of the train step (the archive spmdc compiles), then
+    make_fx of the DTensor-TP forward+backward on a fake 2-rank group."""
+    import torch
+    import torch.distributed as dist
+    from torch.distributed.device_mesh import init_device_mesh
+    from torch.func import functional_call
+    from torch.fx.experimental.proxy_tensor import make_fx
+    from torch.testing._internal.distributed.fake_pg import FakeStore
+    import export_models as em
+    import reference_comm as rc
+    import spmdc_export
+
+    warnings.filterwarnings("ignore")
+    torch.set_num_threads(a.threads)
+
+    def model():
+        torch.manual_seed(0)
+        if a.model == "llama_deep_train":
+            return em.LlamaLoss(layers=32, d=32, heads=4, ffn=64), [em.tokens(2, 16), em.tokens(2, 16)]
+        return rc.make_case(a.model)
+
+    plan = COMPILE[a.model][1]
+    mod, inputs = model()
+    t0 = time.perf_counter()
+    spmdc_export.export_train_step(mod, inputs, a.work)
+    t_export = time.perf_counter() - t0
+
+    dist.init_process_group("fake", store=FakeStore(), rank=0, world_size=2)
+    mod, inputs = model()
+    t0 = time.perf_counter()
+    mod, _ = rc.apply_recipe("tp", plan, mod, {"1d": init_device_mesh("cpu", (2,))}, None)
+    params, buffers = dict(mod.named_parameters()), dict(mod.named_buffers())
+
+    def step(params, buffers, *batch):
+        loss = functional_call(mod, {**params, **buffers}, tuple(batch))
+        return loss, torch.autograd.grad(loss, list(params.values()))
+
+    gm = make_fx(step)(params, buffers, *inputs)
+    t_makefx = time.perf_counter() - t0
+    with open(a.out, "w") as f:
+        json.dump({"export_s": t_export, "makefx_s": t_makefx, "makefx_nodes": len(gm.graph.nodes)}, f)
+
+
+# ------------------------------------------------------------------ driver
+
+
+def run(cmd, env=None, timeout=900):
+    """Runs cmd; returns (stdout, peak RSS MiB of its process tree). Raises
+    RuntimeError with the command and the tail of its stderr on failure.
+    A child's peak starts at the RSS of the process that forked it (exec
+    records the old address space's high-water mark), so the driver must
+    stay small: it never imports torch."""
+    with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
+        p = subprocess.Popen(cmd, stdout=out, stderr=err, env=env)
+        timer = threading.Timer(timeout, p.kill)
+        timer.start()
+        try:
+            _, status, usage = os.wait4(p.pid, 0)
+        finally:
+            timer.cancel()
+        p.returncode = os.waitstatus_to_exitcode(status)
+        out.seek(0)
+        err.seek(0)
+        stdout, stderr = out.read().decode(errors="replace"), err.read().decode(errors="replace")
+    if p.returncode != 0:
+        tail = "\n".join(stderr.strip().splitlines()[-8:])
+        raise RuntimeError(f"{' '.join(cmd)}: exit {p.returncode}\n{tail}")
+    return stdout, usage.ru_maxrss / 1024
+
+
+def env_threads(n):
+    env = dict(os.environ)
+    env["OMP_NUM_THREADS"] = str(n)
+    return env
+
+
+def spmd_row(a, model, schema, n, threads):
+    """Compiles and runs one spmd-run row; returns its figures."""
+    work = os.path.join(a.work, model)
+    prog = os.path.join(work, f"{os.path.basename(schema)}.{n}.spmd")
+    report = prog + ".json"
+    cmd = [a.spmdc, "compile", os.path.join(work, "model.pt2"), "--schema", schema, "--mesh", str(n),
+           "-o", prog, "--report", report, "-q"]
+    if model.endswith("_train"):
+        cmd += ["--optimizer", "adamw", "--lr", str(ADAMW["lr"]), "--weight-decay", str(ADAMW["weight_decay"])]
+    run(cmd)
+    with open(report) as f:
+        colls = len(json.load(f).get("collectives", []))
+    out = os.path.join(work, f"{os.path.basename(schema)}.{n}.out.safetensors")
+    steps = steps_for(model, a.short)
+    flag = ["--steps", str(steps)] if model.endswith("_train") else ["--repeat", str(steps)]
+    text, peak = run([a.spmd_run, "-n", str(n), prog, "--inputs", os.path.join(work, "inputs.safetensors"),
+                      "--output", out] + flag, env=env_threads(threads))
+    line = [x for x in text.splitlines() if x.startswith("spmd-run:")][-1]
+    ms = float(line.split(" step ")[1].split(" ms")[0])
+    sent = int(line.split(" ms, ")[1].split(" B")[0].replace(",", ""))
+    return {"ms": ms, "bytes": sent, "colls": colls, "peak": peak, "diff": max_diff(out, work)}
+
+
+def max_diff(got_path, work):
+    import numpy as np
+    from safetensors.numpy import load_file  # the driver stays free of torch (see run())
+
+    got, ref = load_file(got_path), load_file(os.path.join(work, "eager.safetensors"))
+    missing = [k for k in ref if k not in got]
+    if missing:
+        raise RuntimeError(f"{got_path}: no {missing[0]} (and {len(missing) - 1} more) among spmd-run's outputs")
+    return max(float(np.abs(got[k].astype(np.float64) - ref[k].astype(np.float64)).max()) for k in ref)
+
+
+def me(a, threads, *args, work=None):
+    """The command line that runs this script as one of its workers."""
+    return [sys.executable, os.path.abspath(__file__), "--work", work or a.work, "--threads", str(threads)] + list(
+        args) + (["--short"] if a.short else [])
+
+
+def single_rows(a, rows):
+    out = os.path.join(a.work, "eager.json")
+    run(me(a, a.threads, "--worker", "eager", "--models", ",".join(SINGLE), "--out", out),
+               env=env_threads(a.threads))
+    with open(out) as f:
+        eager = json.load(f)
+    a.torch_version = eager["torch"]
+    for model in SINGLE:
+        s = spmd_row(a, model, "dp", 1, a.threads)
+        rows.append(row(model, "single", 1, s, dict(eager[model], bytes=0, colls=0)))
+
+
+def dist_rows(a, rows):
+    for n in (2, 4):
+        threads = max(1, a.threads // n)
+        out = os.path.join(a.work, f"dtensor{n}.json")
+        cases = ",".join(f"{m}:{lay}" for m, lay in DIST)
+        worker = me(a, threads, "--worker", "dtensor", "--cases", cases, "--out", out)
+        # torchrun, from this Python
+        run([sys.executable, "-m", "torch.distributed.run", "--standalone", f"--nproc-per-node={n}"] + worker[1:],
+            env=env_threads(threads))
+        with open(out) as f:
+            torch_side = json.load(f)
+        for model, layout in DIST:
+            s = spmd_row(a, model, TP_SCHEMA if layout == "tp" else "fsdp", n, threads)
+            rows.append(row(model, "Megatron TP" if layout == "tp" else "fsdp", n, s,
+                            torch_side[f"{model}:{layout}"]))
+
+
+def row(model, layout, n, s, t):
+    return {"model": model, "layout": layout, "n": n, "spmd_ms": s["ms"], "torch_ms": t["ms"],
+            "ratio": s["ms"] / t["ms"], "spmd_bytes": s["bytes"], "torch_bytes": t["bytes"],
+            "spmd_colls": s["colls"], "torch_colls": t["colls"], "spmd_peak": s["peak"],
+            "torch_peak": t["peak"], "diff": s["diff"]}
+
+
+def compile_row(a):
+    model = "mlp_train" if a.short else "llama_deep_train"
+    schema = os.path.join(ROOT, "schemas", "examples", COMPILE[model][0])
+    work = os.path.join(a.work, "compile")
+    out = os.path.join(a.work, "compile.json")
+    run(me(a, a.threads, "--worker", "compile", "--model", model, "--out", out, work=work))
+    with open(out) as f:
+        r = json.load(f)
+    times = []
+    for _ in range(3):
+        t0 = time.perf_counter()
+        run([a.spmdc, "compile", os.path.join(work, "model.pt2"), "--schema", schema, "--mesh", "2",
+             "-o", os.path.join(work, "tp.spmd"), "-q"])
+        times.append(time.perf_counter() - t0)
+    r.update(model=model, spmdc_s=statistics.median(times))
+    return r
+
+
+def print_table(rows, comp):
+    head = ["model", "layout", "n", "spmd-run ms", "PyTorch ms", "ratio", "bytes spmd", "bytes torch",
+            "colls spmd/torch", "peak MiB spmd", "peak MiB torch", "max|diff|"]
+    body = [[r["model"], r["layout"], str(r["n"]), f"{r['spmd_ms']:.2f}", f"{r['torch_ms']:.2f}",
+             f"{r['ratio']:.2f}x", f"{r['spmd_bytes']:,}", f"{r['torch_bytes']:,}",
+             f"{r['spmd_colls']}/{r['torch_colls']}", f"{r['spmd_peak']:.0f}", f"{r['torch_peak']:.0f}",
+             f"{r['diff']:.1e}"] for r in rows]
+    print("| " + " | ".join(head) + " |")
+    print("|" + "---|" * len(head))
+    for b in body:
+        print("| " + " | ".join(b) + " |")
+    print()
+    print("| compile | spmdc compile s | make_fx s | torch.export s | make_fx / spmdc | torch.export / spmdc |")
+    print("|---|---|---|---|---|---|")
+    print(f"| {comp['model']} (TP, mesh 2; make_fx: {comp['makefx_nodes']:,} nodes) | {comp['spmdc_s']:.3f} | "
+          f"{comp['makefx_s']:.2f} | {comp['export_s']:.2f} | {comp['makefx_s'] / comp['spmdc_s']:.0f}x | "
+          f"{comp['export_s'] / comp['spmdc_s']:.0f}x |")
+
+
+def baselines(a):
+    """Peak MiB of spmd-run and of Python importing torch doing nothing:
+    the floor under every peak column."""
+    return (run([a.spmd_run, "--version"])[1],
+            run([sys.executable, "-c", "import torch; torch.ones(1)"])[1])
+
+
+def progress(msg):
+    print(f"[bench_side_by_side] {msg}", file=sys.stderr, flush=True)
+
+
+def load_line():
+    with open("/proc/loadavg") as f:
+        return " ".join(f.read().split()[:3])
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--build", default=os.path.join(ROOT, "build"), help="build folder (default build/)")
+    ap.add_argument("--spmdc", help="spmdc binary (default BUILD/tools/spmdc/spmdc)")
+    ap.add_argument("--spmd-run", dest="spmd_run", help="spmd-run binary (default BUILD/tools/spmd-run/spmd-run)")
+    ap.add_argument("--short", action="store_true", help="3 steps, small models (CI)")
+    ap.add_argument("--threads", type=int, default=os.cpu_count(), help="intra-op threads (default: all cores)")
+    ap.add_argument("--json", help="also write the figures to this file")
+    ap.add_argument("--keep", metavar="DIR", help="work in DIR (archives, programs, outputs) and keep it")
+    ap.add_argument("--work", help=argparse.SUPPRESS)
+    ap.add_argument("--worker", choices=["eager", "dtensor", "compile"], help=argparse.SUPPRESS)
+    ap.add_argument("--models", help=argparse.SUPPRESS)
+    ap.add_argument("--cases", help=argparse.SUPPRESS)
+    ap.add_argument("--model", help=argparse.SUPPRESS)
+    ap.add_argument("--out", help=argparse.SUPPRESS)
+    a = ap.parse_args()
+    if a.worker:
+        return {"eager": worker_eager, "dtensor": worker_dtensor, "compile": worker_compile}[a.worker](a) or 0
+    a.spmdc = os.path.abspath(a.spmdc or os.path.join(a.build, "tools", "spmdc", "spmdc"))
+    a.spmd_run = os.path.abspath(a.spmd_run or os.path.join(a.build, "tools", "spmd-run", "spmd-run"))
+    for b in (a.spmdc, a.spmd_run):
+        if not os.access(b, os.X_OK):
+            print(f"error: {b}: not built; build spmdc and spmd-run, or pass --build DIR", file=sys.stderr)
+            return 2
+
+    t0, load0 = time.time(), load_line()
+    rows, comp = [], {}
+    phases = [("export and single device", lambda: single_rows(a, rows)),
+              ("distributed", lambda: dist_rows(a, rows)), ("compile", lambda: comp.update(compile_row(a)))]
+    try:
+        with tempfile.TemporaryDirectory(prefix="spmdc-side-") as work:
+            a.work = os.path.abspath(a.keep) if a.keep else work
+            for what, phase in phases:
+                t = time.time()
+                phase()
+                progress(f"{what}: {time.time() - t:.0f} s")
+            base = baselines(a)
+    except RuntimeError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 1
+    mode = "--short" if a.short else "full"
+    print(f"bench_side_by_side ({mode}): torch {a.torch_version}, {os.cpu_count()} cores, {a.threads} threads "
+          f"on one device, cores / n per rank; batch {BATCH}; load average {load0} before, {load_line()} after; "
+          f"{time.time() - t0:.0f} s; idle peak MiB: spmd-run {base[0]:.0f}, python + torch {base[1]:.0f}\n")
+    print_table(rows, comp)
+    if a.json:
+        with open(a.json, "w") as f:
+            json.dump({"rows": rows, "compile": comp, "short": a.short, "torch": a.torch_version}, f, indent=1)
+    if len(rows) != len(SINGLE) + 2 * len(DIST):
+        print(f"error: {len(rows)} rows, expected {len(SINGLE) + 2 * len(DIST)}", file=sys.stderr)
+        return 1
+    bad = [r for r in rows if not r["diff"] <= TOLERANCE]
+    for r in bad:
+        print(f"error: {r['model']} {r['layout']} n={r['n']}: spmd-run differs from eager by {r['diff']:.2e} "
+              f"(tolerance {TOLERANCE})", file=sys.stderr)
+    return 1 if bad else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
