@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Builds the libFuzzer harnesses (fuzz/, clang, ASan + UBSan), seeds their
 # corpora from testdata and runs each for a while; prints executions and
-# findings per harness. Usable by hand; CI has no time for it.
+# findings per harness. CI (scripts/test.sh with CI=true) runs each for 15 s;
+# long runs are by hand.
 #
 #   scripts/fuzz.sh                       # 60 s per harness
 #   scripts/fuzz.sh 600                   # ten minutes each

@@ -103,7 +103,9 @@ Status writeFile(const std::string& path, Program& program, const WeightSource& 
   SPMD_ASSIGN_OR_RETURN(std::string draft, programToJsonText(program));
   uint64_t dataStart = dataSectionOffset(draft.size());
 
-  AtomicFile file(path);
+  // Atomic, not durable: a compiled program is recreated by compiling again,
+  // and the fsync would cost a third of a large model's compile.
+  AtomicFile file(path, /*durable=*/false);
   SPMD_RETURN_IF_ERROR(file.open());
   SPMD_RETURN_IF_ERROR(file.skipTo(dataStart));
   for (size_t i = 0; i < program.weights.size(); ++i)

@@ -24,7 +24,7 @@ std::string parentOf(const std::string& path) {
 
 }  // namespace
 
-AtomicFile::AtomicFile(std::string path) : path_(std::move(path)) {}
+AtomicFile::AtomicFile(std::string path, bool durable) : path_(std::move(path)), durable_(durable) {}
 
 AtomicFile::~AtomicFile() {
   if (fd_ >= 0) ::close(fd_);
@@ -87,14 +87,14 @@ Status AtomicFile::writeAt(uint64_t offset, std::string_view data) {
 Status AtomicFile::commit() {
   // A hole left by skipTo must become the file's real length.
   if (::ftruncate(fd_, static_cast<off_t>(written_)) != 0) return sysError("cannot size the file");
-  if (::fsync(fd_) != 0) return sysError("cannot sync");
+  if (durable_ && ::fsync(fd_) != 0) return sysError("cannot sync");
   int fd = fd_;
   fd_ = -1;
   if (::close(fd) != 0) return sysError("cannot close");
   if (::rename(tmp_.c_str(), path_.c_str()) != 0)
     return sysError("cannot rename the temporary file into place");
   tmp_.clear();
-  return syncDirectory(parentOf(path_));
+  return durable_ ? syncDirectory(parentOf(path_)) : Status::ok();
 }
 
 Status writeFileAtomic(const std::string& path, std::string_view contents) {

@@ -18,13 +18,16 @@ namespace spmd {
 
 /// A file written under a temporary name beside `path` and renamed onto it
 /// by commit(), the project's one way to write an output file: readers never
-/// see a partial file; after commit() returns OK the contents survive a crash
-/// or power loss (file and folder are fsynced). Destroyed uncommitted, it
-/// removes the temporary. Errors say what failed, without the path (callers
-/// add it with withContext).
+/// see a partial file, and a failed write leaves the old file (or none).
+/// Durable (the default): after commit() returns OK the contents survive a
+/// crash or power loss (file and folder are fsynced). Not durable: the same
+/// atomicity without the fsyncs, for outputs a rerun recreates (a compiled
+/// program: the fsync would be a third of a 9,000-node compile). Destroyed
+/// uncommitted, it removes the temporary. Errors say what failed, without
+/// the path (callers add it with withContext).
 class AtomicFile {
  public:
-  explicit AtomicFile(std::string path);
+  explicit AtomicFile(std::string path, bool durable = true);
   ~AtomicFile();
   AtomicFile(const AtomicFile&) = delete;
   AtomicFile& operator=(const AtomicFile&) = delete;
@@ -42,13 +45,14 @@ class AtomicFile {
   Status writeAt(uint64_t offset, std::string_view data);
   /// Bytes up to the current end.
   uint64_t written() const { return written_; }
-  /// fsync, close, rename onto the path, fsync the folder.
+  /// (fsync,) close, rename onto the path(, fsync the folder).
   Status commit();
 
  private:
   Status sysError(const char* what) const;
   std::string path_;
   std::string tmp_;
+  bool durable_;
   int fd_ = -1;
   uint64_t written_ = 0;
 };
