@@ -26,7 +26,10 @@ Expected<std::string> explainJson(const std::vector<ExplainInput>& inputs) {
   j["version"] = kDataVersion;
   detail::Json programs = detail::Json::array();
   try {
-    for (const auto& in : inputs) programs.push_back(detail::programData(*in.program, in.label));
+    for (const auto& in : inputs) {
+      programs.push_back(detail::programData(*in.program, in.label));
+      if (in.profile) programs.back()["measured"] = detail::measuredData(*in.profile);
+    }
     j["diff"] = inputs.size() == 2 ? detail::compareData(programs[0], programs[1]) : detail::Json(nullptr);
     j["programs"] = std::move(programs);
     return j.dump();
@@ -38,7 +41,7 @@ Expected<std::string> explainJson(const std::vector<ExplainInput>& inputs) {
 
 std::string explainHtml(std::string_view json) {
   std::string out;
-  out.reserve(json.size() + 64 * 1024);
+  out.reserve(json.size() + size_t{64} * 1024);
   out += "<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n";
   // No network: nothing but the inline script and style may load.
   out +=

@@ -23,11 +23,32 @@
 
 namespace spmd::explain {
 
+/// What `spmd-run --profile` measured for each rank of one run.
+struct Profile {
+  /// One rank's figures.
+  struct Rank {
+    int64_t rank = 0;
+    int64_t peakBytes = 0;  ///< measured peak (see runtime::RankResult::peakBytes)
+    double stepMs = 0;
+    int64_t bytesSent = 0;  ///< per step
+  };
+  std::vector<std::string> files;  ///< the profile files' names (not paths)
+  std::vector<Rank> ranks;         ///< every rank of the mesh, in rank order
+};
+
+/// Reads the profiles of one run (one file, or one per node with --nnodes)
+/// and checks them against `program`: error naming the file for bad JSON,
+/// another mesh, or a rank missing or given twice.
+Expected<Profile> readProfile(const std::vector<std::string>& paths, const program::Program& program);
+
 /// One program to explain and the name the page shows for it (a file name,
 /// not a path, so the page stays the same wherever it was made).
 struct ExplainInput {
   const program::Program* program = nullptr;
   std::string label;
+  /// Measured figures shown beside the estimates (the data's "measured"
+  /// object); none when null.
+  const Profile* profile = nullptr;
 };
 
 /// The page's data as JSON text: {"version", "programs": [...], "diff"}

@@ -6,6 +6,7 @@
 #include <string>
 #include <vector>
 
+#include "explain/Explain.h"
 #include "ir/Graph.h"
 #include "program/Program.h"
 
@@ -47,6 +48,10 @@ Json memoryData(const program::Program& p, const ModuleMap& modules);
 
 /// The "diff" object comparing two programs' data (programData output).
 Json compareData(const Json& a, const Json& b);
+
+/// The "measured" object: {"files": [...], "ranks": [{"rank", "peak_bytes",
+/// "step_ms", "bytes_sent"}]}.
+Json measuredData(const Profile& profile);
 
 /// One program's page data.
 Json programData(const program::Program& p, const std::string& label);

@@ -245,7 +245,22 @@
       out.append(el('h3', {text: 'Live at the peak (op #' + pk.node + ' ' + p.ops.name[pk.node] + ', ' + pk.live_values + ' tensors besides the weights)'}),
         table(['tensor', 'bytes', 'kind', 'module'], pk.live.map((v) => [v.value, bytes(v.bytes), v.category, v.module >= 0 ? (p.modules[v.module].path || '(root)') : 'input'])));
     }
+    if (p.measured) out.append(measuredTable(p));
     return out;
+  }
+  // The peaks spmd-run --profile measured, beside each rank's estimate.
+  function measuredTable(p) {
+    const m = p.memory;
+    const estimate = (rank) => {
+      const c = m.rank_classes.find((k) => k.ranks.some(([a, b]) => a <= rank && rank <= b)) || m.rank_classes[0];
+      return Object.values(c.static).reduce((x, y) => x + y, 0) + m.peak.dynamic_bytes;
+    };
+    const mib = (n) => (n / 1048576).toFixed(1) + ' MiB';
+    return el('div', {class: 'measured'},
+      el('h3', {text: 'Measured peak per rank (' + p.measured.files.join(', ') + ')'}),
+      el('p', {class: 'note', text: 'On a GPU the caching allocator\'s peak allocated bytes; on the CPU the growth of the process\'s peak resident set from loading the weights, so it includes allocator overhead, temporaries and communication buffers the estimate leaves out.'}),
+      table(['rank', 'estimated peak', 'measured (spmd-run --profile)', 'step', 'sent per step'],
+        p.measured.ranks.map((r) => [r.rank, bytes(estimate(r.rank)), mib(r.peak_bytes), r.step_ms.toFixed(2) + ' ms', bytes(r.bytes_sent)])));
   }
   function memoryChart(p, cls) {
     const m = p.memory, pts = m.points, n = p.ops.name.length;

@@ -95,7 +95,7 @@ struct OpSpec {
 const std::unordered_map<std::string_view, OpSpec>& opSpecs() {
   static const auto* kSpecs = [] {
     auto* m = new std::unordered_map<std::string_view, OpSpec>();
-    auto add = [&](std::initializer_list<std::string_view> targets, OpSpec spec) {
+    auto add = [&](std::initializer_list<std::string_view> targets, const OpSpec& spec) {
       for (auto t : targets) m->emplace(t, spec);
     };
     const DimArg dim{"dim", DimKind::One};

@@ -57,7 +57,7 @@ std::vector<int64_t> staticSizes(const ir::TensorType& t) {
   return out;
 }
 
-ir::TensorType withSizes(ir::TensorType t, std::vector<int64_t> sizes) {
+ir::TensorType withSizes(ir::TensorType t, const std::vector<int64_t>& sizes) {
   t.sizes.clear();
   for (int64_t s : sizes) t.sizes.emplace_back(s);
   t.strides.clear();  // the kernel decides the layout
@@ -373,6 +373,7 @@ Status ShardBucketer::fuseGathers(const Bucket& b, ir::Node* issueAt) {
                                                 {"size", Argument::integers({world, total}), false}},
                                                withSizes(cat->type(), {world, total}), unpack));
   std::vector<ir::TensorType> partTypes;
+  partTypes.reserve(sizes.size());
   for (int64_t n : sizes) partTypes.push_back(withSizes(cat->type(), {world, n}));
   SPMD_ASSIGN_OR_RETURN(std::vector<ir::Value*> parts, emitSplit(rows, sizes, 1, partTypes, unpack));
   for (size_t i = 0; i < b.members.size(); ++i) {
@@ -420,6 +421,7 @@ Status ShardBucketer::fuseScatters(const Bucket& b) {
                         emit(cat->name() + "_reduce_scatter", std::string(ir::kReduceScatter), args,
                              withSizes(cat->type(), {total}), issue));
   std::vector<ir::TensorType> partTypes;
+  partTypes.reserve(sizes.size());
   for (int64_t n : sizes) partTypes.push_back(withSizes(cat->type(), {n}));
   SPMD_ASSIGN_OR_RETURN(std::vector<ir::Value*> parts, emitSplit(reduced, sizes, 0, partTypes, unpack));
   for (size_t i = 0; i < b.members.size(); ++i) {

@@ -4,6 +4,8 @@
 
 #include <ATen/ATen.h>
 #include <unistd.h>
+
+#include <nlohmann/json.hpp>
 #include <torch/csrc/distributed/c10d/TCPStore.hpp>
 
 #include <algorithm>
@@ -101,6 +103,46 @@ Status openLossLog(const DistributedOptions& o, std::ofstream& log) {
   log.open(o.lossLog, std::ios::app);
   if (!log) return Status::error(o.lossLog + ": cannot write the loss log");
   return Status::ok();
+}
+
+// What one worker wrote to <stats-dir>/rank<r>: "bytes step peak".
+struct RankStats {
+  int64_t rank = 0;
+  int64_t bytesSent = 0;  // per execution
+  double stepSeconds = 0;
+  int64_t peakBytes = 0;
+};
+
+// The statistics of this node's ranks (those whose file is readable).
+std::vector<RankStats> readRankStats(const std::string& dir, const DistributedOptions& o) {
+  std::vector<RankStats> out;
+  for (int r = 0; r < o.nproc; ++r) {
+    RankStats s;
+    s.rank = static_cast<int64_t>(o.nodeRank) * o.nproc + r;
+    std::ifstream f(dir + "/rank" + std::to_string(s.rank));
+    if (f >> s.bytesSent >> s.stepSeconds >> s.peakBytes) out.push_back(s);
+  }
+  return out;
+}
+
+// Writes --profile: {"format": 1, "program": <file name>, "mesh": [sizes],
+// "ranks": [{"rank", "peak_bytes", "step_ms", "bytes_sent"}]} (this node's ranks).
+Status writeProfile(const DistributedOptions& o, const program::Program& p,
+                    const std::vector<RankStats>& stats) {
+  if (static_cast<int>(stats.size()) != o.nproc)
+    return Status::error(o.profile + ": " + std::to_string(o.nproc - static_cast<int>(stats.size())) +
+                         " worker(s) wrote no statistics; no profile written");
+  nlohmann::ordered_json j;
+  j["format"] = 1;
+  j["program"] = std::filesystem::path(o.program).filename().string();
+  j["mesh"] = p.mesh.shape();
+  j["ranks"] = nlohmann::ordered_json::array();
+  for (const RankStats& s : stats)
+    j["ranks"].push_back({{"rank", s.rank},
+                          {"peak_bytes", s.peakBytes},
+                          {"step_ms", s.stepSeconds * 1e3},
+                          {"bytes_sent", s.bytesSent}});
+  return writeFileAtomic(o.profile, j.dump(2) + "\n");
 }
 
 }  // namespace
@@ -202,14 +244,14 @@ int runDistributed(const DistributedOptions& o, std::ostream& out, std::ostream&
 
   int64_t maxBytes = 0;
   double maxStep = 0;
-  for (int r = 0; r < o.nproc; ++r) {
-    std::ifstream f(tmpDir + "/rank" + std::to_string(o.nodeRank * o.nproc + r));
-    int64_t bytes = 0;
-    double step = 0;
-    if (f >> bytes >> step) {
-      maxBytes = std::max(maxBytes, bytes);
-      maxStep = std::max(maxStep, step);
-    }
+  std::vector<RankStats> stats = readRankStats(tmpDir, o);
+  for (const RankStats& s : stats) {
+    maxBytes = std::max(maxBytes, s.bytesSent);
+    maxStep = std::max(maxStep, s.stepSeconds);
+  }
+  if (!o.profile.empty()) {
+    Status st = writeProfile(o, p, stats);
+    if (!st.isOk()) return fail(err, kFailure, st.message());
   }
   char line[256];
   std::snprintf(line, sizeof line,
@@ -317,7 +359,7 @@ int runWorker(const DistributedOptions& o, std::ostream& err) {
     std::ofstream f(o.statsDir + "/rank" + std::to_string(env->rank));
     // Per execution: the counters add up over --steps and --repeat.
     int64_t runs = std::max(o.steps, 1) * std::max(o.repeat, 1);
-    f << r->stats.bytesSent / runs << " " << r->stepSeconds << "\n";
+    f << r->stats.bytesSent / runs << " " << r->stepSeconds << " " << r->peakBytes << "\n";
   }
   // Keep the store's server (rank 0) up until every rank is done with it.
   try {

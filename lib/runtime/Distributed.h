@@ -40,7 +40,10 @@ struct DistributedOptions {
   int repeat = 1;           ///< executions per worker (benchmarks); the last one's outputs are written
   bool quiet = false;
   std::string statsDir;  ///< worker: where to write its statistics (set by the launcher)
-  int steps = 1;         ///< train steps (mutation outputs update the weights in between)
+  /// Launcher: JSON file of each of this node's ranks' measured peak memory,
+  /// step time and bytes sent ({"format": 1, "program", "mesh", "ranks"}).
+  std::string profile;
+  int steps = 1;  ///< train steps (mutation outputs update the weights in between)
   /// JSON lines {"step", "loss", "step_ms"}, written by rank 0; a non-finite
   /// loss is written as null. On --resume, lines of steps at or after the
   /// checkpoint's (from a run that did not reach its next save) are dropped.

@@ -7,6 +7,9 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cstdio>
+#include <fstream>
+#include <string>
 #include <thread>
 
 #include "runtime/BuildInfo.h"
@@ -15,6 +18,10 @@
 #include "runtime/Runner.h"
 #include "runtime/TypeMap.h"
 #include "runtime/Weights.h"
+
+#ifdef SPMD_TORCH_CUDA
+#include <c10/cuda/CUDACachingAllocator.h>
+#endif
 
 namespace spmd::runtime {
 namespace {
@@ -92,6 +99,46 @@ Status agreeOnResume(c10d::Store& store, int64_t rank, int64_t world, const Stat
   return Status::ok();
 }
 
+// A "<key>: <n> kB" line of /proc/self/status in bytes; 0 when absent.
+int64_t procStatusBytes(const std::string& key) {
+  std::ifstream f("/proc/self/status");
+  std::string line;
+  while (std::getline(f, line))
+    if (long long kb = 0;
+        line.rfind(key + ":", 0) == 0 && std::sscanf(line.c_str() + key.size() + 1, "%lld", &kb) == 1)
+      return static_cast<int64_t>(kb) * 1024;
+  return 0;
+}
+
+// Measures a rank's peak memory from its construction (just before the
+// weights load) to peak(): see RankResult::peakBytes.
+class PeakMemory {
+ public:
+  explicit PeakMemory(c10::Device device) : device_(device) {
+#ifdef SPMD_TORCH_CUDA
+    if (device_.is_cuda()) {
+      c10::cuda::CUDACachingAllocator::resetPeakStats(device_.index());
+      return;
+    }
+#endif
+    // "5" resets VmHWM to the current RSS (Linux >= 4.0); without it the
+    // peak may include what the process held before.
+    std::ofstream("/proc/self/clear_refs") << "5";
+    base_ = procStatusBytes("VmRSS");
+  }
+  int64_t peak() const {
+#ifdef SPMD_TORCH_CUDA
+    if (device_.is_cuda())
+      return c10::cuda::CUDACachingAllocator::getDeviceStats(device_.index()).allocated_bytes[0].peak;
+#endif
+    return std::max<int64_t>(0, procStatusBytes("VmHWM") - base_);
+  }
+
+ private:
+  c10::Device device_;
+  int64_t base_ = 0;
+};
+
 }  // namespace
 
 Status checkGlobalInputs(const program::Program& p, const TensorMap& inputs) {
@@ -159,6 +206,7 @@ Expected<RankResult> runRank(const program::LoadedProgram& lp, int64_t rank,
   const program::Program& p = lp.program();
   auto where = [&](const Status& s) { return s.withContext("rank " + std::to_string(rank)); };
   selectDevice(options.device);
+  PeakMemory memory(options.device);
   SPMD_ASSIGN_OR_RETURN(TensorMap weights, loadRankWeights(lp, rank, options.device));
   int64_t firstStep = 0;
   if (!options.resume.empty()) {
@@ -232,6 +280,7 @@ Expected<RankResult> runRank(const program::LoadedProgram& lp, int64_t rank,
                          ": gathering outputs failed: " + what.substr(0, what.find('\n')));
   }
   result.stats = (*comm)->stats();
+  result.peakBytes = memory.peak();
   return result;
 }
 

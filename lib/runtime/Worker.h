@@ -60,6 +60,12 @@ struct RankResult {
   double stepSeconds = 0;
   /// The loss of each step (train-step programs).
   std::vector<double> losses;
+  /// Measured peak memory of this rank from loading its weights to the end
+  /// of the run: on a GPU the caching allocator's peak allocated bytes; on
+  /// the CPU the growth of the process's peak resident set (VmHWM) over the
+  /// RSS just before loading, so it includes allocator overhead and
+  /// temporaries (and, under runThreaded, every rank's). 0 when unknown.
+  int64_t peakBytes = 0;
 };
 
 /// Runs rank `rank` of `program` with global inputs `inputs` (names as for

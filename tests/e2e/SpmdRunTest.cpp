@@ -7,6 +7,7 @@
 
 #include <chrono>
 #include <cstring>
+#include <nlohmann/json.hpp>
 #include <thread>
 
 #include "../pt2/ArchiveFixtures.h"
@@ -205,4 +206,26 @@ TEST_CASE("a flipped weight byte is refused before any worker starts, naming the
                          "it again";
   CHECK_THAT(r.stderrText, Catch::Contains(expected));
   CHECK_FALSE(std::filesystem::exists(out));
+}
+
+TEST_CASE("--profile writes each rank's measured peak memory, step time and bytes sent") {
+  TempDir dir;
+  compileTo("llama", "schemas/examples/llama_tp.json", {2}, dir.file("llama.spmd"));
+  auto r = runCommand(kRun + " -q -n 2 " + dir.file("llama.spmd") + " --inputs " + inputsOf("llama") +
+                      " --profile " + dir.file("p.json"));
+  INFO(r.stderrText);
+  REQUIRE(r.exitCode == 0);
+  auto j = nlohmann::json::parse(spmd::testing::readFile(dir.file("p.json")));
+  CHECK(j["format"] == 1);
+  CHECK(j["program"] == "llama.spmd");
+  CHECK(j["mesh"] == nlohmann::json::array({2}));
+  REQUIRE(j["ranks"].size() == 2);
+  for (int rank = 0; rank < 2; ++rank) {
+    const auto& e = j["ranks"][static_cast<size_t>(rank)];
+    CHECK(e["rank"] == rank);
+    CHECK(e["peak_bytes"].get<int64_t>() > 0);
+    CHECK(e["peak_bytes"].get<int64_t>() < (int64_t{1} << 30));
+    CHECK(e["step_ms"].get<double>() > 0);
+    CHECK(e["bytes_sent"].get<int64_t>() > 0);
+  }
 }

@@ -1,10 +1,12 @@
 // spmd_explain: the page's data (modules, memory, comparison, uneven
 // shards), its embedding in the HTML, and the memory estimate it shares
 // with `spmdc compile`.
+#include <fstream>
 #include <nlohmann/json.hpp>
 #include <optional>
 
 #include "../TestCatch.h"
+#include "../TestUtil.h"
 #include "../program/ProgramTestUtil.h"
 #include "explain/Explain.h"
 #include "ir/Collectives.h"
@@ -188,4 +190,40 @@ TEST_CASE("comparison: placements, collectives and bytes that differ", "[explain
   CHECK(same["placements"].empty());
   CHECK(same["collectives"]["added"].empty());
   CHECK(same["collectives"]["removed"].empty());
+}
+
+TEST_CASE("a spmd-run --profile shows beside the estimate; one of another mesh is refused", "[explain]") {
+  auto r = compileOrFail("mlp", "dp", {2});
+  testing::TempDir dir;
+  auto write = [&](const std::string& name, const std::string& text) {
+    std::ofstream(dir.file(name)) << text;
+    return dir.file(name);
+  };
+  std::string ok = write("p.json", R"({"format": 1, "program": "mlp.spmd", "mesh": [2], "ranks": [)"
+                                   R"({"rank": 0, "peak_bytes": 1000, "step_ms": 1.5, "bytes_sent": 64},)"
+                                   R"({"rank": 1, "peak_bytes": 2000, "step_ms": 1.25, "bytes_sent": 64}]})");
+  auto profile = explain::readProfile({ok}, r.program);
+  if (!profile) FAIL(profile.status().message());
+  auto p = pageData({{&r.program, "mlp.spmd", &*profile}})["programs"][0];
+  REQUIRE(p.contains("measured"));
+  CHECK(p["measured"]["files"] == nlohmann::json::array({"p.json"}));
+  REQUIRE(p["measured"]["ranks"].size() == 2);
+  CHECK(p["measured"]["ranks"][0]["peak_bytes"] == 1000);
+  CHECK(p["measured"]["ranks"][1]["peak_bytes"] == 2000);
+  CHECK(p["measured"]["ranks"][1]["step_ms"] == 1.25);
+  CHECK_FALSE(pageData({{&r.program, "mlp.spmd"}})["programs"][0].contains("measured"));
+
+  auto refused = [&](const std::string& path) {
+    auto bad = explain::readProfile({path}, r.program);
+    REQUIRE_FALSE(bad.hasValue());
+    CHECK(bad.status().message().find('\n') == std::string::npos);
+    CHECK(bad.status().message().rfind(path + ": ", 0) == 0);
+    return bad.status().message();
+  };
+  std::string mesh4 = write("m4.json", R"({"format": 1, "mesh": [4], "ranks": []})");
+  CHECK_THAT(refused(mesh4), Catch::Contains("measured on mesh 4, but the program's mesh is 2"));
+  CHECK_THAT(refused(write("bad.json", "{\"format\": 1,")), Catch::Contains("not valid JSON"));
+  std::string half = write("half.json", R"({"format": 1, "mesh": [2], "ranks": [)"
+                                        R"({"rank": 0, "peak_bytes": 1, "step_ms": 1, "bytes_sent": 0}]})");
+  CHECK_THAT(refused(half), Catch::Contains("rank 1 of 2 is missing"));
 }

@@ -142,6 +142,9 @@ int main(int argc, char** argv) {
                  "write --output from a sharded checkpoint folder (tensors by FQN)");
   app.add_flag("--worker", worker,
                "run as one worker (RANK, WORLD_SIZE, MASTER_ADDR, MASTER_PORT from the environment)");
+  app.add_option("--profile", d.profile,
+                 "write each rank's measured peak memory, step time and bytes sent to this JSON file "
+                 "(for spmdc explain --profile; .spmd runs)");
   app.add_option("--stats-dir", d.statsDir, "worker: folder for its statistics")->group("");
   app.add_option(
       "--load-library", d.opLibraries,

@@ -113,7 +113,8 @@ void addCompileOptions(CLI::App* cmd, CompileArgs& c) {
 struct ExplainArgs {
   std::vector<std::string> inputs;
   std::string output;
-  CompileArgs compile;  // for .pt2 inputs
+  CompileArgs compile;                // for .pt2 inputs
+  std::vector<std::string> profiles;  // spmd-run --profile files of one run
 };
 
 // One HTML page of one or two programs: a .spmd is read, a .pt2 compiled.
@@ -127,7 +128,11 @@ int runExplain(ExplainArgs& a) {
   if (pt2.empty() && !a.compile.schema.empty())
     return fail(spmd::Status::error("--schema " + a.compile.schema +
                                     ": applies to .pt2 inputs only; these are compiled programs"));
+  if (!a.profiles.empty() && a.inputs.size() != 1)
+    return fail(spmd::Status::error("--profile " + a.profiles.front() +
+                                    ": a profile belongs to one program; explain one program with it"));
   std::vector<std::optional<spmd::program::LoadedProgram>> loaded(a.inputs.size());
+  std::optional<spmd::explain::Profile> profile;
   std::vector<std::optional<spmd::passes::CompileResult>> compiled(a.inputs.size());
   std::vector<spmd::explain::ExplainInput> inputs;
   for (size_t i = 0; i < a.inputs.size(); ++i) {
@@ -148,7 +153,13 @@ int runExplain(ExplainArgs& a) {
     std::filesystem::path fs(path);
     std::string dir = fs.parent_path().filename().string();
     std::string label = fs.filename().string();
-    inputs.push_back({p, path.ends_with(".pt2") && !dir.empty() ? dir + "/" + label : label});
+    if (!a.profiles.empty()) {
+      auto r = spmd::explain::readProfile(a.profiles, *p);
+      if (!r) return fail(r.status());
+      profile.emplace(std::move(*r));
+    }
+    inputs.push_back({p, path.ends_with(".pt2") && !dir.empty() ? dir + "/" + label : label,
+                      profile ? &*profile : nullptr});
   }
   auto json = spmd::explain::explainJson(inputs);
   if (!json) return fail(json.status().withContext(a.output));
@@ -260,6 +271,9 @@ int main(int argc, char** argv) {
       ->expected(1, 2);
   explain->add_option("-o,--output", x.output, "HTML file to write")->required();
   explain->add_option("--schema", x.compile.schema, "placement schema or preset (for a .pt2 input)");
+  explain->add_option("--profile", x.profiles,
+                      "show the peak memory measured by spmd-run --profile beside the estimate (one file, or "
+                      "one per node)");
   addCompileOptions(explain, x.compile);
 
   try {
