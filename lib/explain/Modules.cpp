@@ -21,22 +21,6 @@
 namespace spmd::explain::detail {
 namespace {
 
-// (path, type) of each "key,path,type" entry of an nn_module_stack.
-std::vector<std::pair<std::string, std::string>> stackEntries(const std::string& stack) {
-  std::vector<std::pair<std::string, std::string>> out;
-  size_t start = 0;
-  while (start < stack.size()) {
-    size_t end = stack.find(';', start);
-    if (end == std::string::npos) end = stack.size();
-    std::string entry = stack.substr(start, end - start);
-    size_t a = entry.find(','), b = entry.rfind(',');
-    if (a != std::string::npos && b != a)
-      out.emplace_back(entry.substr(a + 1, b - a - 1), entry.substr(b + 1));
-    start = end + 1;
-  }
-  return out;
-}
-
 void addWithPrefixes(std::set<std::string>& paths, const std::string& path) {
   for (size_t dot = path.find('.'); dot != std::string::npos; dot = path.find('.', dot + 1))
     paths.insert(path.substr(0, dot));
@@ -113,8 +97,8 @@ void assignNodes(const program::Program& p, ModuleMap& m) {
   m.nodeModule.assign(nodes.size(), 0);
   int cursor = 0;  // module of the last op that read a weight
   for (const auto& n : nodes) {
-    auto entries = stackEntries(n->metadata().nnModuleStack);
-    int mod = entries.empty() ? -1 : m.indexOf(entries.back().first);
+    auto entries = ir::moduleFrames(n->metadata().nnModuleStack);
+    int mod = entries.empty() ? -1 : m.indexOf(entries.back().path);
     if (auto it = gradOwners.find(n.get()); mod < 0 && it != gradOwners.end()) mod = m.indexOf(it->second);
     std::vector<ir::Value*> ins = n->inputValues();
     int weight = -1;
@@ -162,7 +146,7 @@ ModuleMap buildModules(const program::Program& p) {
     if (!mod.empty()) addWithPrefixes(paths, mod);
   }
   for (const auto& n : nodes)
-    for (const auto& [path, type] : stackEntries(n->metadata().nnModuleStack)) {
+    for (const auto& [path, type] : ir::moduleFrames(n->metadata().nnModuleStack)) {
       m.fromStack = true;
       if (!path.empty()) addWithPrefixes(paths, path);
       types.emplace(path, type);

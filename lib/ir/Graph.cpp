@@ -170,6 +170,21 @@ std::string_view outputKindName(OutputKind k) {
   return "?";
 }
 
+std::vector<ModuleFrame> moduleFrames(const std::string& nnModuleStack) {
+  std::vector<ModuleFrame> out;
+  size_t start = 0;
+  while (start < nnModuleStack.size()) {
+    size_t end = nnModuleStack.find(';', start);
+    if (end == std::string::npos) end = nnModuleStack.size();
+    std::string entry = nnModuleStack.substr(start, end - start);
+    size_t a = entry.find(','), b = entry.rfind(',');
+    if (a != std::string::npos && b != a)
+      out.push_back({entry.substr(a + 1, b - a - 1), entry.substr(b + 1)});
+    start = end + 1;
+  }
+  return out;
+}
+
 std::string userSourceLine(const std::string& stackTrace) {
   // Frames read: File "<path>", line <n>, in <fn>\n    <code>
   std::string best;

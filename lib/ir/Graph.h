@@ -151,6 +151,17 @@ struct NodeMetadata {
 /// (frames inside site-packages/torch are skipped); empty when none.
 std::string userSourceLine(const std::string& stackTrace);
 
+/// One module of an nn_module_stack ("key,path,type;key,path,type;...",
+/// outermost first): ("layers.0.attn", "torch.nn.modules.linear.Linear").
+struct ModuleFrame {
+  std::string path;
+  std::string type;
+};
+
+/// The frames of an nn_module_stack, outermost first; malformed entries
+/// are skipped.
+std::vector<ModuleFrame> moduleFrames(const std::string& nnModuleStack);
+
 /// One operator call.
 class Node {
  public:

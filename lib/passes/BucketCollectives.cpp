@@ -74,16 +74,7 @@ class Bucketer {
   // optimizer's gradient anchors) are looked through and collected in
   // `aliases`, to move behind the bucket.
   int firstUse(const ir::Value* v, std::vector<ir::Node*>& aliases) const {
-    int first = static_cast<int>(g_.nodes().size());
-    for (ir::Node* u : v->users()) {
-      if (u->target() == "aten.alias.default" && u->outputValues().size() == 1) {
-        aliases.push_back(u);
-        first = std::min(first, firstUse(u->outputValues()[0], aliases));
-      } else {
-        first = std::min(first, u->index());
-      }
-    }
-    return first;
+    return firstUseThroughAliases(v, static_cast<int>(g_.nodes().size()), aliases);
   }
 
   Status bucketize(const std::vector<ir::Node*>& list) {

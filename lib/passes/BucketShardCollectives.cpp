@@ -221,16 +221,7 @@ class ShardBucketer {
   // Index of the first node that reads `v`, looking through aliases (the
   // optimizer's gradient anchors), which are collected in `aliases`.
   int firstUse(const ir::Value* v, std::vector<ir::Node*>& aliases) const {
-    int first = static_cast<int>(original_);
-    for (ir::Node* u : v->users()) {
-      if (u->target() == "aten.alias.default" && u->outputValues().size() == 1) {
-        aliases.push_back(u);
-        first = std::min(first, firstUse(u->outputValues()[0], aliases));
-      } else {
-        first = std::min(first, u->index());
-      }
-    }
-    return first;
+    return firstUseThroughAliases(v, static_cast<int>(original_), aliases);
   }
 
   static int64_t bytesOf(const ir::TensorType& t) { return t.numel().value_or(0) * ir::elementSize(t.dtype); }

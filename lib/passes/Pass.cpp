@@ -39,4 +39,17 @@ void pruneCollectiveRecords(program::Program& program) {
              recs.end());
 }
 
+int firstUseThroughAliases(const ir::Value* v, int none, std::vector<ir::Node*>& aliases) {
+  int first = none;
+  for (ir::Node* u : v->users()) {
+    if (u->target() == "aten.alias.default" && u->outputValues().size() == 1) {
+      aliases.push_back(u);
+      first = std::min(first, firstUseThroughAliases(u->outputValues()[0], none, aliases));
+    } else {
+      first = std::min(first, u->index());
+    }
+  }
+  return first;
+}
+
 }  // namespace spmd::passes

@@ -68,4 +68,9 @@ class AsyncCollectives : public Pass {
 Expected<ir::Node*> appendTensorNode(ir::Graph& graph, const std::string& base, const std::string& target,
                                      std::vector<ir::NamedArgument> args, const ir::TensorType& type);
 
+/// Index of the first node that reads `v`, or `none` when nothing does,
+/// looking through aliases (the optimizer's gradient anchors), which are
+/// collected in `aliases` so that a pass moving `v` can move them too.
+int firstUseThroughAliases(const ir::Value* v, int none, std::vector<ir::Node*>& aliases);
+
 }  // namespace spmd::passes

@@ -125,20 +125,9 @@ std::string inferredType(const ir::Value& weight) {
 }  // namespace
 
 std::map<std::string, std::string> moduleTypes(const ir::ExportedProgram& p) {
-  // nn_module_stack: "key,path,type;key,path,type;..." outermost first.
   std::map<std::string, std::string> out;
-  for (const auto& n : p.graph.nodes()) {
-    const std::string& stack = n->metadata().nnModuleStack;
-    size_t start = 0;
-    while (start < stack.size()) {
-      size_t end = stack.find(';', start);
-      if (end == std::string::npos) end = stack.size();
-      std::string entry = stack.substr(start, end - start);
-      size_t a = entry.find(','), b = entry.rfind(',');
-      if (a != std::string::npos && b != a) out.emplace(entry.substr(a + 1, b - a - 1), entry.substr(b + 1));
-      start = end + 1;
-    }
-  }
+  for (const auto& n : p.graph.nodes())
+    for (auto& [path, type] : ir::moduleFrames(n->metadata().nnModuleStack)) out.emplace(path, type);
   for (const ir::InputSpec& in : p.signature.inputs) {
     size_t dot = in.target.rfind('.');
     if (in.kind != ir::InputKind::Parameter || in.value == nullptr || dot == std::string::npos ||
