@@ -28,6 +28,13 @@ tree; PyTorch: VmHWM of each rank, reset before each case, interpreter and
 torch included); diff = max |spmd-run - eager| over every output (train:
 loss, gradients and parameters after the last step).
 
+--gloo N (by hand, instead of the table): the latency of Gloo's all-reduce
+on 2 ranks as spmd-run drives it (`spmd-run --calibrate`: MeshComm, the
+kernels of spmd.all_reduce) against torch.distributed's all_reduce in Python
+(the same measurement: per size, the median over repetitions of the mean of
+back-to-back calls, a barrier before each repetition, the slowest rank), the
+two alternated N times; prints the medians and their ratio per size.
+
 Models are built by tests/reference/reference_comm.py's make_case (seeded:
 every process gets the same weights) with a batch of 8, exported with
 python/spmdc_export into a temporary folder. --short (CI, ctest
@@ -60,6 +67,8 @@ TP_SCHEMA = os.path.join(ROOT, "schemas", "examples", "llama_tp.json")
 # compile row: model -> (its Megatron schema, reference_comm's tp plan)
 COMPILE = {"llama_deep_train": ("llama_tp.json", "llama_train"), "mlp_train": ("mlp_tp.json", "mlp_train")}
 ADAMW = {"lr": 1e-3, "weight_decay": 0.01}  # torch.optim.AdamW's defaults, given to spmdc too
+GLOO_BYTES = (4 << 10, 32 << 10, 256 << 10)  # --gloo: spmd-run --calibrate's small sizes (llama's TP all-reduce: 32 KiB)
+GLOO_REPEATS = 5  # as spmd-run --calibrate (Calibrate.cpp's Plan::repeats)
 
 
 def steps_for(model, short):
@@ -257,6 +266,40 @@ def worker_compile(a):
         json.dump({"export_s": t_export, "makefx_s": t_makefx, "makefx_nodes": len(gm.graph.nodes)}, f)
 
 
+def worker_allreduce(a):
+    """A torchrun rank: all_reduce latency measured as spmd-run --calibrate
+    measures it (lib/runtime/Calibrate.cpp: medianSeconds, itersFor)."""
+    import datetime
+
+    import torch
+    import torch.distributed as dist
+
+    torch.set_num_threads(a.threads)
+    dist.init_process_group("gloo", timeout=datetime.timedelta(seconds=300))
+    n = dist.get_world_size()
+    token = torch.zeros(1)
+    res = {}
+    for size in GLOO_BYTES:
+        elems = max(size // 4 // n, 1) * n
+        whole = torch.zeros(elems)
+        iters = max(2, min(50, (32 << 20) // (elems * 4)))
+        dist.all_reduce(whole)  # warm-up
+        times = []
+        for _ in range(GLOO_REPEATS):
+            dist.all_reduce(token)  # the group starts each repetition together
+            t0 = time.perf_counter()
+            for _ in range(iters):
+                dist.all_reduce(whole)
+            times.append((time.perf_counter() - t0) / iters)
+        slowest = torch.tensor([statistics.median(times)], dtype=torch.double)
+        dist.all_reduce(slowest, op=dist.ReduceOp.MAX)
+        res[str(elems * 4)] = slowest.item()
+    if dist.get_rank() == 0:
+        with open(a.out, "w") as f:
+            json.dump(res, f)
+    dist.destroy_process_group()
+
+
 # ------------------------------------------------------------------ driver
 
 
@@ -403,6 +446,38 @@ def print_table(rows, comp):
           f"{comp['export_s'] / comp['spmdc_s']:.0f}x |")
 
 
+def gloo_compare(a):
+    """--gloo N: all_reduce latency on 2 ranks, spmd-run against torch.distributed,
+    alternated N times; returns the exit status."""
+    spmd, torch_side = {b: [] for b in GLOO_BYTES}, {b: [] for b in GLOO_BYTES}
+    with tempfile.TemporaryDirectory(prefix="spmdc-gloo-") as work:
+        out, prof = os.path.join(work, "torch.json"), os.path.join(work, "profile.json")
+        worker = me(a, 1, "--worker", "allreduce", "--out", out, work=work)
+        for i in range(a.gloo):
+            run([sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node=2"] + worker[1:],
+                env=env_threads(1))
+            with open(out) as f:
+                for b, t in json.load(f).items():
+                    torch_side[int(b)].append(t)
+            text, _ = run([a.spmd_run, "--calibrate", "-n", "2", "-o", prof], env=env_threads(1))
+            for line in text.splitlines():  # "      32,768     355.4 us     298.2 us"
+                cols = line.split()
+                if len(cols) == 5 and cols[0].replace(",", "").isdigit() and int(cols[0].replace(",", "")) in spmd:
+                    spmd[int(cols[0].replace(",", ""))].append(float(cols[1]) * 1e-6)
+            progress(f"gloo {i + 1}/{a.gloo}: load average {load_line()}")
+    print(f"all_reduce on 2 Gloo ranks, 1 thread each, {a.gloo} alternations; medians (load average {load_line()})\n")
+    print("| bytes | spmd-run us | torch.distributed us | spmd-run / torch |")
+    print("|---|---|---|---|")
+    for b in GLOO_BYTES:
+        if not spmd[b] or not torch_side[b]:
+            print(f"error: no {b}-byte figure from {'spmd-run --calibrate' if not spmd[b] else 'torch'}",
+                  file=sys.stderr)
+            return 1
+        ms, mt = statistics.median(spmd[b]), statistics.median(torch_side[b])
+        print(f"| {b:,} | {ms * 1e6:.1f} | {mt * 1e6:.1f} | {ms / mt:.2f}x |")
+    return 0
+
+
 def baselines(a):
     """Peak MiB of spmd-run and of Python importing torch doing nothing:
     the floor under every peak column."""
@@ -428,21 +503,31 @@ def main():
     ap.add_argument("--threads", type=int, default=os.cpu_count(), help="intra-op threads (default: all cores)")
     ap.add_argument("--json", help="also write the figures to this file")
     ap.add_argument("--keep", metavar="DIR", help="work in DIR (archives, programs, outputs) and keep it")
+    ap.add_argument("--gloo", type=int, metavar="N",
+                    help="instead of the table: Gloo all_reduce latency, spmd-run against torch.distributed, N times")
     ap.add_argument("--work", help=argparse.SUPPRESS)
-    ap.add_argument("--worker", choices=["eager", "dtensor", "compile"], help=argparse.SUPPRESS)
+    ap.add_argument("--worker", choices=["eager", "dtensor", "compile", "allreduce"], help=argparse.SUPPRESS)
     ap.add_argument("--models", help=argparse.SUPPRESS)
     ap.add_argument("--cases", help=argparse.SUPPRESS)
     ap.add_argument("--model", help=argparse.SUPPRESS)
     ap.add_argument("--out", help=argparse.SUPPRESS)
     a = ap.parse_args()
     if a.worker:
-        return {"eager": worker_eager, "dtensor": worker_dtensor, "compile": worker_compile}[a.worker](a) or 0
+        workers = {"eager": worker_eager, "dtensor": worker_dtensor, "compile": worker_compile,
+                   "allreduce": worker_allreduce}
+        return workers[a.worker](a) or 0
     a.spmdc = os.path.abspath(a.spmdc or os.path.join(a.build, "tools", "spmdc", "spmdc"))
     a.spmd_run = os.path.abspath(a.spmd_run or os.path.join(a.build, "tools", "spmd-run", "spmd-run"))
     for b in (a.spmdc, a.spmd_run):
         if not os.access(b, os.X_OK):
             print(f"error: {b}: not built; build spmdc and spmd-run, or pass --build DIR", file=sys.stderr)
             return 2
+    if a.gloo:
+        try:
+            return gloo_compare(a)
+        except RuntimeError as e:
+            print(f"error: {e}", file=sys.stderr)
+            return 1
 
     t0, load0 = time.time(), load_line()
     rows, comp = [], {}

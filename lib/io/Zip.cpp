@@ -205,19 +205,20 @@ Status ZipArchive::readInto(std::string_view name, void* dst, uint64_t size) con
   return Status::ok();
 }
 
-Expected<std::string> ZipArchive::readString(std::string_view name) const {
+Expected<std::string> ZipArchive::readString(std::string_view name, size_t padding) const {
   SPMD_ASSIGN_OR_RETURN(Member m, find(name));
   if (m.size > kMaxStringBytes)
     return Status::error(path_ + ": member " + std::string(name) + " has " + std::to_string(m.size) +
                          " bytes; a text member may have at most " + std::to_string(kMaxStringBytes));
   std::string text;
   try {
-    text.resize(static_cast<size_t>(m.size));
+    text.resize(static_cast<size_t>(m.size) + padding);  // the padding zeroed
   } catch (const std::exception&) {
     return Status::error(path_ + ": member " + std::string(name) + " (" + std::to_string(m.size) +
                          " bytes) does not fit in memory");
   }
   SPMD_RETURN_IF_ERROR(readInto(name, text.data(), m.size));
+  text.resize(static_cast<size_t>(m.size));  // keeps the capacity, and the zeros past the end
   return text;
 }
 

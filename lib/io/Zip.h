@@ -54,8 +54,10 @@ class ZipArchive {
   /// Reads member `name` whole into `dst`, which holds exactly `size` bytes; error when the
   /// member's size differs ("member X has N bytes, expected M"), when absent, or on a read/CRC error.
   Status readInto(std::string_view name, void* dst, uint64_t size) const;
-  /// Reads member `name` whole into a string; error above 1 GiB.
-  Expected<std::string> readString(std::string_view name) const;
+  /// Reads member `name` whole into a string; error above 1 GiB. The string's
+  /// capacity holds `padding` zero bytes past its end (a parser that reads
+  /// past the end, such as simdjson, can then take it without a copy).
+  Expected<std::string> readString(std::string_view name, size_t padding = 0) const;
 
  private:
   /// Where a member sits in the archive.

@@ -29,6 +29,12 @@ inline constexpr std::string_view kWait = "spmd.wait";
 ///   %e: f32[2, 16, 64] = spmd.vocab_embedding(%w, %tokens, "[S(0)]", 256)
 inline constexpr std::string_view kVocabEmbedding = "spmd.vocab_embedding";
 
+/// This rank's size of dim `dim` of a tensor whose global size there is
+/// `size`, laid out as `spec` (uneven shards: torch.chunk at the rank's
+/// mesh coordinates); a SymInt.
+///   %local_size = spmd.local_size(5, "[S(0)]", 0)    # 2, 2, 1, 0 on ranks 0..3
+inline constexpr std::string_view kLocalSize = "spmd.local_size";
+
 /// True for targets in the spmd namespace.
 inline bool isSpmdOp(std::string_view target) { return target.substr(0, 5) == "spmd."; }
 /// True for the four communicating collectives (not local_slice, zero_partial, wait).

@@ -227,6 +227,9 @@ const Argument* Node::input(std::string_view name) const {
 
 std::vector<Value*> Node::outputValues() const {
   std::vector<Value*> out;
+  size_t n = 0;
+  for (const auto& a : outputs_) n += a.values.size();
+  out.reserve(n);
   for (const auto& a : outputs_)
     for (Value* v : a.values)
       if (v) out.push_back(v);
@@ -235,6 +238,9 @@ std::vector<Value*> Node::outputValues() const {
 
 std::vector<Value*> Node::inputValues() const {
   std::vector<Value*> out;
+  size_t n = 0;
+  for (const auto& a : inputs_) n += a.arg.values.size();
+  out.reserve(n);
   for (const auto& a : inputs_)
     for (Value* v : a.arg.values)
       if (v) out.push_back(v);
@@ -276,8 +282,9 @@ Expected<Node*> Graph::addNode(std::string name, std::string target, std::vector
     }
   }
   Node* raw = n.get();
-  for (Value* v : raw->inputValues())
-    if (v->users_.empty() || v->users_.back() != raw) v->users_.push_back(raw);
+  for (const auto& a : raw->inputs_)  // Node::inputValues() without its vector
+    for (Value* v : a.arg.values)
+      if (v && (v->users_.empty() || v->users_.back() != raw)) v->users_.push_back(raw);
   nodes_.push_back(std::move(n));
   return raw;
 }
@@ -287,13 +294,30 @@ void Graph::rebuildUses() {
   for (size_t i = 0; i < nodes_.size(); ++i) {
     Node* n = nodes_[i].get();
     n->index_ = static_cast<int>(i);
-    for (Value* v : n->inputValues())
-      if (v->users_.empty() || v->users_.back() != n) v->users_.push_back(n);
+    for (const auto& a : n->inputs_)  // Node::inputValues() without its vector
+      for (Value* v : a.arg.values)
+        if (v && (v->users_.empty() || v->users_.back() != n)) v->users_.push_back(n);
   }
 }
 
 void Graph::setNodeOrder(const std::vector<Node*>& order) {
   SPMD_CHECK(order.size() == nodes_.size());
+  // Nodes are found by their index when every index is current (the usual
+  // case), else through a map.
+  bool indexed = true;
+  for (size_t i = 0; i < nodes_.size() && indexed; ++i) indexed = nodes_[i]->index_ == static_cast<int>(i);
+  if (indexed) {
+    std::vector<std::unique_ptr<Node>> old = std::move(nodes_);
+    nodes_.clear();
+    nodes_.reserve(old.size());
+    for (Node* n : order) {
+      auto i = static_cast<size_t>(n->index_);
+      SPMD_CHECK(i < old.size() && old[i].get() == n);
+      nodes_.push_back(std::move(old[i]));
+    }
+    rebuildUses();
+    return;
+  }
   std::unordered_map<const Node*, std::unique_ptr<Node>> owned;
   for (auto& n : nodes_) owned.emplace(n.get(), std::move(n));
   nodes_.clear();
@@ -344,17 +368,31 @@ void Graph::replaceUses(const std::unordered_map<Value*, Value*>& m,
 }
 
 Status Graph::verify() const {
-  std::unordered_set<const Value*> defined(inputs_.begin(), inputs_.end());
+  // By value id; a value of another graph (id out of range or not this
+  // graph's value of that id) is never defined here.
+  std::vector<char> defined(values_.size(), 0);
+  auto isDefined = [&](const Value* v) {
+    auto id = static_cast<size_t>(v->id_);
+    return id < values_.size() && values_[id].get() == v && defined[id] != 0;
+  };
+  auto define = [&](const Value* v) {
+    auto id = static_cast<size_t>(v->id_);
+    if (id < values_.size() && values_[id].get() == v) defined[id] = 1;
+  };
+  for (const Value* v : inputs_) define(v);
   for (const auto& n : nodes_) {
-    for (Value* v : n->inputValues())
-      if (!defined.count(v))
-        return Status::error("node " + n->name() + " (" + n->target() + ") reads '" + v->name() +
-                             "' before it is defined");
-    for (Value* v : n->outputValues()) defined.insert(v);
+    for (const auto& in : n->inputs_)
+      for (const Value* v : in.arg.values)
+        if (v && !isDefined(v))
+          return Status::error("node " + n->name() + " (" + n->target() + ") reads '" + v->name() +
+                               "' before it is defined");
+    for (const auto& out : n->outputs_)
+      for (const Value* v : out.values)
+        if (v) define(v);
   }
   for (const auto& o : outputs_)
     for (Value* v : o.values)
-      if (v && !defined.count(v)) return Status::error("graph output '" + v->name() + "' is never defined");
+      if (v && !isDefined(v)) return Status::error("graph output '" + v->name() + "' is never defined");
   return Status::ok();
 }
 

@@ -277,4 +277,27 @@ bool Dim::operator==(const Dim& other) const {
   return str() == other.str();
 }
 
+std::shared_ptr<const SymExpr> symInteger(int64_t value) {
+  auto e = std::make_shared<SymExpr>();
+  e->kind = SymExpr::Kind::Integer;
+  e->value = value;
+  return e;
+}
+
+std::shared_ptr<const SymExpr> symSymbol(std::string name) {
+  auto e = std::make_shared<SymExpr>();
+  e->kind = SymExpr::Kind::Symbol;
+  e->name = std::move(name);
+  return e;
+}
+
+std::shared_ptr<const SymExpr> symOp(SymExpr::Kind kind, std::vector<std::shared_ptr<const SymExpr>> args) {
+  auto e = std::make_shared<SymExpr>();
+  e->kind = kind;
+  e->args = std::move(args);
+  return e;
+}
+
+std::shared_ptr<const SymExpr> symOf(const Dim& d) { return d.isStatic() ? symInteger(d.value()) : d.expr(); }
+
 }  // namespace spmd::ir

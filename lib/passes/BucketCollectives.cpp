@@ -61,12 +61,7 @@ class Bucketer {
       if (auto it = emitAt_.find(n.get()); it != emitAt_.end())
         order.insert(order.end(), it->second.begin(), it->second.end());
     }
-    g_.setNodeOrder(order);
-    g_.replaceUses(replacement_, [](const ir::Node&) { return false; });
-    g_.eraseNodes([&](const ir::Node& n) { return removed_.count(&n) > 0; });
-    syncSignatureOutputs(p_);
-    pruneCollectiveRecords(p_);
-    return g_.verify();
+    return commitRewrite(p_, order, replacement_, removed_);
   }
 
  private:

@@ -317,6 +317,8 @@ class ShardBucketer {
                               value, from, to, ""});
   }
 
+  Status unpackParts(const Bucket& b, ir::Value* x, const std::vector<int64_t>& sizes, int64_t dim,
+                     std::vector<ir::Node*>& out);
   Status fuseGathers(const Bucket& b, ir::Node* issueAt);
   Status fuseScatters(const Bucket& b);
   Status rewrite();
@@ -337,6 +339,32 @@ class ShardBucketer {
   std::unordered_set<const ir::Node*> removed_;
   std::unordered_map<ir::Value*, ir::Value*> replacement_;
 };
+
+// Splits the fused result `x` along `dim` into one part per member (dim
+// `dim` of size sizes[i]), reshapes each part to its member's result, which
+// it replaces, and marks the member for removal.
+Status ShardBucketer::unpackParts(const Bucket& b, ir::Value* x, const std::vector<int64_t>& sizes,
+                                  int64_t dim, std::vector<ir::Node*>& out) {
+  std::vector<int64_t> shape = staticSizes(x->type());
+  std::vector<ir::TensorType> partTypes;
+  partTypes.reserve(sizes.size());
+  for (int64_t n : sizes) {
+    shape[static_cast<size_t>(dim)] = n;
+    partTypes.push_back(withSizes(x->type(), shape));
+  }
+  SPMD_ASSIGN_OR_RETURN(std::vector<ir::Value*> parts, emitSplit(x, sizes, dim, partTypes, out));
+  for (size_t i = 0; i < b.members.size(); ++i) {
+    ir::Value* y = b.members[i]->outputValues()[0];
+    SPMD_ASSIGN_OR_RETURN(ir::Value * back,
+                          emit(y->name() + "_bucketed", "aten.reshape.default",
+                               {{"self", Argument::tensor(parts[i]), false},
+                                {"shape", Argument::integers(staticSizes(y->type())), false}},
+                               withSizes(y->type(), staticSizes(y->type())), out));
+    replacement_.emplace(y, back);
+    removed_.insert(b.members[i]);
+  }
+  return Status::ok();
+}
 
 Status ShardBucketer::fuseGathers(const Bucket& b, ir::Node* issueAt) {
   if (b.members.size() < 2) return Status::ok();
@@ -363,20 +391,7 @@ Status ShardBucketer::fuseGathers(const Bucket& b, ir::Node* issueAt) {
                                                {{"self", Argument::tensor(gathered), false},
                                                 {"size", Argument::integers({world, total}), false}},
                                                withSizes(cat->type(), {world, total}), unpack));
-  std::vector<ir::TensorType> partTypes;
-  partTypes.reserve(sizes.size());
-  for (int64_t n : sizes) partTypes.push_back(withSizes(cat->type(), {world, n}));
-  SPMD_ASSIGN_OR_RETURN(std::vector<ir::Value*> parts, emitSplit(rows, sizes, 1, partTypes, unpack));
-  for (size_t i = 0; i < b.members.size(); ++i) {
-    ir::Value* y = b.members[i]->outputValues()[0];
-    SPMD_ASSIGN_OR_RETURN(ir::Value * back,
-                          emit(y->name() + "_bucketed", "aten.reshape.default",
-                               {{"self", Argument::tensor(parts[i]), false},
-                                {"shape", Argument::integers(staticSizes(y->type())), false}},
-                               withSizes(y->type(), staticSizes(y->type())), unpack));
-    replacement_.emplace(y, back);
-    removed_.insert(b.members[i]);
-  }
+  SPMD_RETURN_IF_ERROR(unpackParts(b, rows, sizes, 1, unpack));
   ir::Node* fused = gathered->producer();
   record(fused, "all_gather", cat->name(), b.members.size(), world,
          world * total * ir::elementSize(cat->type().dtype), "[S(0)]", "[R]");
@@ -411,20 +426,7 @@ Status ShardBucketer::fuseScatters(const Bucket& b) {
   SPMD_ASSIGN_OR_RETURN(ir::Value * reduced,
                         emit(cat->name() + "_reduce_scatter", std::string(ir::kReduceScatter), args,
                              withSizes(cat->type(), {total}), issue));
-  std::vector<ir::TensorType> partTypes;
-  partTypes.reserve(sizes.size());
-  for (int64_t n : sizes) partTypes.push_back(withSizes(cat->type(), {n}));
-  SPMD_ASSIGN_OR_RETURN(std::vector<ir::Value*> parts, emitSplit(reduced, sizes, 0, partTypes, unpack));
-  for (size_t i = 0; i < b.members.size(); ++i) {
-    ir::Value* y = b.members[i]->outputValues()[0];
-    SPMD_ASSIGN_OR_RETURN(ir::Value * back,
-                          emit(y->name() + "_bucketed", "aten.reshape.default",
-                               {{"self", Argument::tensor(parts[i]), false},
-                                {"shape", Argument::integers(staticSizes(y->type())), false}},
-                               withSizes(y->type(), staticSizes(y->type())), unpack));
-    replacement_.emplace(y, back);
-    removed_.insert(b.members[i]);
-  }
+  SPMD_RETURN_IF_ERROR(unpackParts(b, reduced, sizes, 0, unpack));
   // Aliases of members (gradient anchors) read the unpacked results.
   for (ir::Node* m : b.members)
     for (ir::Node* a : aliasesOf_[m])
@@ -456,12 +458,7 @@ Status ShardBucketer::rewrite() {
     place(scatterAfter_, n);
   }
   order.insert(order.end(), atEnd_.begin(), atEnd_.end());
-  g_.setNodeOrder(order);
-  g_.replaceUses(replacement_, [](const ir::Node&) { return false; });
-  g_.eraseNodes([&](const ir::Node& n) { return removed_.count(&n) > 0; });
-  syncSignatureOutputs(p_);
-  pruneCollectiveRecords(p_);
-  return g_.verify();
+  return commitRewrite(p_, order, replacement_, removed_);
 }
 
 }  // namespace

@@ -30,6 +30,40 @@ ir::Dim divideDim(const ir::Dim& d, int64_t k) {
   return ir::Dim(e, d.value() / k);
 }
 
+std::string coordSymbol(const std::string& axisName) { return "__coord_" + axisName; }
+
+ir::Dim localDim(const ir::Dim& global, const ShardingSpec& spec, int64_t dim, const sharding::Mesh& mesh) {
+  int64_t k = shardCount(spec, dim, mesh);
+  if (k == 1 || !global.isStatic()) return divideDim(global, k);
+  // Static: even splits stay static; the first uneven one (and every one
+  // after it) is the torch.chunk size at this rank's coordinate:
+  // min(c, max(0, size - c * coord)) with c = ceil(size / n).
+  using K = ir::SymExpr::Kind;
+  std::shared_ptr<const ir::SymExpr> e;
+  int64_t size = global.value();
+  for (size_t a = 0; a < spec.placements.size(); ++a) {
+    if (!spec.placements[a].isShard(dim)) continue;
+    int64_t n = mesh.size(static_cast<int64_t>(a));
+    if (!e && size % n == 0) {
+      size /= n;
+      continue;
+    }
+    auto cur = e ? e : ir::symInteger(size);
+    auto c = e ? ir::symOp(K::CeilDiv, {e, ir::symInteger(n)}) : ir::symInteger((size + n - 1) / n);
+    auto taken = ir::symOp(K::Mul, {ir::symInteger(-1), c, ir::symSymbol(coordSymbol(mesh.axisNames()[a]))});
+    e = ir::symOp(K::Min, {c, ir::symOp(K::Max, {ir::symInteger(0), ir::symOp(K::Add, {cur, taken})})});
+  }
+  if (!e) return ir::Dim(size);
+  std::vector<int64_t> shape(static_cast<size_t>(dim + 1), 1);
+  shape[static_cast<size_t>(dim)] = global.value();
+  ShardingSpec only = spec;  // the hint: rank 0's size
+  for (auto& p : only.placements)
+    if (p.isShard() && p.dim != dim) p = Placement::replicate();
+  if (!sharding::checkShardable(shape, only, mesh).isOk()) return divideDim(global, k);  // refused later
+  std::vector<int64_t> origin(static_cast<size_t>(mesh.numAxes()), 0);
+  return ir::Dim(e, sharding::localShape(shape, only, mesh, origin)[static_cast<size_t>(dim)]);
+}
+
 Argument stringArg(const std::string& s) {
   Argument a;
   a.kind = Argument::Kind::String;
@@ -46,7 +80,7 @@ ir::TensorType localType(const ir::TensorType& global, const sharding::ShardingS
   for (int64_t d = 0; d < global.rank(); ++d) {
     int64_t k = detail::shardCount(spec, d, mesh);
     if (k == 1) continue;
-    t.sizes[static_cast<size_t>(d)] = detail::divideDim(global.sizes[static_cast<size_t>(d)], k);
+    t.sizes[static_cast<size_t>(d)] = detail::localDim(global.sizes[static_cast<size_t>(d)], spec, d, mesh);
     changed = true;
   }
   if (changed) t.strides.clear();  // the kernel decides the local layout

@@ -9,6 +9,7 @@
 #include <algorithm>
 
 #include "ir/Collectives.h"
+#include "passes/ExpandLossParallel.h"
 #include "passes/Expander.h"
 
 namespace spmd::passes::detail {
@@ -48,6 +49,20 @@ Expected<ir::Value*> Expander::localSize(ir::Value* g, int64_t k, const ir::Node
   return v;
 }
 
+Expected<ir::Value*> Expander::rankLocalSize(int64_t size, const ShardingSpec& spec, int64_t dim,
+                                             const ir::Dim& local, const ir::NodeMetadata& meta) {
+  std::string name = uniqueName("local_size");
+  SPMD_ASSIGN_OR_RETURN(ir::Value * v, g_->addValue(name, ir::ValueKind::SymInt));
+  v->setSymValue(local);
+  SPMD_ASSIGN_OR_RETURN(ir::Node * node, g_->addNode(name, std::string(ir::kLocalSize),
+                                                     {{"size", Argument::integer(size), false},
+                                                      {"spec", stringArg(spec.str()), false},
+                                                      {"dim", Argument::integer(dim), false}},
+                                                     {Argument::symInt(v)}));
+  node->mutableMetadata() = meta;
+  return v;
+}
+
 Status Expander::localizeArgs(const ir::Node& n, const sharding::NodeSharding& ns,
                               std::vector<ir::NamedArgument>& args) {
   if (n.target() == "aten.split_with_sizes.default" || n.target() == "aten.split.Tensor")
@@ -82,6 +97,15 @@ Status Expander::localizeArgs(const ir::Node& n, const sharding::NodeSharding& n
         continue;
       }
       if (a.ints[j] == -1) continue;
+      const ir::Dim& globalDim = result->type().sizes[j];
+      if (!local.sizes[j].isStatic() && globalDim.isStatic()) {  // uneven: each rank's own size
+        if (a.values.size() < a.ints.size()) a.values.resize(a.ints.size(), nullptr);
+        a.kind = Argument::Kind::SymInts;
+        SPMD_ASSIGN_OR_RETURN(a.values[j],
+                              rankLocalSize(globalDim.value(), ns.results[0], static_cast<int64_t>(j),
+                                            local.sizes[j], n.metadata()));
+        continue;
+      }
       if (!local.sizes[j].isStatic() && shardCount(ns.results[0], static_cast<int64_t>(j), mesh_) != 1)
         return Status::error("node %" + n.name() + " (" + n.target() + "): size " +
                              std::to_string(a.ints[j]) + " of a symbolic, sharded dim cannot be made local");
@@ -114,6 +138,83 @@ Status Expander::localizeSplit(const ir::Node& n, const sharding::NodeSharding& 
   return Status::ok();
 }
 
+Status Expander::checkUnevenView(const ir::Node& n, const sharding::NodeSharding& ns) {
+  static const std::string_view kViews[] = {"aten.view.default", "aten._unsafe_view.default",
+                                            "aten.reshape.default"};
+  if (std::find(std::begin(kViews), std::end(kViews), n.target()) == std::end(kViews)) return Status::ok();
+  auto ops = sharding::tensorOperands(n);
+  auto results = sharding::tensorResults(n);
+  if (ops.empty() || results.empty() || ns.operands.empty() || ns.results.empty()) return Status::ok();
+  if (!ops[0]->type().isStatic() || !results[0]->type().isStatic()) return Status::ok();
+  auto shapeOf = [](const ir::TensorType& t) {
+    std::vector<int64_t> s;
+    for (const auto& d : t.sizes) s.push_back(d.value());
+    return s;
+  };
+  std::vector<int64_t> in = shapeOf(ops[0]->type()), out = shapeOf(results[0]->type());
+  if (!sharding::isUneven(in, ns.operands[0], mesh_) && !sharding::isUneven(out, ns.results[0], mesh_))
+    return Status::ok();
+  // Layouts that are not plain torch.chunk splits (strided runs) are checked elsewhere.
+  if (!sharding::checkShardable(in, ns.operands[0], mesh_).isOk() ||
+      !sharding::checkShardable(out, ns.results[0], mesh_).isOk())
+    return Status::ok();
+  auto numel = [](const std::vector<int64_t>& s) {
+    int64_t k = 1;
+    for (int64_t x : s) k *= x;
+    return k;
+  };
+  for (int64_t r = 0; r < mesh_.numRanks(); ++r) {
+    auto coords = mesh_.coords(r);
+    if (numel(sharding::localShape(in, ns.operands[0], mesh_, coords)) ==
+        numel(sharding::localShape(out, ns.results[0], mesh_, coords)))
+      continue;
+    return Status::error("node %" + n.name() + " (" + n.target() + "): " + ops[0]->type().str() +
+                         " laid out " + ns.operands[0].str() + " is split unevenly, and its view as " +
+                         results[0]->type().str() + " " + ns.results[0].str() +
+                         " would hold other rows on rank " + std::to_string(r) +
+                         ": merging or splitting an unevenly sharded dim is not supported; shard "
+                         "dims that divide evenly there, or replicate that tensor");
+  }
+  return Status::ok();
+}
+
+Status Expander::unevenMean(const ir::Node& n, const sharding::NodeSharding& ns, std::string& target,
+                            std::vector<ir::NamedArgument>& args, double& scale) {
+  bool all = n.target() == "aten.mean.default";
+  if (!all && n.target() != "aten.mean.dim") return Status::ok();
+  auto ops = sharding::tensorOperands(n);
+  if (ops.empty() || ns.operands.empty() || !ops[0]->type().isStatic()) return Status::ok();
+  const ir::TensorType& t = ops[0]->type();
+  std::vector<int64_t> shape;
+  for (const auto& d : t.sizes) shape.push_back(d.value());
+  std::vector<int64_t> dims;
+  const Argument* dimArg = n.input("dim");
+  if (all || !dimArg || dimArg->kind == Argument::Kind::None || dimArg->ints.empty()) {
+    for (int64_t d = 0; d < t.rank(); ++d) dims.push_back(d);
+  } else {
+    for (int64_t d : dimArg->ints) dims.push_back(sharding::normalizeDim(d, t.rank()));
+  }
+  bool uneven = false;
+  int64_t count = 1, shards = 1;
+  for (int64_t d : dims) {
+    count *= shape[static_cast<size_t>(d)];
+    int64_t k = shardCount(ns.operands[0], d, mesh_);
+    shards *= k;
+    if (k == 1) continue;
+    ShardingSpec only = ns.operands[0];
+    for (auto& p : only.placements)
+      if (!p.isShard(d)) p = Placement::replicate();
+    uneven |= sharding::isUneven(shape, only, mesh_);
+  }
+  if (!uneven || count == 0) return Status::ok();
+  // Each rank sums its rows; P(avg) over the `shards` ranks then gives
+  // sum / count when each contributes sum * shards / count.
+  target = all ? "aten.sum.default" : "aten.sum.dim_IntList";
+  (void)args;  // mean and sum take the same arguments
+  scale = static_cast<double>(shards) / static_cast<double>(count);
+  return Status::ok();
+}
+
 Status Expander::expandNode(const ir::Node& n) {
   const sharding::NodeSharding& ns = prop_.nodes[static_cast<size_t>(n.index())];
   std::string where = "node %" + n.name() + " (" + n.target() + ")";
@@ -138,8 +239,13 @@ Status Expander::expandNode(const ir::Node& n) {
       ++next;
     }
   }
+  SPMD_RETURN_IF_ERROR(checkUnevenView(n, ns));
   SPMD_RETURN_IF_ERROR(localizeArgs(n, ns, args));
+  // Loss parallelism (ExpandLossParallel.cpp): log-softmax, gather, scatter on a sharded class dim.
+  if (auto lp = LossParallel::expand(*this, n, ns, args); !lp || *lp) return lp.status();
   std::string target = n.target();
+  double meanScale = 0;  // != 0: an uneven mean became a sum, scaled below
+  SPMD_RETURN_IF_ERROR(unevenMean(n, ns, target, args, meanScale));
   if (target == "aten.embedding.default" && !ns.operands.empty() && ns.operands[0].shardsDim(0)) {
     // Vocab-parallel: this rank's rows are looked up, the rest give zeros.
     target = std::string(ir::kVocabEmbedding);
@@ -166,16 +272,27 @@ Status Expander::expandNode(const ir::Node& n) {
       const ir::Value* src = v;
       std::string name = src->name();
       if (symScale != 1) name = uniqueName(src->name() + "_local");
+      if (meanScale != 0) name = uniqueName(src->name() + "_sum");
       ShardingSpec spec = src->isTensor() ? ns.results[r++] : ShardingSpec{};
       SPMD_ASSIGN_OR_RETURN(v, cloneValue(*src, name, spec));
       if (symScale != 1) v->setSymValue(divideDim(src->symValue(), symScale));
       mapped.emplace_back(src, v);
     }
   }
-  std::string nodeName = symScale != 1 ? uniqueName(n.name() + "_local") : n.name();
+  std::string nodeName = symScale != 1    ? uniqueName(n.name() + "_local")
+                         : meanScale != 0 ? uniqueName(n.name() + "_sum")
+                                          : n.name();
   SPMD_ASSIGN_OR_RETURN(ir::Node * node, g_->addNode(nodeName, target, std::move(args), std::move(outs)));
   node->mutableMetadata() = n.metadata();
   for (auto [src, v] : mapped) map_[static_cast<size_t>(src->id())] = v;
+  if (meanScale != 0) {
+    const ir::Value* src = mapped[0].first;
+    SPMD_ASSIGN_OR_RETURN(map_[static_cast<size_t>(src->id())],
+                          emit("aten.mul.Tensor",
+                               {{"self", Argument::tensor(mapped[0].second), false},
+                                {"other", Argument::floating(meanScale), false}},
+                               *src, ns.results[0], src->name() + "_scaled", n.metadata()));
+  }
   if (symScale != 1) {
     const ir::Value* src = mapped[0].first;
     SPMD_ASSIGN_OR_RETURN(ir::Value * global, g_->addValue(src->name(), ir::ValueKind::SymInt));

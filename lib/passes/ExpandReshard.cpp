@@ -41,15 +41,18 @@ using StepFn = std::function<Status(const std::string& target, std::vector<ir::N
 
 std::vector<ir::NamedArgument> axisArg(const std::string& axis) { return {{"axis", stringArg(axis), false}}; }
 
-/// Emits one step of a planReshard plan, ending in layout `after`.
+/// Emits one step of a planReshard plan, ending in layout `after`; `size`
+/// is the whole size of the dim an all-gather or all-to-all concatenates
+/// where the axis splits it unevenly.
 Status emitPlanStep(const sharding::ReshardStep& s, const std::string& axis, const ShardingSpec& after,
-                    const StepFn& step) {
+                    const std::optional<Argument>& size, const StepFn& step) {
   using K = sharding::CollectiveKind;
   std::vector<ir::NamedArgument> args = axisArg(axis);
   const int64_t a = s.axis, bytes = s.bytesPerRank;
   switch (s.kind) {
     case K::AllGather:
       args.push_back({"dim", Argument::integer(s.dim), false});
+      if (size) args.push_back({"size", *size, true});
       return step(std::string(ir::kAllGather), args, after, "all_gather", "all_gather", a, bytes);
     case K::AllReduce:
       args.push_back({"op", stringArg(std::string(sharding::reduceOpName(s.op))), false});
@@ -61,6 +64,7 @@ Status emitPlanStep(const sharding::ReshardStep& s, const std::string& axis, con
     case K::AllToAll:
       args.push_back({"split_dim", Argument::integer(s.dim), false});
       args.push_back({"concat_dim", Argument::integer(s.dim2), false});
+      if (size) args.push_back({"size", *size, true});
       return step(std::string(ir::kAllToAll), args, after, "all_to_all", "all_to_all", a, bytes);
     case K::LocalSlice:
       args.push_back({"dim", Argument::integer(s.dim), false});
@@ -103,6 +107,34 @@ std::vector<int64_t> laterShardsOf(const ShardingSpec& spec, int64_t a, int64_t 
 
 }  // namespace
 
+Expected<std::optional<Argument>> Expander::pieceSizeArg(const ir::Value& v, const ShardingSpec& spec,
+                                                         int64_t axis, int64_t dim,
+                                                         const ir::NodeMetadata& meta) {
+  if (!v.type().isStatic()) return std::optional<Argument>();
+  std::vector<int64_t> shape;
+  for (const auto& d : v.type().sizes) shape.push_back(d.value());
+  if (!sharding::checkShardable(shape, spec, mesh_).isOk()) return std::optional<Argument>();
+  int64_t n = mesh_.size(axis);
+  bool even = true, same = true;
+  int64_t first = -1;
+  for (int64_t r = 0; r < mesh_.numRanks(); ++r) {
+    int64_t piece =
+        sharding::pieceBefore(shape, spec, mesh_, mesh_.coords(r), axis)[static_cast<size_t>(dim)];
+    even = even && piece % n == 0;
+    same = same && (first < 0 || piece == first);
+    if (first < 0) first = piece;
+  }
+  if (even) return std::optional<Argument>();
+  if (same) return std::optional<Argument>(Argument::integer(first));
+  ShardingSpec earlier = spec;  // the piece: only the axes before `axis` split
+  for (size_t a = static_cast<size_t>(axis); a < earlier.placements.size(); ++a)
+    earlier.placements[a] = Placement::replicate();
+  ir::Dim local = localDim(v.type().sizes[static_cast<size_t>(dim)], earlier, dim, mesh_);
+  SPMD_ASSIGN_OR_RETURN(ir::Value * size,
+                        rankLocalSize(shape[static_cast<size_t>(dim)], earlier, dim, local, meta));
+  return std::optional<Argument>(Argument::symInt(size));
+}
+
 Expected<ir::Value*> Expander::reshard(const ir::Value& v, const ShardingSpec& want,
                                        const std::string& consumer, const std::string& sourceLine) {
   const ShardingSpec& cur = prop_.values[static_cast<size_t>(v.id())];
@@ -111,6 +143,13 @@ Expected<ir::Value*> Expander::reshard(const ir::Value& v, const ShardingSpec& w
   if (cur == want) return x;
   auto key = std::make_pair(v.id(), want.str());
   if (auto it = cache_.find(key); it != cache_.end()) return it->second;
+  if (v.type().isStatic()) {  // an uneven split of strided runs is no layout
+    std::vector<int64_t> global;
+    for (const auto& d : v.type().sizes) global.push_back(d.value());
+    Status ok = sharding::checkShardable(global, want, mesh_);
+    if (!ok.isOk())
+      return ok.withContext("value '" + v.name() + "' needed by " + consumer + " as " + want.str());
+  }
 
   ShardingSpec spec = cur;
   ir::NodeMetadata meta;
@@ -134,8 +173,15 @@ Expected<ir::Value*> Expander::reshard(const ir::Value& v, const ShardingSpec& w
   int64_t elem = ir::elementSize(v.type().dtype);
   std::vector<int64_t> shape;
   for (const auto& d : v.type().sizes) shape.push_back(d.value());
-  auto localBytes = [&](const ShardingSpec& s) {
+  auto localBytes = [&](const ShardingSpec& s) {  // rank 0's: the largest, which collectives pad to
     int64_t n = elem;
+    if (v.type().isStatic() && sharding::isUneven(shape, s, mesh_) &&
+        sharding::checkShardable(shape, s, mesh_).isOk()) {
+      for (int64_t d : sharding::localShape(shape, s, mesh_,
+                                            std::vector<int64_t>(static_cast<size_t>(mesh_.numAxes()), 0)))
+        n *= d;
+      return n;
+    }
     for (int64_t d = 0; d < static_cast<int64_t>(shape.size()); ++d)
       n *= shape[static_cast<size_t>(d)] / shardCount(s, d, mesh_);
     return n;
@@ -161,6 +207,8 @@ Expected<ir::Value*> Expander::reshard(const ir::Value& v, const ShardingSpec& w
     auto args = axisArg(mesh_.axisNames()[static_cast<size_t>(a)]);
     args.push_back({"dim", Argument::integer(p.dim), false});
     if (sf != 1) args.push_back({"split_factor", Argument::integer(sf), true});
+    SPMD_ASSIGN_OR_RETURN(auto size, pieceSizeArg(v, spec, a, p.dim, meta));
+    if (size) args.push_back({"size", *size, true});
     int64_t bytes = sharding::CostModel::bytesMoved(sharding::CollectiveKind::AllGather, mesh_.size(a),
                                                     localBytes(spec), localBytes(after));
     return step(std::string(ir::kAllGather), std::move(args), after, "all_gather", "all_gather", a, bytes);
@@ -216,7 +264,13 @@ Expected<ir::Value*> Expander::reshard(const ir::Value& v, const ShardingSpec& w
     ShardingSpec after = s.after;  // with the frozen strided shards put back
     for (size_t a = 0; a < after.placements.size(); ++a)
       if (frozen[a]) after.placements[a] = want.placements[a];
-    SPMD_RETURN_IF_ERROR(emitPlanStep(s, mesh_.axisNames()[static_cast<size_t>(s.axis)], after, step));
+    std::optional<Argument> size;
+    if (s.kind == sharding::CollectiveKind::AllGather || s.kind == sharding::CollectiveKind::AllToAll) {
+      SPMD_ASSIGN_OR_RETURN(
+          size, pieceSizeArg(v, spec, s.axis, s.kind == sharding::CollectiveKind::AllGather ? s.dim : s.dim2,
+                             meta));
+    }
+    SPMD_RETURN_IF_ERROR(emitPlanStep(s, mesh_.axisNames()[static_cast<size_t>(s.axis)], after, size, step));
   }
   // 3. What the plan left replicated (strided targets, and shards gathered
   //    to slice them) is sliced, in mesh order.

@@ -18,11 +18,24 @@ using sharding::ShardingSpec;
 int64_t shardCount(const ShardingSpec& spec, int64_t dim, const sharding::Mesh& mesh);
 /// `d` divided by `k` (symbolic: d // k).
 ir::Dim divideDim(const ir::Dim& d, int64_t k);
+/// The symbol bound at run time to a rank's coordinate on mesh axis
+/// `axisName` ("__coord_tp").
+std::string coordSymbol(const std::string& axisName);
+/// The local size of dim `dim` (global size `global`) laid out as `spec`:
+/// static where every split is even; an uneven static split is the
+/// torch.chunk size at the rank's coordinates, e.g. 5 over 4 on tp:
+/// Min(2, Max(0, 5 - 2*__coord_tp)) (hint: rank 0's size); symbolic sizes
+/// divide symbolically (divideDim).
+ir::Dim localDim(const ir::Dim& global, const ShardingSpec& spec, int64_t dim, const sharding::Mesh& mesh);
 /// A String argument.
 Argument stringArg(const std::string& s);
 
+struct LossParallel;  // loss parallelism (ExpandLossParallel.cpp)
+
 /// Builds the local graph node by node (see Expand.h).
 class Expander {
+  friend struct LossParallel;  // loss parallelism: emits through emit's helpers and reshard's records
+
  public:
   explicit Expander(const ExpandInput& in)
       : in_(in), src_(*in.source), prop_(*in.propagation), mesh_(in.mesh) {}
@@ -41,6 +54,7 @@ class Expander {
     SPMD_RETURN_IF_ERROR(addInputs(dst, out));
     for (const auto& n : src_.graph.nodes()) SPMD_RETURN_IF_ERROR(expandNode(*n));
     SPMD_RETURN_IF_ERROR(addOutputs(dst, out));
+    hoistLocalSizes();
     out.collectives = std::move(records_);
     return out;
   }
@@ -86,6 +100,17 @@ class Expander {
     return Status::ok();
   }
 
+  // spmd.local_size nodes read only constants: they go first, so that
+  // passes moving a collective next to its input's producer (async
+  // collectives) never place it before the size it reads.
+  void hoistLocalSizes() {
+    std::vector<ir::Node*> sizes, rest;
+    for (const auto& n : g_->nodes()) (n->target() == ir::kLocalSize ? sizes : rest).push_back(n.get());
+    if (sizes.empty()) return;
+    sizes.insert(sizes.end(), rest.begin(), rest.end());
+    g_->setNodeOrder(sizes);
+  }
+
   std::string uniqueName(const std::string& base) {
     std::string name = base;
     for (int i = 1; g_->findValue(name) || src_.graph.findValue(name); ++i)
@@ -94,11 +119,26 @@ class Expander {
   }
 
   Expected<ir::Value*> cloneValue(const ir::Value& v, const std::string& name, const ShardingSpec& spec) {
+    if (v.isTensor() && !spec.placements.empty() && v.type().isStatic() && indivisible(v.type(), spec)) {
+      std::vector<int64_t> shape;
+      for (const auto& d : v.type().sizes) shape.push_back(d.value());
+      Status ok = sharding::checkShardable(shape, spec, mesh_);
+      if (!ok.isOk())
+        return ok.withContext("value %" + v.name() + " " + v.type().str() + " laid out " + spec.str());
+    }
     SPMD_ASSIGN_OR_RETURN(ir::Value * nv, g_->addValue(name, v.kind()));
     if (v.isTensor())
       nv->mutableType() = spec.placements.empty() ? v.type() : localType(v.type(), spec, mesh_);
     nv->setSymValue(v.symValue());
     return nv;
+  }
+
+  // True when some dim's size does not divide by the ranks sharding it
+  // (uneven: such layouts must be plain torch.chunk splits).
+  bool indivisible(const ir::TensorType& t, const ShardingSpec& spec) const {
+    for (int64_t d = 0; d < t.rank(); ++d)
+      if (t.sizes[static_cast<size_t>(d)].value() % shardCount(spec, d, mesh_) != 0) return true;
+    return false;
   }
 
   // Appends a node computing `target(args)` with one local tensor result.
@@ -123,6 +163,22 @@ class Expander {
   Status localizeSplit(const ir::Node& n, const sharding::NodeSharding& ns,
                        std::vector<ir::NamedArgument>& args);
   Expected<ir::Value*> localSize(ir::Value* globalSym, int64_t k, const ir::Node& n);
+  // A SymInt computed at run time: this rank's size of dim `dim` (global
+  // `size`, static) under `spec`; `local` is its symbolic form.
+  Expected<ir::Value*> rankLocalSize(int64_t size, const ShardingSpec& spec, int64_t dim,
+                                     const ir::Dim& local, const ir::NodeMetadata& meta);
+  // The `size` argument of a gather-like collective on `axis` of `dim` of
+  // `v` laid out as `spec`: the piece the axis splits, when it splits
+  // unevenly on some rank (nullopt when even everywhere, or symbolic).
+  Expected<std::optional<Argument>> pieceSizeArg(const ir::Value& v, const ShardingSpec& spec, int64_t axis,
+                                                 int64_t dim, const ir::NodeMetadata& meta);
+  // Rewrites a mean over an unevenly sharded dim into sum * (shards /
+  // global count), so that P(avg) divides by the global size.
+  Status unevenMean(const ir::Node& n, const sharding::NodeSharding& ns, std::string& target,
+                    std::vector<ir::NamedArgument>& args, double& scale);
+  // Error when `n` is a view whose operand is sharded unevenly and whose
+  // local result would not hold the operand's local elements.
+  Status checkUnevenView(const ir::Node& n, const sharding::NodeSharding& ns);
   // The normalized "dim" argument of sym_size.int.
   static int64_t normalizeDimArg(const ir::Node& n) {
     const Argument* d = n.input("dim");

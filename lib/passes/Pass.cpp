@@ -39,6 +39,18 @@ void pruneCollectiveRecords(program::Program& program) {
              recs.end());
 }
 
+Status commitRewrite(program::Program& program, const std::vector<ir::Node*>& order,
+                     const std::unordered_map<ir::Value*, ir::Value*>& replacement,
+                     const std::unordered_set<const ir::Node*>& removed) {
+  ir::Graph& g = program.graph.graph;
+  g.setNodeOrder(order);
+  g.replaceUses(replacement, [](const ir::Node&) { return false; });
+  g.eraseNodes([&](const ir::Node& n) { return removed.count(&n) > 0; });
+  syncSignatureOutputs(program);
+  pruneCollectiveRecords(program);
+  return g.verify();
+}
+
 int firstUseThroughAliases(const ir::Value* v, int none, std::vector<ir::Node*>& aliases) {
   int first = none;
   for (ir::Node* u : v->users()) {

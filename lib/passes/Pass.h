@@ -10,6 +10,8 @@
 
 #include <memory>
 #include <string_view>
+#include <unordered_map>
+#include <unordered_set>
 #include <vector>
 
 #include "program/Program.h"
@@ -41,5 +43,14 @@ void syncSignatureOutputs(program::Program& program);
 
 /// Removes collective records whose node no longer exists.
 void pruneCollectiveRecords(program::Program& program);
+
+/// Commits a pass's rewrite of `program`'s graph: puts the nodes in `order`,
+/// makes every reader of a key of `replacement` read its value instead,
+/// erases the nodes in `removed`, mirrors the graph outputs into the
+/// signature, drops the collective records of erased nodes and verifies the
+/// graph (the pass's error when it no longer holds).
+Status commitRewrite(program::Program& program, const std::vector<ir::Node*>& order,
+                     const std::unordered_map<ir::Value*, ir::Value*>& replacement,
+                     const std::unordered_set<const ir::Node*>& removed);
 
 }  // namespace spmd::passes

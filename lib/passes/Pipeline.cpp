@@ -5,8 +5,10 @@
 #include <chrono>
 
 #include "passes/Expand.h"
+#include "passes/ExpandLossParallel.h"
 #include "passes/GatherParams.h"
 #include "passes/Passes.h"
+#include "passes/SequenceParallel.h"
 #include "schema/Resolve.h"
 #include "sharding/Propagation.h"
 #include "sharding/RuleText.h"
@@ -80,6 +82,8 @@ Expected<CompileResult> compile(pt2::Archive& archive, const schema::PlacementSc
   alignOptimizerStates(source, placements);
   Status gathers = insertParameterGathers(archive.program, placements);
   if (!gathers.isOk()) return gathers.withContext(archive.path);
+  if (Status sp = applySequenceParallel(archive.program, schema, placements, options); !sp.isOk())
+    return sp.withContext(archive.path);
   r.notes = placements.notes;
   timer.done("placement");
 
@@ -93,6 +97,8 @@ Expected<CompileResult> compile(pt2::Archive& archive, const schema::PlacementSc
   if (!prop) return prop.status().withContext(archive.path);
   r.warnings = placements.warnings;
   r.warnings.insert(r.warnings.end(), prop->warnings.begin(), prop->warnings.end());
+  auto lossNotes = lossParallelNotes(source, *prop, placements.mesh);  // loss parallelism
+  r.notes.insert(r.notes.end(), lossNotes.begin(), lossNotes.end());
   timer.done("propagation");
 
   ExpandInput in;

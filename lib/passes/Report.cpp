@@ -2,10 +2,12 @@
 #include "passes/Report.h"
 
 #include <algorithm>
+#include <cstdio>
 #include <nlohmann/json.hpp>
 #include <unordered_map>
 
 #include "ir/Collectives.h"
+#include "passes/ActivationMemory.h"
 #include "program/Dump.h"
 #include "support/Strings.h"
 
@@ -19,7 +21,46 @@ int64_t bytesOf(const ir::Value& v) {
   return n;
 }
 
+std::string ms(double seconds) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.3f", seconds * 1e3);
+  return buf;
+}
+
+const sharding::DeviceProfile& profileOf(const ReportExtras& e) {
+  return e.profile ? *e.profile : sharding::defaultDeviceProfile();
+}
+
 }  // namespace
+
+std::string costJson(const LayoutCost& c, const std::string& profileName) {
+  nlohmann::ordered_json j;
+  j["device_profile"] = profileName;
+  j["modeled_step_ms"] = c.stepSeconds() * 1e3;
+  j["compute_ms"] = c.computeSeconds * 1e3;
+  j["comm_ms"] = c.commSeconds * 1e3;
+  nlohmann::ordered_json perAxis = nlohmann::ordered_json::object();
+  nlohmann::ordered_json counts = nlohmann::ordered_json::object();
+  for (const auto& a : c.axes) {
+    perAxis[a.axis] = a.seconds * 1e3;
+    counts[a.axis] = a.collectives;
+  }
+  j["comm_ms_per_axis"] = perAxis;
+  j["collectives_per_axis"] = counts;
+  j["param_bytes_per_rank"] = c.paramBytes;
+  j["peak_bytes_per_rank"] = c.peakBytes;
+  return j.dump();
+}
+
+std::string costLine(const LayoutCost& c) {
+  std::string axes;
+  for (const auto& a : c.axes)
+    axes += (axes.empty() ? "" : ", ") + a.axis + " " + ms(a.seconds) + " ms, " +
+            std::to_string(a.collectives) + " collective" + (a.collectives == 1 ? "" : "s");
+  return "modeled step " + ms(c.stepSeconds()) + " ms = compute " + ms(c.computeSeconds) + " + comm " +
+         ms(c.commSeconds) + (axes.empty() ? "" : " (" + axes + ")") + ", peak " + withCommas(c.peakBytes) +
+         " B/rank";
+}
 
 std::vector<LiveRange> liveRanges(const program::Program& program) {
   const ir::Graph& g = program.graph.graph;
@@ -65,7 +106,7 @@ MemoryEstimate estimateMemory(const program::Program& program) {
   return m;
 }
 
-std::string reportJson(const CompileResult& r) {
+std::string reportJson(const CompileResult& r, const ReportExtras& extras) {
   const program::Program& p = r.program;
   nlohmann::ordered_json j;
   nlohmann::ordered_json counts = nlohmann::ordered_json::object();
@@ -97,6 +138,15 @@ std::string reportJson(const CompileResult& r) {
   j["collectives"] = list;
   MemoryEstimate m = estimateMemory(p);
   j["per_rank"] = {{"param_bytes", m.paramBytes}, {"peak_bytes_estimate", m.peakBytes}};
+  j["per_rank"]["saved_activation_bytes"] = estimateSavedActivations(p).savedBytes;
+  // Uneven shards: each rank's local shape and the padding collectives add.
+  nlohmann::ordered_json uneven = nlohmann::ordered_json::array();
+  for (const program::UnevenTensor& u : program::unevenTensors(p))
+    uneven.push_back(
+        {{"tensor", u.what}, {"spec", u.spec}, {"per_rank", u.perRank}, {"padding_bytes", u.paddingBytes}});
+  if (!uneven.empty()) j["uneven"] = uneven;
+  j["cost"] =
+      nlohmann::ordered_json::parse(costJson(modelLayout(p, profileOf(extras)), profileOf(extras).name));
   nlohmann::ordered_json t = nlohmann::ordered_json::object();
   double total = 0;
   for (const auto& [phase, ms] : r.timingsMs) {
@@ -107,10 +157,12 @@ std::string reportJson(const CompileResult& r) {
   j["timings_ms"] = t;
   j["notes"] = r.notes;
   j["warnings"] = r.warnings;
+  for (const auto& [key, text] : extras.sections) j[key] = nlohmann::ordered_json::parse(text);
   return j.dump(1) + "\n";
 }
 
-std::string summaryText(const CompileResult& r, const std::string& input, const std::string& output) {
+std::string summaryText(const CompileResult& r, const std::string& input, const std::string& output,
+                        const ReportExtras& extras) {
   const program::Program& p = r.program;
   auto summary = program::summarizeCollectives(p);
   int64_t total = 0;
@@ -135,6 +187,14 @@ std::string summaryText(const CompileResult& r, const std::string& input, const 
   MemoryEstimate m = estimateMemory(p);
   out += "  per rank: " + withCommas(m.paramBytes) + " B of weights, peak estimate " +
          withCommas(m.peakBytes) + " B\n";
+  if (auto uneven = program::unevenTensors(p); !uneven.empty()) {
+    int64_t padding = 0;
+    for (const auto& u : uneven) padding += u.paddingBytes;
+    out += "  uneven: " + std::to_string(uneven.size()) + " tensors split unevenly, padding " +
+           withCommas(padding) + " B when gathered whole (each rank's shape: spmdc dump, --report)\n";
+  }
+  out += "  cost (" + profileOf(extras).name + "): " + costLine(modelLayout(p, profileOf(extras))) + "\n";
+  for (const auto& line : extras.summaryLines) out += "  " + line + "\n";
   for (const auto& n : r.notes) out += "note: " + n + "\n";
   constexpr size_t kWarningsShown = 10;
   for (size_t i = 0; i < r.warnings.size() && i < kWarningsShown; ++i)

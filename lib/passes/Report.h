@@ -8,7 +8,9 @@
 #include <string>
 #include <vector>
 
+#include "passes/LayoutCost.h"
 #include "passes/Pipeline.h"
+#include "sharding/DeviceProfile.h"
 
 namespace spmd::passes {
 
@@ -38,11 +40,32 @@ std::vector<LiveRange> liveRanges(const program::Program& program);
 /// after its last use (symbolic sizes at their trace-time hint).
 MemoryEstimate estimateMemory(const program::Program& program);
 
-/// The --report JSON: collective_counts, collectives, per_rank, timings_ms,
-/// notes, warnings.
-std::string reportJson(const CompileResult& result);
+/// What a caller adds to a report: the device profile the cost is modeled
+/// on, and sections of its own (auto-sharding's choice).
+struct ReportExtras {
+  /// Null: sharding::defaultDeviceProfile().
+  const sharding::DeviceProfile* profile = nullptr;
+  /// (key, JSON text) appended to the --report object in order.
+  std::vector<std::pair<std::string, std::string>> sections;
+  /// Lines (without newline) printed after the summary's cost line.
+  std::vector<std::string> summaryLines;
+};
 
-/// The short summary printed after a compile.
-std::string summaryText(const CompileResult& result, const std::string& input, const std::string& output);
+/// The "cost" object of a report: device_profile, modeled_step_ms,
+/// compute_ms, comm_ms, comm_ms_per_axis, collectives_per_axis,
+/// param_bytes_per_rank, peak_bytes_per_rank.
+std::string costJson(const LayoutCost& cost, const std::string& profileName);
+
+/// One line: "modeled step 1.234 ms = compute 1.000 + comm 0.234 (tp 0.234
+/// ms, 4 collectives), peak 3,288,084 B/rank".
+std::string costLine(const LayoutCost& cost);
+
+/// The --report JSON: collective_counts, collectives, per_rank, cost,
+/// timings_ms, notes, warnings, then the extras' sections.
+std::string reportJson(const CompileResult& result, const ReportExtras& extras = {});
+
+/// The short summary printed after a compile (with a "cost:" line).
+std::string summaryText(const CompileResult& result, const std::string& input, const std::string& output,
+                        const ReportExtras& extras = {});
 
 }  // namespace spmd::passes

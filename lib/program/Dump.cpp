@@ -68,6 +68,29 @@ std::string shapeStr(const std::vector<int64_t>& v) {
   return s + "]";
 }
 
+// "  per rank [2, 8] [2, 8] [1, 8] [0, 8]  padding 48 bytes" where ranks'
+// local shapes differ (uneven shards; padding: what collectives add to
+// bring every shard to the largest); "" otherwise.
+std::string perRankStr(const std::vector<int64_t>& global, const sharding::ShardingSpec& spec,
+                       const sharding::Mesh& mesh, ir::ScalarType dtype) {
+  if (spec.placements.size() != static_cast<size_t>(mesh.numAxes()) ||
+      !sharding::checkShardable(global, spec, mesh).isOk() || !sharding::isUneven(global, spec, mesh))
+    return "";
+  std::string s = "  per rank";
+  for (int64_t r = 0; r < mesh.numRanks(); ++r)
+    s += " " + shapeStr(sharding::localShape(global, spec, mesh, mesh.coords(r)));
+  return s + "  padding " +
+         std::to_string(sharding::paddingElements(global, spec, mesh) * ir::elementSize(dtype)) + " bytes";
+}
+
+std::string perRankStr(const ir::TensorType& t, const sharding::ShardingSpec& spec,
+                       const sharding::Mesh& mesh) {
+  if (!t.isStatic() || t.sizes.empty()) return "";
+  std::vector<int64_t> global;
+  for (const auto& d : t.sizes) global.push_back(d.value());
+  return perRankStr(global, spec, mesh, t.dtype);
+}
+
 // Local bytes of a node's first tensor input; 0 when symbolic or absent.
 int64_t inputBytes(const ir::Node& n) {
   for (const ir::Value* v : n.inputValues()) {
@@ -114,7 +137,9 @@ std::string boundaries(const Program& p, bool inputs) {
       s += "output " + ir::printArgument(out.arg) + " " + std::string(ir::outputKindName(out.kind));
       if (!out.target.empty()) s += " " + out.target;
     }
-    if (i < infos.size()) s += "  " + specStr(infos[i].spec) + globalStr(infos[i].globalType);
+    if (i < infos.size())
+      s += "  " + specStr(infos[i].spec) + globalStr(infos[i].globalType) +
+           perRankStr(infos[i].globalType, infos[i].spec, p.mesh);
     s += "\n";
   }
   return s;
@@ -129,7 +154,8 @@ std::string weights(const Program& p) {
     total += static_cast<int64_t>(perRank);
     s += "weight " + w.fqn + "  " + specStr(w.spec) + " " + std::string(ir::scalarTypeName(w.dtype)) +
          shapeStr(w.globalShape) + " -> " + shapeStr(w.localShape) + "  blobs " +
-         std::to_string(w.shards.size()) + "  bytes/rank " + std::to_string(perRank) + "\n";
+         std::to_string(w.shards.size()) + "  bytes/rank " + std::to_string(perRank) +
+         perRankStr(w.globalShape, w.spec, p.mesh, w.dtype) + "\n";
   }
   s += "weights " + std::to_string(p.weights.size()) + "  bytes/rank " + std::to_string(total) + "\n";
   return s;
@@ -148,6 +174,35 @@ std::map<std::string, CollectiveSummary> summarizeCollectives(const Program& p) 
     auto it = recorded.find(n->name());
     s.bytesPerRank += it != recorded.end() ? it->second : inputBytes(*n);
   }
+  return out;
+}
+
+std::vector<UnevenTensor> unevenTensors(const Program& p) {
+  std::vector<UnevenTensor> out;
+  auto add = [&](std::string what, const std::vector<int64_t>& global, const sharding::ShardingSpec& spec,
+                 ir::ScalarType dtype) {
+    if (spec.placements.size() != static_cast<size_t>(p.mesh.numAxes()) ||
+        !sharding::checkShardable(global, spec, p.mesh).isOk() || !sharding::isUneven(global, spec, p.mesh))
+      return;
+    UnevenTensor u{std::move(what), spec.str(), {}, 0};
+    for (int64_t r = 0; r < p.mesh.numRanks(); ++r)
+      u.perRank.push_back(sharding::localShape(global, spec, p.mesh, p.mesh.coords(r)));
+    u.paddingBytes = sharding::paddingElements(global, spec, p.mesh) * ir::elementSize(dtype);
+    out.push_back(std::move(u));
+  };
+  auto boundary = [&](const std::string& what, const BoundaryInfo& b) {
+    if (!b.globalType.isStatic() || b.globalType.sizes.empty()) return;
+    std::vector<int64_t> global;
+    for (const auto& d : b.globalType.sizes) global.push_back(d.value());
+    add(what, global, b.spec, b.globalType.dtype);
+  };
+  const auto& sig = p.graph.signature;
+  for (size_t i = 0; i < sig.inputs.size() && i < p.inputs.size(); ++i)
+    if (sig.inputs[i].value && sig.inputs[i].kind == ir::InputKind::UserInput)
+      boundary("input %" + sig.inputs[i].value->name(), p.inputs[i]);
+  for (size_t i = 0; i < sig.outputs.size() && i < p.outputs.size(); ++i)
+    boundary("output " + ir::printArgument(sig.outputs[i].arg), p.outputs[i]);
+  for (const auto& w : p.weights) add("weight " + w.fqn, w.globalShape, w.spec, w.dtype);
   return out;
 }
 

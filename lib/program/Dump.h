@@ -40,6 +40,22 @@ struct CollectiveSummary {
 /// all_to_all) of the graph by kind ("all_reduce"), sorted by kind.
 std::map<std::string, CollectiveSummary> summarizeCollectives(const Program& program);
 
+/// A boundary tensor or weight that ranks hold in different sizes (uneven
+/// shards, torch.chunk).
+struct UnevenTensor {
+  std::string what;  ///< "input %x", "output %addmm_1", "weight fc1.weight"
+  std::string spec;  ///< "[S(0)]"
+  /// Each rank's local shape, in rank order.
+  std::vector<std::vector<int64_t>> perRank;
+  /// Bytes padding adds when every rank's shard is padded to the largest
+  /// (what a collective of the whole tensor moves beyond its data).
+  int64_t paddingBytes = 0;
+};
+
+/// The program's inputs, outputs and weights with uneven layouts, in that
+/// order (static shapes only).
+std::vector<UnevenTensor> unevenTensors(const Program& program);
+
 /// The provenance entries fit for golden text: machine-specific keys
 /// (time, date, host, user, cwd, ...) left out, absolute paths in values
 /// shortened to their file name; order kept.

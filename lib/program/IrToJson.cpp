@@ -11,6 +11,7 @@
 // tree-returning functions parse it back.
 #include "program/IrToJson.h"
 
+#include <charconv>
 #include <cmath>
 #include <iterator>
 #include <limits>
@@ -116,6 +117,10 @@ void symList(JsonWriter& w, const Argument& a) {
 }
 
 void deviceToJson(JsonWriter& w, const std::string& type, int64_t index) {
+  if (type == "cpu" && index < 0) {  // the usual device, in one piece
+    w.json(R"({"type":"cpu","index":null})");
+    return;
+  }
   w.beginObject().key("type").string(type).key("index");
   if (index >= 0)
     w.integer(index);
@@ -360,11 +365,15 @@ std::string symExprSrepr(const ir::SymExpr& e) {
 }
 
 void writeSymInt(JsonWriter& w, const ir::Dim& d) {
-  w.beginObject();
-  if (d.isStatic()) {
-    w.key("as_int").integer(d.value()).endObject();
+  if (d.isStatic()) {  // {"as_int":N} in one piece: the most written value of a program
+    char buf[40] = R"({"as_int":)";
+    constexpr size_t kPrefix = 10;
+    auto r = std::to_chars(buf + kPrefix, buf + sizeof buf - 1, d.value());
+    *r.ptr = '}';
+    w.json(std::string_view(buf, static_cast<size_t>(r.ptr + 1 - buf)));
     return;
   }
+  w.beginObject();
   w.key("as_expr").beginObject().key("expr_str").string(symExprSrepr(*d.expr()));
   w.key("hint").beginObject().key("as_int").integer(d.value()).endObject();
   w.endObject().endObject();
@@ -386,7 +395,7 @@ void writeTensorType(JsonWriter& w, const ir::TensorType& t) {
   deviceToJson(w, t.device.type, t.device.index);
   w.key("strides").beginArray();
   for (const auto& d : t.strides) writeSymInt(w, d);
-  w.endArray().key("storage_offset").beginObject().key("as_int").integer(0).endObject();
+  w.endArray().key("storage_offset").json(R"({"as_int":0})");
   w.key("layout").integer(static_cast<int>(ir::Layout::Strided)).endObject();
 }
 

@@ -52,16 +52,20 @@ class JsonWriter {
 
   /// The key of the next member of the enclosing object.
   JsonWriter& key(std::string_view k) {
-    separate();
-    appendJsonString(*out_, k);
-    out_->push_back(':');
+    if (!plainString(k, ':')) {
+      separate();
+      appendJsonString(*out_, k);
+      out_->push_back(':');
+    }
     needComma_ = false;
     return *this;
   }
 
   JsonWriter& string(std::string_view s) {
-    separate();
-    appendJsonString(*out_, s);
+    if (!plainString(s, 0)) {
+      separate();
+      appendJsonString(*out_, s);
+    }
     return done();
   }
   JsonWriter& integer(int64_t v);
@@ -74,6 +78,10 @@ class JsonWriter {
     appendJsonNumber(*out_, v);
     return done();
   }
+
+  /// Already-serialized JSON as the next value, written as it is (the
+  /// caller guarantees it is well-formed): fixed fragments in one append.
+  JsonWriter& json(std::string_view text) { return raw(text); }
 
   /// [1,2,3]
   JsonWriter& integers(const std::vector<int64_t>& values);
@@ -88,18 +96,28 @@ class JsonWriter {
   void separate() {
     if (needComma_) out_->push_back(',');
   }
+  // The comma if due, `s` quoted and `suffix` (unless 0) in one append,
+  // when `s` is short and needs no escape; false (nothing written) otherwise.
+  bool plainString(std::string_view s, char suffix);
   JsonWriter& done() {
     needComma_ = true;
     return *this;
   }
   JsonWriter& raw(std::string_view token) {
+    if (needComma_ && token.size() < 64) {  // the comma and the token in one append
+      char buf[64];
+      buf[0] = ',';
+      std::memcpy(buf + 1, token.data(), token.size());
+      out_->append(buf, token.size() + 1);
+      return done();
+    }
     separate();
     out_->append(token);
     return done();
   }
   JsonWriter& open(char c) {
-    separate();
-    out_->push_back(c);
+    const char both[2] = {',', c};
+    out_->append(needComma_ ? both : both + 1, needComma_ ? 2 : 1);
     needComma_ = false;
     return *this;
   }
@@ -186,6 +204,20 @@ inline bool plainWord(const char* p) {
   return bad == 0;
 }
 
+// True for a byte copied as it is: printable ASCII but quote and backslash.
+inline bool plainByte(char ch) {
+  auto c = static_cast<unsigned char>(ch);
+  return c >= 0x20 && c < 0x80 && c != '"' && c != '\\';
+}
+
+// The length of the prefix of `s` made of plain bytes.
+inline size_t plainPrefix(std::string_view s) {
+  size_t i = 0;
+  while (i + 8 <= s.size() && plainWord(s.data() + i)) i += 8;
+  while (i < s.size() && plainByte(s[i])) ++i;
+  return i;
+}
+
 // The escape of ASCII byte `c` that needs one (quote, backslash, control).
 inline void appendEscape(std::string& out, unsigned char c) {
   static constexpr char kHex[] = "0123456789abcdef";
@@ -222,8 +254,8 @@ inline void appendEscape(std::string& out, unsigned char c) {
 
 inline void appendJsonString(std::string& out, std::string_view s) {
   out.push_back('"');
-  size_t start = 0;  // first byte not yet copied
-  size_t i = 0;
+  size_t start = 0;                        // first byte not yet copied
+  size_t i = json_detail::plainPrefix(s);  // bytes before it need no escape
   while (i < s.size()) {
     // Skip 8 plain bytes at a time.
     while (i + 8 <= s.size() && json_detail::plainWord(s.data() + i)) i += 8;
@@ -310,19 +342,36 @@ inline void appendJsonNumber(std::string& out, double v) {
   }
 }
 
+inline bool JsonWriter::plainString(std::string_view s, char suffix) {
+  constexpr size_t kMax = 96;  // longer strings take appendJsonString's runs
+  if (s.size() > kMax || json_detail::plainPrefix(s) != s.size()) return false;
+  char buf[kMax + 4];
+  size_t n = 0;
+  if (needComma_) buf[n++] = ',';
+  buf[n++] = '"';
+  std::memcpy(buf + n, s.data(), s.size());
+  n += s.size();
+  buf[n++] = '"';
+  if (suffix != 0) buf[n++] = suffix;
+  out_->append(buf, n);
+  return true;
+}
+
 inline JsonWriter& JsonWriter::integer(int64_t v) {
-  separate();
   char buf[24];
-  auto r = std::to_chars(buf, buf + sizeof buf, v);
-  out_->append(buf, r.ptr);
+  buf[0] = ',';
+  auto r = std::to_chars(buf + 1, buf + sizeof buf, v);
+  const char* from = needComma_ ? buf : buf + 1;
+  out_->append(from, static_cast<size_t>(r.ptr - from));
   return done();
 }
 
 inline JsonWriter& JsonWriter::unsignedInteger(uint64_t v) {
-  separate();
   char buf[24];
-  auto r = std::to_chars(buf, buf + sizeof buf, v);
-  out_->append(buf, r.ptr);
+  buf[0] = ',';
+  auto r = std::to_chars(buf + 1, buf + sizeof buf, v);
+  const char* from = needComma_ ? buf : buf + 1;
+  out_->append(from, static_cast<size_t>(r.ptr - from));
   return done();
 }
 

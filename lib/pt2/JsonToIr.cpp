@@ -368,8 +368,8 @@ class IrBuilder {
     SPMD_ASSIGN_OR_RETURN(std::string_view target, getString(n, "target"));
     std::string_view name;
     if (n["name"].get_string().get(name) != simdjson::SUCCESS) name = {};
+    if (target.starts_with("torch.ops.")) target.remove_prefix(10);
     std::string t(target);
-    if (t.rfind("torch.ops.", 0) == 0) t = t.substr(10);
     std::string where = "node %" + std::string(name.empty() ? "?" : name) + " (" + t + ")";
     std::vector<ir::NamedArgument> inputs;
     SPMD_ASSIGN_OR_RETURN(array ins, getArray(n, "inputs"));

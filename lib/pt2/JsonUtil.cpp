@@ -63,6 +63,7 @@ Expected<std::string_view> getString(element e, std::string_view key) {
 Expected<int64_t> getInt(object obj, std::string_view key) {
   element e;
   if (obj[key].get(e) != SUCCESS) return Status::error("field '" + std::string(key) + "' is missing");
+  if (int64_t i = 0; e.get_int64().get(i) == SUCCESS) return i;  // no error context to build
   return toInt(e, "field '" + std::string(key) + "'");
 }
 
@@ -115,7 +116,34 @@ Expected<std::pair<std::string_view, element>> singleField(element e, const std:
   return Status::error(where + ": empty argument object");
 }
 
+namespace {
+// {"as_int": n} with n an int64, the common case, without building the
+// error context; false for anything else (parseSymInt then reports it).
+bool plainSymInt(element e, int64_t& out) {
+  object obj;
+  if (e.get_object().get(obj) != SUCCESS) return false;
+  for (auto field : obj) return field.key == "as_int" && field.value.get_int64().get(out) == SUCCESS;
+  return false;
+}
+
+// The dims of one tensor's sizes or strides, into `out`.
+Status parseDims(array dims, std::string_view name, std::vector<ir::Dim>& out) {
+  out.reserve(dims.size());
+  for (element s : dims) {
+    int64_t i = 0;
+    if (plainSymInt(s, i)) {
+      out.emplace_back(i);
+      continue;
+    }
+    SPMD_ASSIGN_OR_RETURN(ir::Dim d, parseSymInt(s, "tensor '" + std::string(name) + "'"));
+    out.push_back(std::move(d));
+  }
+  return Status::ok();
+}
+}  // namespace
+
 Expected<ir::Dim> parseSymInt(element e, std::string_view where) {
+  if (int64_t i = 0; plainSymInt(e, i)) return ir::Dim(i);
   SPMD_ASSIGN_OR_RETURN(auto kv, singleField(e, std::string(where)));
   auto [key, val] = kv;
   if (key == "as_int") {
@@ -142,23 +170,16 @@ Expected<ir::Device> parseDevice(element e) {
 
 Expected<ir::TensorType> parseTensorMeta(object meta, std::string_view where) {
   ir::TensorType t;
-  std::string w = "tensor '" + std::string(where) + "'";
   SPMD_ASSIGN_OR_RETURN(int64_t dtype, getInt(meta, "dtype"));
   auto st = ir::scalarTypeFromSchema(dtype);
-  if (!st) return Status::error(w + ": unknown dtype " + std::to_string(dtype));
+  if (!st)
+    return Status::error("tensor '" + std::string(where) + "': unknown dtype " + std::to_string(dtype));
   t.dtype = *st;
   SPMD_ASSIGN_OR_RETURN(array sizes, getArray(meta, "sizes"));
-  for (element s : sizes) {
-    SPMD_ASSIGN_OR_RETURN(ir::Dim d, parseSymInt(s, w));
-    t.sizes.push_back(std::move(d));
-  }
+  SPMD_RETURN_IF_ERROR(parseDims(sizes, where, t.sizes));
   array strides;
-  if (meta["strides"].get_array().get(strides) == SUCCESS) {
-    for (element s : strides) {
-      SPMD_ASSIGN_OR_RETURN(ir::Dim d, parseSymInt(s, w));
-      t.strides.push_back(std::move(d));
-    }
-  }
+  if (meta["strides"].get_array().get(strides) == SUCCESS)
+    SPMD_RETURN_IF_ERROR(parseDims(strides, where, t.strides));
   element dev;
   if (meta["device"].get(dev) == SUCCESS) {
     SPMD_ASSIGN_OR_RETURN(t.device, parseDevice(dev));

@@ -88,10 +88,8 @@ Expected<sharding::ShardingSpec> parseSpec(const json& j, int64_t rank, const sh
   }
   auto normalized = sharding::normalizeSpec(spec, rank, mesh);
   if (!normalized) return normalized.status().withContext("\"spec\"");
-  bool strided = false;
-  for (const auto& p : normalized->placements) strided |= p.isStrided();
   // Plain splits follow torch.chunk at any size; strided runs must divide.
-  if (strided) SPMD_RETURN_IF_ERROR(sharding::checkEvenlyDivisible(shape, *normalized, mesh));
+  SPMD_RETURN_IF_ERROR(sharding::checkShardable(shape, *normalized, mesh));
   return normalized;
 }
 

@@ -6,6 +6,8 @@
 //   spmd.reduce_scatter(%x, "tp", 0, "sum")      -> the group's reduce_scatter (NCCL, Gloo in torch 2.x);
 //                                                   allreduce + narrow where a backend has none
 //   spmd.all_to_all(%x, "tp", 1, 0)              -> alltoall_base over stacked chunks
+//   spmd.all_gather(%x, "tp", 0, size=5)         -> uneven (torch.chunk 2,2,1,0): padded to 2, unpadded
+//   spmd.local_size(5, "[S(0)]", 0)              -> this rank's size (2, 2, 1 or 0 on 4 ranks)
 //   spmd.local_slice / spmd.zero_partial          -> local, from the rank's axis coordinate
 //   spmd.vocab_embedding(%w, %i, "[S(0)]", 256)   -> lookup of the rows held, zeros elsewhere
 //   spmd.wait(%r)                                 -> completes an async collective
@@ -63,6 +65,18 @@ at::Tensor averaged(at::Tensor t, bool avg, int64_t n) {
 }
 
 int64_t bytesOf(const at::Tensor& t) { return t.numel() * static_cast<int64_t>(t.element_size()); }
+
+// `x` with dim `dim` zero-padded at the end to `to` (x itself when it has that size).
+at::Tensor padDim(const at::Tensor& x, int64_t dim, int64_t to) {
+  int64_t have = x.size(dim);
+  if (have == to) return x;
+  std::vector<int64_t> shape(x.sizes().begin(), x.sizes().end());
+  shape[static_cast<size_t>(dim)] = to - have;
+  return at::cat({x, at::zeros(shape, x.options())}, dim);
+}
+
+// Piece `i` of `size` split over `n` ranks (torch.chunk).
+sharding::Chunk pieceOf(int64_t size, int64_t n, int64_t i) { return sharding::chunkOf(size, n, i); }
 
 // Returns `result` now, or registers `work` and returns the handle.
 void finish(Stack& s, size_t nargs, MeshComm& c, bool async, const at::Tensor& handle,
@@ -132,18 +146,29 @@ std::vector<int64_t> splitShape(const at::Tensor& x, int64_t dim, int64_t sf) {
 }
 
 // An all-gather of `x` along `dim` (a strided shard when sf > 1) on `axis`,
-// started; `count` adds it to the communicator's statistics.
-Started startAllGather(MeshComm& c, int64_t axis, const at::Tensor& x, int64_t dim, int64_t sf, bool count) {
+// started; `count` adds it to the communicator's statistics. `size` >= 0:
+// the whole dim, split unevenly: pieces travel padded to the chunk.
+Started startAllGather(MeshComm& c, int64_t axis, const at::Tensor& x, int64_t dim, int64_t sf, int64_t size,
+                       bool count) {
   int64_t n = c.mesh().size(axis);
   dim = dim < 0 ? dim + x.dim() : dim;
-  std::vector<int64_t> inner = splitShape(x, dim, sf);
+  if (size >= 0 && sf != 1) throw std::runtime_error("all_gather: uneven strided shards are not supported");
+  int64_t coord = c.coords()[static_cast<size_t>(axis)];
+  int64_t chunk = size >= 0 ? (size + n - 1) / n : x.size(dim);
+  if (size >= 0 && x.size(dim) != pieceOf(size, n, coord).size)
+    throw std::runtime_error("all_gather: dim " + std::to_string(dim) + " holds " +
+                             std::to_string(x.size(dim)) + " rows, but this rank's piece of " +
+                             std::to_string(size) + " over " + std::to_string(n) + " ranks is " +
+                             std::to_string(pieceOf(size, n, coord).size));
+  at::Tensor padded = size >= 0 ? padDim(x, dim, chunk) : x;
+  std::vector<int64_t> inner = splitShape(padded, dim, sf);
   int64_t gdim = sf > 1 ? dim + 1 : dim;
-  at::Tensor in = x.contiguous().view(inner);
+  at::Tensor in = padded.contiguous().view(inner);
   std::vector<int64_t> bufShape = inner;
   bufShape.insert(bufShape.begin(), n);
   at::Tensor buf = at::empty(bufShape, x.options());
   std::vector<int64_t> outShape(x.sizes().begin(), x.sizes().end());
-  outShape[static_cast<size_t>(dim)] *= n;
+  outShape[static_cast<size_t>(dim)] = size >= 0 ? size : outShape[static_cast<size_t>(dim)] * n;
   c10::intrusive_ptr<c10d::Work> work;
   if (n > 1) {
     std::vector<std::vector<at::Tensor>> outs(1);
@@ -152,22 +177,29 @@ Started startAllGather(MeshComm& c, int64_t axis, const at::Tensor& x, int64_t d
     work = c.group(axis).allgather(outs, ins);
     if (count) {
       c.stats().collectives += 1;
-      c.stats().bytesSent += (n - 1) * bytesOf(x);
+      c.stats().bytesSent += (n - 1) * bytesOf(in);
     }
   } else {
     buf[0].copy_(in);
   }
+  if (size >= 0)
+    return {buf, {work, [buf, dim, n, size] {
+                    std::vector<at::Tensor> pieces;
+                    for (int64_t i = 0; i < n; ++i)
+                      pieces.push_back(buf[i].narrow(dim, 0, pieceOf(size, n, i).size));
+                    return at::cat(pieces, dim);
+                  }}};
   return {buf, {work, [buf, gdim, outShape] { return buf.movedim(0, gdim).contiguous().view(outShape); }}};
 }
 
 void allGather(Stack& s) {
   // c10d's worker threads write into these buffers: no inference tensors.
   c10::InferenceMode normalTensors(false);
-  auto a = torch::jit::last(s, 5);
+  auto a = torch::jit::last(s, 6);
   MeshComm& c = comm();
-  Started st =
-      startAllGather(c, axisOf(c, a[1].toStringRef()), a[0].toTensor(), a[2].toInt(), a[3].toInt(), true);
-  finish(s, 5, c, a[4].toBool(), st.handle, st.pending.work, st.pending.finish);
+  Started st = startAllGather(c, axisOf(c, a[1].toStringRef()), a[0].toTensor(), a[2].toInt(), a[3].toInt(),
+                              a[4].toInt(), true);
+  finish(s, 6, c, a[5].toBool(), st.handle, st.pending.work, st.pending.finish);
 }
 
 // Issues the group's own reduce-scatter of `in` (dim 0 split into n chunks)
@@ -199,13 +231,13 @@ void reduceScatter(Stack& s) {
   bool async = a[4].toBool();
   int64_t n = c.mesh().size(axis);
   dim = dim < 0 ? dim + x.dim() : dim;
-  if (x.size(dim) % n)
-    throw std::runtime_error("reduce_scatter: dim " + std::to_string(dim) + " of size " +
-                             std::to_string(x.size(dim)) + " does not split over " + std::to_string(n) +
-                             " ranks");
-  int64_t chunk = x.size(dim) / n;
+  // Uneven (torch.chunk): every rank's piece is padded to the chunk, and
+  // this rank keeps its own rows of the reduced chunk.
+  int64_t whole = x.size(dim);
+  int64_t chunk = (whole + n - 1) / n;
+  int64_t mine = pieceOf(whole, n, c.coords()[static_cast<size_t>(axis)]).size;
   // The scattered dim goes first, so each rank's chunk is one contiguous block.
-  at::Tensor in = x.movedim(dim, 0).contiguous();
+  at::Tensor in = padDim(x.movedim(dim, 0), 0, chunk * n).contiguous();
   std::vector<int64_t> outShape(in.sizes().begin(), in.sizes().end());
   outShape[0] = chunk;
   at::Tensor out = at::empty(outShape, in.options());
@@ -216,28 +248,41 @@ void reduceScatter(Stack& s) {
     // No reduce-scatter in this backend: all-reduce, then keep this rank's chunk.
     int64_t coord = c.coords()[static_cast<size_t>(axis)];
     work = issueAllReduce(c, axis, in, r, 2 * (n - 1) * bytesOf(in) / n);
-    finish(s, 5, c, async, in, work, [in, r, n, dim, coord, chunk] {
-      return averaged(in.narrow(0, coord * chunk, chunk).movedim(0, dim).contiguous(), r.avg, n);
+    finish(s, 5, c, async, in, work, [in, r, n, dim, coord, chunk, mine] {
+      return averaged(in.narrow(0, coord * chunk, mine).movedim(0, dim).contiguous(), r.avg, n);
     });
     return;
   }
-  finish(s, 5, c, async, out, work,
-         [out, r, n, dim] { return averaged(out.movedim(0, dim).contiguous(), r.avg, n); });
+  finish(s, 5, c, async, out, work, [out, r, n, dim, mine] {
+    return averaged(out.narrow(0, 0, mine).movedim(0, dim).contiguous(), r.avg, n);
+  });
 }
 
 void allToAll(Stack& s) {
   // c10d's worker threads write into these buffers: no inference tensors.
   c10::InferenceMode normalTensors(false);
-  auto a = torch::jit::last(s, 5);
+  auto a = torch::jit::last(s, 6);
   at::Tensor x = a[0].toTensor();
   MeshComm& c = comm();
   int64_t axis = axisOf(c, a[1].toStringRef());
   int64_t splitDim = a[2].toInt(), concatDim = a[3].toInt();
-  bool async = a[4].toBool();
+  int64_t size = a[4].toInt();  // the whole concat dim when it is split unevenly
+  bool async = a[5].toBool();
   int64_t n = c.mesh().size(axis);
+  int64_t coord = c.coords()[static_cast<size_t>(axis)];
   splitDim = splitDim < 0 ? splitDim + x.dim() : splitDim;
   concatDim = concatDim < 0 ? concatDim + x.dim() : concatDim;
-  at::Tensor in = at::stack(x.chunk(n, splitDim)).contiguous();
+  // Pieces of the split dim follow torch.chunk; uneven ones (of either dim)
+  // travel padded to the chunk and are unpadded on arrival.
+  int64_t whole = x.size(splitDim), held = x.size(concatDim);
+  int64_t splitChunk = (whole + n - 1) / n, concatChunk = size >= 0 ? (size + n - 1) / n : held;
+  std::vector<at::Tensor> pieces;
+  for (int64_t j = 0; j < n; ++j) {
+    sharding::Chunk p = pieceOf(whole, n, j);
+    pieces.push_back(
+        padDim(padDim(x.narrow(splitDim, p.offset, p.size), splitDim, splitChunk), concatDim, concatChunk));
+  }
+  at::Tensor in = at::stack(pieces).contiguous();
   at::Tensor out = at::empty_like(in);
   c10::intrusive_ptr<c10d::Work> work;
   if (n > 1) {
@@ -248,7 +293,14 @@ void allToAll(Stack& s) {
   } else {
     out.copy_(in);
   }
-  finish(s, 5, c, async, out, work, [out, concatDim] { return at::cat(out.unbind(0), concatDim); });
+  int64_t mine = pieceOf(whole, n, coord).size;
+  finish(s, 6, c, async, out, work, [out, splitDim, concatDim, n, mine, size, held] {
+    std::vector<at::Tensor> got;
+    for (int64_t i = 0; i < n; ++i)
+      got.push_back(
+          out[i].narrow(splitDim, 0, mine).narrow(concatDim, 0, size >= 0 ? pieceOf(size, n, i).size : held));
+    return at::cat(got, concatDim);
+  });
 }
 
 void localSlice(Stack& s) {
@@ -263,10 +315,15 @@ void localSlice(Stack& s) {
   dim = dim < 0 ? dim + x.dim() : dim;
   std::vector<int64_t> inner = splitShape(x, dim, sf);
   int64_t sdim = sf > 1 ? dim + 1 : dim;
-  int64_t chunk = inner[static_cast<size_t>(sdim)] / n;
+  // torch.chunk: rank `coord` holds its piece, trailing ranks fewer rows or none.
+  sharding::Chunk piece = pieceOf(inner[static_cast<size_t>(sdim)], n, coord);
+  if (sf > 1 && inner[static_cast<size_t>(sdim)] % n)
+    throw std::runtime_error(
+        "local_slice: uneven strided shards are not supported (dim " + std::to_string(dim) + " rows of " +
+        std::to_string(inner[static_cast<size_t>(sdim)]) + " over " + std::to_string(n) + " ranks)");
   std::vector<int64_t> outShape(x.sizes().begin(), x.sizes().end());
-  outShape[static_cast<size_t>(dim)] /= n;
-  at::Tensor r = x.reshape(inner).narrow(sdim, coord * chunk, chunk).contiguous().view(outShape);
+  outShape[static_cast<size_t>(dim)] = piece.size * sf;
+  at::Tensor r = x.reshape(inner).narrow(sdim, piece.offset, piece.size).contiguous().view(outShape);
   torch::jit::drop(s, 4);
   s.emplace_back(r);
 }
@@ -309,6 +366,28 @@ void vocabEmbedding(Stack& s) {
   s.emplace_back(out);
 }
 
+// spmd.local_size(size, spec, dim): this rank's size of dim `dim` (global
+// `size`) under `spec`.
+void localSize(Stack& s) {
+  auto a = torch::jit::last(s, 3);
+  int64_t size = a[0].toInt();
+  auto spec = sharding::ShardingSpec::parse(a[1].toStringRef());
+  TORCH_CHECK(spec.hasValue(), spec.status().message());
+  int64_t dim = a[2].toInt();
+  MeshComm& c = comm();
+  TORCH_CHECK(dim >= 0 && size >= 0 && spec->placements.size() == static_cast<size_t>(c.mesh().numAxes()),
+              "local_size: bad arguments for ", a[1].toStringRef(), " on mesh ", c.mesh().str());
+  std::vector<int64_t> shape(static_cast<size_t>(dim + 1), 1);
+  shape[static_cast<size_t>(dim)] = size;
+  for (auto& p : spec->placements)
+    if (p.isShard() && p.dim != dim) p = sharding::Placement::replicate();
+  Status ok = sharding::checkShardable(shape, *spec, c.mesh());
+  TORCH_CHECK(ok.isOk(), "local_size: ", ok.message());
+  int64_t local = sharding::localShape(shape, *spec, c.mesh(), c.coords())[static_cast<size_t>(dim)];
+  torch::jit::drop(s, 3);
+  s.emplace_back(local);
+}
+
 void waitOp(Stack& s) {
   at::Tensor x = s.back().toTensor();
   auto r = comm().wait(x);
@@ -339,13 +418,18 @@ void asGlooType(Stack& s) {
 
 const LocalOpDef kCollectives[] = {
     {"spmd.all_gather",
-     "spmd::all_gather(Tensor self, str axis, int dim, *, int split_factor=1, bool async=False) -> Tensor",
-     asGlooType<allGather, 5>},
+     "spmd::all_gather(Tensor self, str axis, int dim, *, int split_factor=1, int size=-1, bool async=False) "
+     "-> "
+     "Tensor",
+     asGlooType<allGather, 6>},
     {"spmd.all_reduce", "spmd::all_reduce(Tensor self, str axis, str op, *, bool async=False) -> Tensor",
      asGlooType<allReduce, 4>},
     {"spmd.all_to_all",
-     "spmd::all_to_all(Tensor self, str axis, int split_dim, int concat_dim, *, bool async=False) -> Tensor",
-     asGlooType<allToAll, 5>},
+     "spmd::all_to_all(Tensor self, str axis, int split_dim, int concat_dim, *, int size=-1, bool "
+     "async=False) "
+     "-> Tensor",
+     asGlooType<allToAll, 6>},
+    {"spmd.local_size", "spmd::local_size(int size, str spec, int dim) -> int", localSize},
     {"spmd.local_slice", "spmd::local_slice(Tensor self, str axis, int dim, *, int split_factor=1) -> Tensor",
      localSlice},
     {"spmd.reduce_scatter",
@@ -370,15 +454,16 @@ at::Tensor allReduceNow(MeshComm& comm, int64_t axis, const at::Tensor& x, shard
   return st.pending.finish();
 }
 
-at::Tensor allGatherNow(MeshComm& comm, int64_t axis, const at::Tensor& x, int64_t dim, int64_t splitFactor) {
+at::Tensor allGatherNow(MeshComm& comm, int64_t axis, const at::Tensor& x, int64_t dim, int64_t splitFactor,
+                        int64_t size) {
   c10::InferenceMode normalTensors(false);
   if (x.scalar_type() == at::kBool)
-    return allGatherNow(comm, axis, x.to(at::kByte), dim, splitFactor).to(at::kBool);
+    return allGatherNow(comm, axis, x.to(at::kByte), dim, splitFactor, size).to(at::kBool);
   if (x.is_complex())
     return at::view_as_complex(
-        allGatherNow(comm, axis, at::view_as_real(x.resolve_conj()).contiguous(), dim, splitFactor)
+        allGatherNow(comm, axis, at::view_as_real(x.resolve_conj()).contiguous(), dim, splitFactor, size)
             .contiguous());
-  Started st = startAllGather(comm, axis, x, dim, splitFactor, false);
+  Started st = startAllGather(comm, axis, x, dim, splitFactor, size, false);
   comm.track(st.pending.work);
   if (st.pending.work) st.pending.work->wait();
   return st.pending.finish();

@@ -21,7 +21,10 @@ at::Tensor allReduceNow(MeshComm& comm, int64_t axis, const at::Tensor& x, shard
 
 /// `x` gathered along `dim` (strided by `splitFactor`) over the ranks of
 /// `axis`, synchronously, through the same code as spmd.all_gather; not
-/// counted in the statistics.
-at::Tensor allGatherNow(MeshComm& comm, int64_t axis, const at::Tensor& x, int64_t dim, int64_t splitFactor);
+/// counted in the statistics. `size` >= 0: the gathered dim's whole size,
+/// split unevenly (torch.chunk) over the ranks: pieces are padded to the
+/// chunk for the exchange and unpadded after.
+at::Tensor allGatherNow(MeshComm& comm, int64_t axis, const at::Tensor& x, int64_t dim, int64_t splitFactor,
+                        int64_t size = -1);
 
 }  // namespace spmd::runtime

@@ -78,7 +78,10 @@ Expected<TensorMap> loadRankWeights(const program::LoadedProgram& program, int64
     auto dtype = toC10ScalarType(w.dtype);
     if (!dtype) return dtype.status().withContext(program.path() + ": weight '" + w.fqn + "'");
     try {
-      at::Tensor t = at::empty(w.localShape, at::TensorOptions().dtype(*dtype));
+      // Uneven shards: each rank's own shape (torch.chunk), rank 0's is w.localShape.
+      auto shape = sharding::localShape(w.globalShape, w.spec, program.program().mesh,
+                                        program.program().mesh.coords(rank));
+      at::Tensor t = at::empty(shape, at::TensorOptions().dtype(*dtype));
       if (static_cast<size_t>(t.nbytes()) != bytes.size())
         return Status::error(program.path() + ": weight '" + w.fqn + "' blob has " +
                              std::to_string(bytes.size()) + " bytes, its local shape needs " +

@@ -61,12 +61,22 @@ Expected<TensorMap> shardInputs(const program::Program& p, const TensorMap& inpu
   return out;
 }
 
-// Makes a local output whole on every rank: gathers shards, reduces partials.
-at::Tensor toGlobal(at::Tensor t, const ShardingSpec& spec, MeshComm& comm) {
+// Makes a local output whole on every rank: gathers shards (padded where
+// they are uneven), reduces partials.
+at::Tensor toGlobal(at::Tensor t, const ShardingSpec& spec, const ir::TensorType& global, MeshComm& comm) {
+  std::vector<int64_t> shape;
+  for (const auto& d : global.sizes) shape.push_back(d.value());
+  bool uneven = global.isStatic() && global.rank() == t.dim() && !spec.placements.empty() &&
+                sharding::isUneven(shape, spec, comm.mesh()) &&
+                sharding::checkShardable(shape, spec, comm.mesh()).isOk();
   for (int64_t a = static_cast<int64_t>(spec.placements.size()) - 1; a >= 0; --a) {
     const Placement& p = spec.placements[static_cast<size_t>(a)];
     if (comm.mesh().size(a) == 1 || p.isReplicate()) continue;
-    t = p.isPartial() ? allReduceNow(comm, a, t, p.reduce) : allGatherNow(comm, a, t, p.dim, p.splitFactor);
+    int64_t size =
+        uneven ? sharding::pieceBefore(shape, spec, comm.mesh(), comm.coords(), a)[static_cast<size_t>(p.dim)]
+               : -1;
+    t = p.isPartial() ? allReduceNow(comm, a, t, p.reduce)
+                      : allGatherNow(comm, a, t, p.dim, p.splitFactor, size);
   }
   return t;
 }
@@ -166,8 +176,15 @@ Status checkGlobalInputs(const program::Program& p, const TensorMap& inputs) {
                              ", the program expects " + gt.str());
           return;
         }
-        Status div = sharding::checkEvenlyDivisible(
-            std::vector<int64_t>(g->sizes().begin(), g->sizes().end()), p.inputs[i].spec, p.mesh);
+        // Static dims split as torch.chunk; the program divides symbolic ones
+        // evenly (s // n), so those must divide at run time.
+        std::vector<int64_t> shape(g->sizes().begin(), g->sizes().end());
+        ShardingSpec symbolic = p.inputs[i].spec;
+        for (Placement& q : symbolic.placements)
+          if (q.isShard() && q.dim < gt.rank() && gt.sizes[static_cast<size_t>(q.dim)].isStatic())
+            q = Placement::replicate();
+        Status div = sharding::checkEvenlyDivisible(shape, symbolic, p.mesh);
+        if (div.isOk()) div = sharding::checkShardable(shape, p.inputs[i].spec, p.mesh);
         if (!div.isOk()) st = div.withContext("input '" + name + "'");
       });
   return st;
@@ -175,22 +192,24 @@ Status checkGlobalInputs(const program::Program& p, const TensorMap& inputs) {
 
 at::Tensor shardOf(const at::Tensor& global, const ShardingSpec& spec, const sharding::Mesh& mesh,
                    const std::vector<int64_t>& coords) {
-  // Axes split in mesh order, each the chunk the earlier ones left (the
-  // nesting of sharding::localShape); a strided shard S(d, sf) views dim d
-  // as [sf, rest] and splits rest.
+  // Axes split in mesh order, each the chunk the earlier ones left
+  // (sharding::localChunks: torch.chunk sizes, nested; a strided shard
+  // S(d, sf) holds sf runs of dim d).
   at::Tensor t = global;
-  for (size_t a = 0; a < spec.placements.size(); ++a) {
-    const Placement& p = spec.placements[a];
-    int64_t n = mesh.size(static_cast<int64_t>(a));
-    if (!p.isShard() || n == 1) continue;
-    std::vector<int64_t> shape(t.sizes().begin(), t.sizes().end());
-    std::vector<int64_t> inner = shape;
-    int64_t d = p.dim, sf = p.splitFactor;
-    inner[static_cast<size_t>(d)] /= sf;
-    inner.insert(inner.begin() + d, sf);
-    int64_t chunk = inner[static_cast<size_t>(d + 1)] / n;
-    shape[static_cast<size_t>(d)] /= n;
-    t = t.reshape(inner).narrow(d + 1, coords[a] * chunk, chunk).reshape(shape);
+  std::vector<int64_t> shape(global.sizes().begin(), global.sizes().end());
+  std::vector<sharding::Chunk> chunks = sharding::localChunks(shape, spec, mesh, coords);
+  for (size_t d = 0; d < chunks.size(); ++d) {
+    const sharding::Chunk& c = chunks[d];
+    if (c.offset == 0 && c.size == shape[d]) continue;
+    auto dim = static_cast<int64_t>(d);
+    if (c.blocks <= 1) {
+      t = t.narrow(dim, c.offset, c.size);
+      continue;
+    }
+    std::vector<at::Tensor> runs;
+    for (int64_t b = 0; b < c.blocks; ++b)
+      runs.push_back(t.narrow(dim, c.offset + b * c.blockStride, c.blockSize()));
+    t = at::cat(runs, dim);
   }
   t = t.contiguous();
   for (size_t a = 0; a < spec.placements.size(); ++a) {
@@ -269,7 +288,7 @@ Expected<RankResult> runRank(const program::LoadedProgram& lp, int64_t rank,
       if (names[i].empty()) continue;
       auto it = outputs->find(names[i]);
       if (it == outputs->end()) continue;
-      at::Tensor g = toGlobal(it->second, p.outputs[i].spec, **comm);
+      at::Tensor g = toGlobal(it->second, p.outputs[i].spec, p.outputs[i].globalType, **comm);
       if (rank == 0) result.outputs.emplace(names[i], g.cpu());
     }
     synchronizeDevice(options.device);

@@ -81,11 +81,13 @@ Expected<RankResult> runThreaded(const program::LoadedProgram& program, const Te
                                  const RankOptions& options = {});
 
 /// Checks global inputs against the program: every user input present
-/// (as "input.<i>" or by name), with the program's global shape, evenly
+/// (as "input.<i>" or by name), with the program's global shape, shardable
+/// by its placement (plain shards at any size, strided ones evenly).
 /// divisible by its placement. Errors name the input.
 Status checkGlobalInputs(const program::Program& program, const TensorMap& inputs);
 
 /// The local shard of global tensor `global` laid out as `spec` at `coords`
+/// (torch.chunk sizes: trailing ranks may hold fewer rows or none)
 /// (Partial: axis coordinate 0 keeps the value, the others hold zeros for
 /// sum, copies for avg/max/min).
 at::Tensor shardOf(const at::Tensor& global, const sharding::ShardingSpec& spec, const sharding::Mesh& mesh,

@@ -125,6 +125,8 @@ Expected<std::string> explicitSchemaFromPlan(const TpPlan& plan, const SchemaMes
                         {"where_divisible", true},
                         {"comment", "data parallel: the batch split over this axis"}});
   if (!inputs.empty()) out["inputs"] = inputs;
+  // A sequence_parallel style asks for sequence parallelism on the tp axis.
+  if (sequenceParallelEntry(plan)) out["sequence_parallel"] = mesh.axisNames()[static_cast<size_t>(tp)];
   out["outputs"] = "replicate";
   return out.dump(1) + "\n";
 }

@@ -180,7 +180,10 @@ std::string at(std::string_view source, const std::string& pointer) {
 
 /// The keys an object at `tokens` may have, or empty when unknown.
 std::vector<std::string> allowedKeys(const std::vector<std::string>& tokens) {
-  if (tokens.empty()) return {"$schema", "comment", "version", "mesh", "params", "inputs", "outputs"};
+  if (tokens.empty())
+    return {"$schema", "comment", "version",           "preset", "mesh",   "tp_plan",
+            "tp_axis", "rules",   "sequence_parallel", "params", "inputs", "outputs"};
+  if (tokens.size() == 1 && tokens[0] == "sequence_parallel") return {"axis", "dim", "comment"};
   if (tokens.size() == 1 && tokens[0] == "mesh") return {"shape", "axes"};
   if (tokens.size() == 2 && (tokens[0] == "params" || tokens[0] == "inputs" || tokens[0] == "outputs"))
     return {"match", "placements", "optional", "comment"};
@@ -383,6 +386,29 @@ Status meshFrom(const json& mesh, std::string_view source, PlacementSchema& s) {
   return Status::ok();
 }
 
+/// The sequence_parallel request: the key's axis (and dim), else a tp_plan
+/// entry with style sequence_parallel on the tp_plan's axis.
+std::optional<SequenceParallelRequest> sequenceParallelFrom(const json& doc, const TpPlan& plan) {
+  if (doc.contains("sequence_parallel")) {
+    const json& sp = doc["sequence_parallel"];
+    SequenceParallelRequest r;
+    r.pointer = "/sequence_parallel";
+    if (sp.is_string()) {
+      r.axis = sp.get<std::string>();
+    } else {
+      r.axis = sp.at("axis").get<std::string>();
+      if (sp.contains("dim")) r.dim = sp["dim"].get<int64_t>();
+    }
+    return r;
+  }
+  if (std::optional<std::string> glob = sequenceParallelEntry(plan)) {
+    SequenceParallelRequest r;
+    r.pointer = "/tp_plan/" + *glob;
+    return r;
+  }
+  return std::nullopt;
+}
+
 /// Builds the schema from a document that passed validation.
 Expected<PlacementSchema> schemaFrom(const json& doc, std::string_view source) {
   PlacementSchema s;
@@ -396,6 +422,7 @@ Expected<PlacementSchema> schemaFrom(const json& doc, std::string_view source) {
     }
   SPMD_RETURN_IF_ERROR(checkTpPlan(s.tpPlan, std::string(source) + ": /tp_plan"));
   s.tpAxis = doc.value("tp_axis", "");
+  s.sequenceParallel = sequenceParallelFrom(doc, s.tpPlan);
   if (doc.contains("rules"))
     for (const auto& [target, text] : doc["rules"].items()) {
       auto rule = sharding::parseRuleText(text.get<std::string>());

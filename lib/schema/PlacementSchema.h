@@ -79,6 +79,23 @@ enum class Preset : uint8_t {
   Hsdp,
 };
 
+/// Sequence parallelism (Megatron-SP, passes/SequenceParallel.h): the
+/// residual stream between transformer blocks sharded on its sequence dim
+/// over one mesh axis.
+///
+///   "sequence_parallel": "tp"                     -> {axis "tp", dim nullopt}
+///   "sequence_parallel": {"axis": "tp", "dim": 1} -> {axis "tp", dim 1}
+///   "tp_plan": {"norm": "sequence_parallel"}      -> {axis "" (the tp_plan's axis), dim nullopt}
+struct SequenceParallelRequest {
+  /// Mesh axis name; empty: the tp_plan's axis (tp_axis, else "tp", else
+  /// the only axis).
+  std::string axis;
+  /// The sequence dim of the residual stream; nullopt: found from the graph.
+  std::optional<int64_t> dim;
+  /// Where the request is written, for messages ("/sequence_parallel").
+  std::string pointer;
+};
+
 /// A parsed placement schema.
 struct PlacementSchema {
   /// Where it came from, as messages name it: the file path, or "preset 'dp'".
@@ -92,6 +109,9 @@ struct PlacementSchema {
   std::vector<std::pair<std::string, std::string>> tpPlan;
   /// The axis tpPlan shards over; empty: "tp", or the only axis.
   std::string tpAxis;
+  /// Sequence parallelism, when the schema asks for it ("sequence_parallel",
+  /// or a tp_plan entry with style sequence_parallel).
+  std::optional<SequenceParallelRequest> sequenceParallel;
   /// Op sharding rules the schema brings (custom ops): (target, rule).
   std::vector<std::pair<std::string, sharding::RuleTemplate>> opRules;
   /// Rules over parameter, buffer and tensor-constant FQNs.

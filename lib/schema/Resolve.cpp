@@ -103,9 +103,11 @@ void noteSymbolicShards(const std::string& origin, const Target& t, const Shardi
 }
 
 /// Normalizes `spec`'s shard dims for tensor `t` and checks that they exist
-/// and divide evenly. `origin` says who asked ("s.json: /params/0: rule 'x'").
+/// and that strided shards and shards of symbolic dims divide evenly (plain
+/// shards of static dims may split unevenly; with `even`, none may).
+/// `origin` says who asked ("s.json: /params/0: rule 'x'").
 Expected<ShardingSpec> fitSpec(const std::string& origin, ShardingSpec spec, const Target& t,
-                               const Mesh& mesh, std::vector<std::string>& notes) {
+                               const Mesh& mesh, std::vector<std::string>& notes, bool even = false) {
   bool tensor = t.value != nullptr && t.value->isTensor();
   int64_t rank = tensor ? t.value->type().rank() : 0;
   bool shards = false;
@@ -132,11 +134,19 @@ Expected<ShardingSpec> fitSpec(const std::string& origin, ShardingSpec spec, con
     global.push_back(d.value());
     symbolic = symbolic || !d.isStatic();
   }
-  Status even = sharding::checkEvenlyDivisible(global, spec, mesh);
-  if (!even.isOk())
+  // Plain shards of static dims split unevenly as torch.chunk does; strided
+  // shards and shards of symbolic dims must divide.
+  // (`even`: a where_divisible rule, which applies only where all divide).
+  ShardingSpec symbolicShards = spec;
+  for (Placement& p : symbolicShards.placements)
+    if (!even && p.isShard() && t.value->type().sizes[static_cast<size_t>(p.dim)].isStatic())
+      p = Placement::replicate();
+  Status fits = sharding::checkEvenlyDivisible(global, symbolicShards, mesh);
+  if (fits.isOk()) fits = sharding::checkShardable(global, spec, mesh);
+  if (!fits.isOk())
     return Status::error(origin + " on " + t.what + " " + typeText(t) +
                          (symbolic ? " (symbolic sizes checked at their trace-time hint)" : "") + ": " +
-                         even.message());
+                         fits.message());
   noteSymbolicShards(origin, t, spec, mesh, notes);
   return spec;
 }
@@ -193,7 +203,7 @@ Expected<std::vector<Ruled>> applyRules(const PlacementSchema& s, const std::vec
     const PlacementRule& r = rules[static_cast<size_t>(winner[t])];
     std::string origin = s.source + ": " + r.pointer + ": rule '" + elided(r.match) + "'";
     Expected<ShardingSpec> fit =
-        fitSpec(origin, specs[static_cast<size_t>(winner[t])], targets[t], mesh, notes);
+        fitSpec(origin, specs[static_cast<size_t>(winner[t])], targets[t], mesh, notes, r.whereDivisible);
     if (!fit && r.whereDivisible) {
       notes.push_back(fit.status().message() + "; where_divisible: left as it was");
       continue;
@@ -348,17 +358,33 @@ Status applyPreset(const PlacementSchema& s, const ir::ExportedProgram& p, Resol
       r.notes.push_back(s.source + ": " + t.what + " " + typeText(t) + " is a scalar: replicated");
       continue;
     }
-    // S(0) over every axis; else over the leading axes it divides by.
-    ShardingSpec spec = shardAll(r.mesh);
-    Expected<ShardingSpec> fit = fitSpec(s.source, spec, t, r.mesh, r.notes);
-    for (int64_t a = r.mesh.numAxes() - 1; !fit && a > 0; --a) {
+    // S(0) over every axis; else over the leading axes it divides by; else
+    // (a static batch no axis divides) unevenly over every axis, as
+    // torch.chunk splits it.
+    ShardingSpec all = shardAll(r.mesh), spec = all;
+    std::vector<int64_t> hint;
+    for (const ir::Dim& d : t.value->type().sizes) hint.push_back(d.value());
+    auto even = [&](const ShardingSpec& sp) {
+      return sharding::checkEvenlyDivisible(hint, sp, r.mesh).isOk();
+    };
+    for (int64_t a = r.mesh.numAxes() - 1; !even(spec) && a > 0; --a)
       spec.placements[static_cast<size_t>(a)] = Placement::replicate();
-      fit = fitSpec(s.source, spec, t, r.mesh, r.notes);
-      if (fit)
-        r.notes.push_back(s.source + ": " + t.what + " " + typeText(t) + ": dim 0 does not divide over all " +
-                          std::to_string(r.mesh.numRanks()) + " ranks; split " + spec.str() + " instead");
-    }
+    bool uneven = !even(spec) && t.value->type().sizes[0].isStatic();
+    if (uneven) spec = all;
+    Expected<ShardingSpec> fit = fitSpec(s.source, spec, t, r.mesh, r.notes);
     if (!fit) return fit.status();
+    if (uneven) {
+      std::string sizes;
+      for (int64_t k = 0; k < r.mesh.numRanks(); ++k)
+        sizes +=
+            (k ? ", " : "") + std::to_string(sharding::localShape(hint, spec, r.mesh, r.mesh.coords(k))[0]);
+      r.notes.push_back(s.source + ": " + t.what + " " + typeText(t) + ": dim 0 does not divide over the " +
+                        std::to_string(r.mesh.numRanks()) + " ranks; split unevenly as torch.chunk does (" +
+                        sizes + ")");
+    } else if (!(spec == all)) {
+      r.notes.push_back(s.source + ": " + t.what + " " + typeText(t) + ": dim 0 does not divide over all " +
+                        std::to_string(r.mesh.numRanks()) + " ranks; split " + spec.str() + " instead");
+    }
     r.inputs[t.index] = *fit;
   }
   if (s.preset == Preset::Fsdp || s.preset == Preset::Hsdp) shardParameters(s, p, r);

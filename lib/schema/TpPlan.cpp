@@ -27,7 +27,8 @@ struct Style {
 };
 
 // sequence_parallel and the router/identity styles place no parameter
-// shard: their parameters stay replicated.
+// shard: their parameters stay replicated (sequence_parallel turns on the
+// sequence-parallel pass instead, sequenceParallelEntry()).
 constexpr Style kStyles[] = {
     {"colwise", Kind::Colwise, 1},
     {"colwise_rep", Kind::Colwise, 1},
@@ -102,6 +103,12 @@ Status checkTpPlan(const TpPlan& plan, const std::string& where) {
                          "' (styles: " + known + ")");
   }
   return Status::ok();
+}
+
+std::optional<std::string> sequenceParallelEntry(const TpPlan& plan) {
+  for (const auto& [glob, style] : plan)
+    if (style == "sequence_parallel") return glob;
+  return std::nullopt;
 }
 
 namespace {

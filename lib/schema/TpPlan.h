@@ -32,6 +32,11 @@ std::vector<std::string> tpStyles();
 /// the known styles. `where` prefixes messages ("s.json: /tp_plan").
 Status checkTpPlan(const TpPlan& plan, const std::string& where);
 
+/// The glob of the first entry of `plan` whose style is sequence_parallel
+/// (transformers' SequenceParallel on the norms): the plan asks for
+/// sequence parallelism on its axis. nullopt when none is.
+std::optional<std::string> sequenceParallelEntry(const TpPlan& plan);
+
 /// Module path -> module type ("transformers.pytorch_utils.Conv1D"), from
 /// the nn_module_stack of the program's nodes; for a module without one (a
 /// joint train step keeps none), "Conv1D" or "Embedding" when its weight's

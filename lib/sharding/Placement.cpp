@@ -303,7 +303,7 @@ std::vector<Chunk> localChunks(const std::vector<int64_t>& global, const Shardin
     if (!p.isShard()) continue;
     Chunk& cur = chunks[static_cast<size_t>(normalizedDim(p.dim, global.size()))];
     std::optional<Chunk> piece = splitChunk(cur, p, mesh.size(static_cast<int64_t>(a)), coords[a]);
-    SPMD_CHECK(piece.has_value());  // checkEvenlyDivisible refuses the others
+    SPMD_CHECK(piece.has_value());  // checkShardable refuses the others
     cur = *piece;
   }
   return chunks;
@@ -316,7 +316,11 @@ std::vector<int64_t> localShape(const std::vector<int64_t>& global, const Shardi
   return shape;
 }
 
-Status checkEvenlyDivisible(const std::vector<int64_t>& global, const ShardingSpec& spec, const Mesh& mesh) {
+namespace {
+
+/// The checks of checkEvenlyDivisible (`even`) or checkShardable (not `even`).
+Status checkSplits(const std::vector<int64_t>& global, const ShardingSpec& spec, const Mesh& mesh,
+                   bool even) {
   SPMD_CHECK(static_cast<int64_t>(spec.placements.size()) == mesh.numAxes());
   std::vector<Chunk> local(global.size());
   for (size_t d = 0; d < global.size(); ++d) local[d] = {0, global[d]};
@@ -330,11 +334,15 @@ Status checkEvenlyDivisible(const std::vector<int64_t>& global, const ShardingSp
     std::string where = "dim " + std::to_string(d) + " of size " + std::to_string(global[d]);
     if (!splitBy[d].empty())
       where += " (" + std::to_string(local[d].size) + " per shard after mesh axes " + splitBy[d] + ")";
-    if (local[d].size % (n * p.splitFactor) != 0)
+    // torch.chunk splits a plain run at any size; strided runs must divide.
+    bool plain = !p.isStrided() && local[d].blocks == 1;
+    if ((even || !plain) && local[d].size % (n * p.splitFactor) != 0)
       return Status::error(where + " does not divide evenly over mesh axis '" + name + "' of size " +
                            std::to_string(n) +
                            (p.isStrided() ? " in " + std::to_string(p.splitFactor) + " rows" : "") +
-                           ": shard it over axes whose sizes divide it, or pad it");
+                           (even ? ": shard it over axes whose sizes divide it, or pad it"
+                                 : ": uneven strided shards are not supported; shard that dim on "
+                                   "axes whose sizes divide it, or pad it"));
     std::optional<Chunk> piece = splitChunk(local[d], p, n, 0);
     if (!piece)
       return Status::error(where + ": " + p.str() + " on mesh axis '" + name +
@@ -344,6 +352,41 @@ Status checkEvenlyDivisible(const std::vector<int64_t>& global, const ShardingSp
     splitBy[d] += (splitBy[d].empty() ? "'" : ", '") + name + "'";
   }
   return Status::ok();
+}
+
+}  // namespace
+
+Status checkEvenlyDivisible(const std::vector<int64_t>& global, const ShardingSpec& spec, const Mesh& mesh) {
+  return checkSplits(global, spec, mesh, true);
+}
+
+Status checkShardable(const std::vector<int64_t>& global, const ShardingSpec& spec, const Mesh& mesh) {
+  return checkSplits(global, spec, mesh, false);
+}
+
+bool isUneven(const std::vector<int64_t>& global, const ShardingSpec& spec, const Mesh& mesh) {
+  return !checkEvenlyDivisible(global, spec, mesh).isOk();
+}
+
+int64_t paddingElements(const std::vector<int64_t>& global, const ShardingSpec& spec, const Mesh& mesh) {
+  if (!isUneven(global, spec, mesh)) return 0;
+  std::vector<int64_t> numel;
+  for (int64_t r = 0; r < mesh.numRanks(); ++r) {
+    int64_t n = 1;
+    for (int64_t d : localShape(global, spec, mesh, mesh.coords(r))) n *= d;
+    numel.push_back(n);
+  }
+  int64_t most = *std::max_element(numel.begin(), numel.end()), pad = 0;
+  for (int64_t n : numel) pad += most - n;
+  return pad;
+}
+
+std::vector<int64_t> pieceBefore(const std::vector<int64_t>& global, const ShardingSpec& spec,
+                                 const Mesh& mesh, const std::vector<int64_t>& coords, int64_t axis) {
+  ShardingSpec earlier = spec;
+  for (size_t a = static_cast<size_t>(axis); a < earlier.placements.size(); ++a)
+    earlier.placements[a] = Placement::replicate();
+  return localShape(global, earlier, mesh, coords);
 }
 
 }  // namespace spmd::sharding

@@ -153,7 +153,7 @@ std::vector<int64_t> localShape(const std::vector<int64_t>& global, const Shardi
 /// Per-dim indices of the local shard at `coords`. A strided S(d, sf) views
 /// what the earlier axes left of dim d as [sf, rest] and splits rest; a later
 /// plain split of those sf runs takes whole runs or a piece of one run
-/// (checkEvenlyDivisible refuses the rest).
+/// (checkShardable refuses the rest).
 std::vector<Chunk> localChunks(const std::vector<int64_t>& global, const ShardingSpec& spec, const Mesh& mesh,
                                const std::vector<int64_t>& coords);
 /// Error naming dim, size and axis when some Shard does not divide evenly
@@ -161,5 +161,20 @@ std::vector<Chunk> localChunks(const std::vector<int64_t>& global, const Shardin
 /// a strided shard splits only a dim no earlier axis made strided, and a
 /// later split of strided runs takes whole runs or pieces of one).
 Status checkEvenlyDivisible(const std::vector<int64_t>& global, const ShardingSpec& spec, const Mesh& mesh);
+/// Error when `spec` cannot lay out a tensor of `global` at all: plain
+/// shards split at any size (torch.chunk: trailing ranks may hold fewer rows
+/// or none), but a strided shard, or a later split of strided runs, must
+/// divide evenly (the message names dim, size and axis).
+Status checkShardable(const std::vector<int64_t>& global, const ShardingSpec& spec, const Mesh& mesh);
+/// True when some shard of `spec` does not divide evenly (ranks differ in size).
+bool isUneven(const std::vector<int64_t>& global, const ShardingSpec& spec, const Mesh& mesh);
+/// Elements of padding when every rank's shard is padded to the largest
+/// (rank 0's), as collectives over uneven shards do: the sum over ranks of
+/// the largest local numel minus the rank's. 0 for even layouts.
+int64_t paddingElements(const std::vector<int64_t>& global, const ShardingSpec& spec, const Mesh& mesh);
+/// The local shape at `coords` when only the axes before `axis` have split
+/// the tensor: the piece that axis `axis` and the later ones divide.
+std::vector<int64_t> pieceBefore(const std::vector<int64_t>& global, const ShardingSpec& spec,
+                                 const Mesh& mesh, const std::vector<int64_t>& coords, int64_t axis);
 
 }  // namespace spmd::sharding

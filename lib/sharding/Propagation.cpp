@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <map>
+#include <optional>
 
 namespace spmd::sharding {
 namespace {
@@ -62,8 +63,10 @@ std::optional<Placement> placementOf(const DimFactors& dims, int f, const OpShar
 // Split factors `f` would need to keep operands' strided shards: an operand
 // laid out S(d, sf) where f sits in dim d with major product p asks for f
 // itself split strided by sf / p.
-std::vector<int64_t> subsplitsOf(int f, const OpShardingRule& rule, const std::vector<Placement>& current) {
-  std::vector<int64_t> out = {1};
+// `out` is overwritten (a buffer the caller reuses).
+void subsplitsOf(int f, const OpShardingRule& rule, const std::vector<Placement>& current,
+                 std::vector<int64_t>& out) {
+  out.assign(1, 1);
   for (size_t i = 0; i < current.size(); ++i) {
     const Placement& c = current[i];
     if (!c.isStrided()) continue;
@@ -74,7 +77,6 @@ std::vector<int64_t> subsplitsOf(int f, const OpShardingRule& rule, const std::v
         std::find(out.begin(), out.end(), s) == out.end())
       out.push_back(s);
   }
-  return out;
 }
 
 bool isSumLike(const Placement& p) {
@@ -84,7 +86,9 @@ bool isSumLike(const Placement& p) {
 // Per-node state while the axes are decided one after the other.
 class NodePlanner {
  public:
-  NodePlanner(const ir::Node& node, const OpShardingRule& rule, const std::vector<ShardingSpec>& current,
+  // `operands` and `results` are tensorOperands / tensorResults of the node.
+  NodePlanner(const std::vector<ir::Value*>& operands, const std::vector<ir::Value*>& results,
+              const OpShardingRule& rule, const std::vector<ShardingSpec>& current,
               const std::vector<const std::vector<ShardingSpec>*>& available, const Mesh& mesh,
               const CostModel& cm, bool resultsSink)
       : rule_(rule),
@@ -92,13 +96,17 @@ class NodePlanner {
         available_(available),
         mesh_(mesh),
         cm_(cm),
-        resultsSink_(resultsSink) {
-    operands_ = tensorOperands(node);
-    results_ = tensorResults(node);
+        resultsSink_(resultsSink),
+        operands_(operands),
+        results_(results) {
     size_t axes = static_cast<size_t>(mesh.numAxes());
     out_.operands.assign(operands_.size(), ShardingSpec{std::vector<Placement>(axes)});
     out_.results.assign(results_.size(), ShardingSpec{std::vector<Placement>(axes)});
     axisFactor_.assign(axes, -1);
+    operandBytes_.reserve(operands_.size());
+    for (size_t i = 0; i < operands_.size(); ++i)
+      operandBytes_.push_back(localBytes(*operands_[i], current_[i], mesh_));
+    resultBytes_.resize(results_.size());
   }
 
   NodeSharding plan() {
@@ -113,8 +121,7 @@ class NodePlanner {
         out_.results[i].placements[static_cast<size_t>(a)] = best->results[i];
       axisFactor_[static_cast<size_t>(a)] = best->factor;
     }
-    out_.rule = rule_.str();
-    return out_;
+    return std::move(out_);  // the rule text is added by propagate(), for the chosen pass only
   }
 
   // Every candidate of a 1-D mesh, whatever its cost.
@@ -165,16 +172,13 @@ class NodePlanner {
     int64_t n = mesh_.size(a);
     bool inherited = false;
     for (size_t i = 0; i < operands_.size(); ++i) {
-      int64_t bytes = localBytes(*operands_[i], current_[i], mesh_);
       if (!materialized(i, a, c.operands[i]))
-        c.cost += transitionCost(cur(i, a), c.operands[i], a, n, bytes, cm_);
+        c.cost += transitionCost(cur(i, a), c.operands[i], a, n, operandBytes_[i], cm_);
       inherited |= c.operands[i].isShard() && cur(i, a) == c.operands[i];
     }
     // A sharding no operand had must later be gathered: count that now.
     if (c.factor >= 0 && !inherited && !results_.empty())
-      c.cost +=
-          cm_.cost(CollectiveKind::AllGather, a, n, localBytes(*results_[0], out_.results[0], mesh_) / n,
-                   localBytes(*results_[0], out_.results[0], mesh_));
+      c.cost += cm_.cost(CollectiveKind::AllGather, a, n, resultBytes_[0] / n, resultBytes_[0]);
     // A pending sum passed on must still be reduced later, unless it only
     // flows to an output or anchor that takes it as it is: count that
     // reduction now, so sums are reduced where they are smallest and, on a
@@ -186,8 +190,8 @@ class NodePlanner {
     double penalty = 0;
     bool sameSize = operands_.size() == 1;
     for (size_t i = 0; i < results_.size(); ++i) {
-      int64_t bytes = localBytes(*results_[i], out_.results[i], mesh_);
-      sameSize = sameSize && bytes == localBytes(*operands_[0], current_[0], mesh_);
+      int64_t bytes = resultBytes_[i];
+      sameSize = sameSize && bytes == operandBytes_[0];
       penalty += transitionCost(c.results[i], Placement::replicate(), a, n, bytes, cm_);
     }
     if (!sameSize) c.cost += penalty;
@@ -208,7 +212,11 @@ class NodePlanner {
   }
 
   std::vector<Candidate> candidates(int64_t a) {
+    // Results as the axes before `a` left them, for score().
+    for (size_t i = 0; i < results_.size(); ++i)
+      resultBytes_[i] = localBytes(*results_[i], out_.results[i], mesh_);
     std::vector<Candidate> out;
+    out.reserve(2 + rule_.factors.size() + operands_.size());
     Candidate rep;
     rep.operands.assign(operands_.size(), Placement::replicate());
     rep.results.assign(results_.size(), Placement::replicate());
@@ -221,10 +229,52 @@ class NodePlanner {
 
   void addFactorCandidates(int64_t a, std::vector<Candidate>& out) {
     std::vector<Placement> curOnAxis;
+    curOnAxis.reserve(operands_.size());
     for (size_t i = 0; i < operands_.size(); ++i) curOnAxis.push_back(cur(i, a));
-    for (size_t f = 0; f < rule_.factors.size(); ++f)
-      for (int64_t s : subsplitsOf(static_cast<int>(f), rule_, curOnAxis))
-        addFactorCandidate(a, static_cast<int>(f), s, out);
+    std::vector<int64_t> subsplits;
+    for (size_t f = 0; f < rule_.factors.size(); ++f) {
+      subsplitsOf(static_cast<int>(f), rule_, curOnAxis, subsplits);
+      for (int64_t s : subsplits) addFactorCandidate(a, static_cast<int>(f), s, out);
+    }
+  }
+
+  // Whether factor f may split unevenly (torch.chunk): every dim it spans is
+  // static and its alone (no view merges it with other factors, so local
+  // rows stay the chunk), and it is no average but a one-operand mean's
+  // (expansion rescales that sum by the global count).
+  bool unevenOk(int f) const {
+    const Factor& fac = rule_.factors[static_cast<size_t>(f)];
+    if (fac.kind == FactorKind::Reduction && fac.reduce == ReduceOp::Avg && operands_.size() != 1)
+      return false;
+    auto alone = [&](const DimFactors& dims, const ir::Value& v) {
+      for (size_t d = 0; d < dims.size(); ++d) {
+        bool has = std::find(dims[d].begin(), dims[d].end(), f) != dims[d].end();
+        if (has && (dims[d].size() != 1 || d >= v.type().sizes.size() || !v.type().sizes[d].isStatic()))
+          return false;
+      }
+      return true;
+    };
+    for (size_t i = 0; i < operands_.size(); ++i)
+      if (!alone(rule_.operands[i], *operands_[i])) return false;
+    for (size_t i = 0; i < results_.size(); ++i)
+      if (!alone(rule_.results[i], *results_[i])) return false;
+    return true;
+  }
+
+  // Whether every tensor of an uneven candidate on axis `a` can be laid out
+  // (sharding::checkShardable: no uneven split of strided runs).
+  bool shardable(const Candidate& c, int64_t a) const {
+    auto fits = [&](const ir::Value& v, ShardingSpec spec, const Placement& p) {
+      std::vector<int64_t> shape;
+      for (const auto& d : v.type().sizes) shape.push_back(d.value());
+      spec.placements[static_cast<size_t>(a)] = p;
+      return checkShardable(shape, spec, mesh_).isOk();
+    };
+    for (size_t i = 0; i < operands_.size(); ++i)
+      if (!fits(*operands_[i], out_.operands[i], c.operands[i])) return false;
+    for (size_t i = 0; i < results_.size(); ++i)
+      if (!fits(*results_[i], out_.results[i], c.results[i])) return false;
+    return true;
   }
 
   void addFactorCandidate(int64_t a, int f, int64_t subsplit, std::vector<Candidate>& out) {
@@ -235,10 +285,13 @@ class NodePlanner {
       int64_t already = 1;
       for (int64_t e = 0; e < a; ++e)
         if (axisFactor_[static_cast<size_t>(e)] == f) already *= mesh_.size(e);
-      if (fac.size % (already * n * subsplit) != 0) return;
+      bool even = fac.size % (already * n * subsplit) == 0;
+      if (!even && (subsplit != 1 || !unevenOk(f))) return;
       if (subsplit != 1 && already != 1) return;  // nested strided shards are not supported
       bool reduction = fac.kind == FactorKind::Reduction;
       Candidate c;
+      c.operands.reserve(operands_.size());
+      c.results.reserve(results_.size());
       c.factor = f;
       bool ok = true;
       for (size_t i = 0; i < operands_.size() && ok; ++i) {
@@ -255,7 +308,7 @@ class NodePlanner {
         ok = fitEarlierAxes(out_.results[i], rule_.results[i], q, c.factor, a);
         c.results.push_back(q);
       }
-      if (ok) out.push_back(std::move(c));
+      if (ok && (even || shardable(c, a))) out.push_back(std::move(c));
     }
   }
 
@@ -305,9 +358,13 @@ class NodePlanner {
   const Mesh& mesh_;
   const CostModel& cm_;
   bool resultsSink_;
-  std::vector<ir::Value*> operands_, results_;
+  const std::vector<ir::Value*>& operands_;
+  const std::vector<ir::Value*>& results_;
   NodeSharding out_;
   std::vector<int> axisFactor_;
+  // localBytes of each operand in its current layout, and of each result
+  // in the layout the axes decided so far give it.
+  std::vector<int64_t> operandBytes_, resultBytes_;
 };
 
 std::string describe(const ir::Node& n) {
@@ -315,30 +372,52 @@ std::string describe(const ir::Node& n) {
   return n.target() + " (node %" + n.name() + (loc.empty() ? "" : ", " + loc) + ")";
 }
 
+// What propagation reads of one node, gathered once for both passes and
+// the checks after them (the operand lists, the metadata lookups and the
+// rule are the same every time).
+struct NodeInfo {
+  std::vector<ir::Value*> operands;       // tensorOperands
+  std::vector<ir::Value*> results;        // tensorResults
+  const std::string* layout = nullptr;    // kLayoutKey's value, if any
+  const std::string* layoutAs = nullptr;  // kLayoutAsKey's value, if any
+  const RuleFn* fn = nullptr;             // the registry's rule, if any
+  std::optional<OpShardingRule> rule;     // built by the first pass that needs it
+};
+
+std::vector<NodeInfo> nodeInfos(const ir::Graph& g, const RuleRegistry& registry) {
+  std::vector<NodeInfo> infos(g.nodes().size());
+  const std::string layoutKey(kLayoutKey), layoutAsKey(kLayoutAsKey);
+  for (const auto& n : g.nodes()) {
+    NodeInfo& info = infos[static_cast<size_t>(n->index())];
+    info.operands = tensorOperands(*n);
+    info.results = tensorResults(*n);
+    info.fn = registry.find(n->target());
+    const auto& other = n->metadata().other;
+    if (auto it = other.find(layoutKey); it != other.end()) info.layout = &it->second;
+    if (auto it = other.find(layoutAsKey); it != other.end()) info.layoutAs = &it->second;
+  }
+  return infos;
+}
+
 // True for a layout anchor (kLayoutKey or kLayoutAsKey): its layout is
 // asked for, not chosen by a rule.
-bool isLayoutAnchor(const ir::Node& n) {
-  const auto& other = n.metadata().other;
-  return other.count(std::string(kLayoutKey)) != 0 || other.count(std::string(kLayoutAsKey)) != 0;
-}
+bool isLayoutAnchor(const NodeInfo& n) { return n.layout != nullptr || n.layoutAs != nullptr; }
 
 // By value id: true when the value reaches nothing but graph outputs and
 // layout anchors, directly or through one-operand nodes, so a pending sum
 // in it is resolved where the output's or anchor's layout says.
-std::vector<bool> sinkBoundValues(const ir::Graph& g) {
+std::vector<bool> sinkBoundValues(const ir::Graph& g, const std::vector<NodeInfo>& infos) {
   std::vector<bool> sink(g.numValues(), false);
   for (const auto& out : g.outputs())
     for (ir::Value* v : out.values) sink[static_cast<size_t>(v->id())] = true;
   for (auto it = g.nodes().rbegin(); it != g.nodes().rend(); ++it) {
     const ir::Node& n = **it;
-    auto operands = tensorOperands(n);
-    if (operands.size() != 1) continue;
-    bool anchor = isLayoutAnchor(n);
-    auto results = tensorResults(n);
-    bool allSink = anchor || !results.empty();
-    for (ir::Value* r : results) allSink = allSink && sink[static_cast<size_t>(r->id())];
+    const NodeInfo& info = infos[static_cast<size_t>(n.index())];
+    if (info.operands.size() != 1) continue;
+    bool allSink = isLayoutAnchor(info) || !info.results.empty();
+    for (ir::Value* r : info.results) allSink = allSink && sink[static_cast<size_t>(r->id())];
     if (!allSink) continue;
-    ir::Value* v = operands[0];
+    ir::Value* v = info.operands[0];
     bool onlyHere = true;
     for (ir::Node* u : v->users()) onlyHere = onlyHere && u == &n;
     bool isOutput = sink[static_cast<size_t>(v->id())];
@@ -347,83 +426,98 @@ std::vector<bool> sinkBoundValues(const ir::Graph& g) {
   return sink;
 }
 
-// What every propagation pass reads.
+// What every propagation pass reads; `infos` gains each node's rule the
+// first time a pass builds it.
 struct PassInputs {
   const ir::Graph& g;
   const std::vector<ShardingSpec>& inputSpecs;
   const Mesh& mesh;
   const RuleRegistry& registry;
   const PropagationOptions& options;
+  std::vector<NodeInfo>& infos;
   std::vector<bool> sink;
 };
 
 // Layouts each value has been redistributed into so far (by value id).
 using Available = std::vector<std::vector<ShardingSpec>>;
 
+// The layouts of a node with a rule: its cheapest candidate per mesh axis.
+Status planNode(const PassInputs& in, const ir::Node& n, const RuleFn& fn,
+                const std::vector<ShardingSpec>& current,
+                const std::vector<const std::vector<ShardingSpec>*>& avail, NodeSharding& ns) {
+  NodeInfo& info = in.infos[static_cast<size_t>(n.index())];
+  if (!info.rule) {
+    auto rule = fn(n);
+    if (!rule) return rule.status().withContext("node %" + n.name() + " (" + n.target() + ")");
+    if (rule->operands.size() != current.size() || rule->results.size() != info.results.size())
+      return Status::error("node %" + n.name() + " (" + n.target() + "): sharding rule describes " +
+                           std::to_string(rule->operands.size()) + " operands, the node has " +
+                           std::to_string(current.size()));
+    info.rule.emplace(std::move(*rule));
+  }
+  bool resultsSink = true;
+  for (ir::Value* r : info.results) resultsSink = resultsSink && in.sink[static_cast<size_t>(r->id())];
+  ns = NodePlanner(info.operands, info.results, *info.rule, current, avail, in.mesh, in.options.cost,
+                   resultsSink)
+           .plan();
+  return Status::ok();
+}
+
 // One greedy pass over the nodes in graph order; `available` starts with
 // what an earlier pass redistributed and gains this pass's layouts.
 Expected<Propagation> runPass(const PassInputs& in, Available& available) {
   const ir::Graph& g = in.g;
   const Mesh& mesh = in.mesh;
-  const PropagationOptions& options = in.options;
-  const std::vector<bool>& sink = in.sink;
   Propagation p;
   ShardingSpec replicated = ShardingSpec::replicated(mesh.numAxes());
   p.values.assign(g.numValues(), ShardingSpec{});
   for (size_t i = 0; i < g.inputs().size(); ++i)
     p.values[static_cast<size_t>(g.inputs()[i]->id())] = in.inputSpecs[i];
   p.nodes.resize(g.nodes().size());
+  std::vector<ShardingSpec> current;
+  std::vector<const std::vector<ShardingSpec>*> avail;
   for (const auto& n : g.nodes()) {
     NodeSharding& ns = p.nodes[static_cast<size_t>(n->index())];
-    std::vector<ShardingSpec> current;
-    std::vector<const std::vector<ShardingSpec>*> avail;
-    auto operandValues = tensorOperands(*n);
-    for (ir::Value* v : operandValues) {
-      current.push_back(p.values[static_cast<size_t>(v->id())]);
+    const NodeInfo& info = in.infos[static_cast<size_t>(n->index())];
+    const auto& operandValues = info.operands;
+    current.resize(operandValues.size());  // assigned in place: their placement lists are reused
+    avail.clear();
+    for (size_t i = 0; i < operandValues.size(); ++i) {
+      ir::Value* v = operandValues[i];
+      current[i] = p.values[static_cast<size_t>(v->id())];
       avail.push_back(&available[static_cast<size_t>(v->id())]);
     }
-    const RuleFn* fn = in.registry.find(n->target());
-    auto anchor = n->metadata().other.find(std::string(kLayoutAsKey));
-    const ir::Value* like = anchor == n->metadata().other.end() ? nullptr : g.findValue(anchor->second);
-    if (anchor != n->metadata().other.end() && (like == nullptr || current.size() != 1))
+    const RuleFn* fn = info.fn;
+    const ir::Value* like = info.layoutAs == nullptr ? nullptr : g.findValue(*info.layoutAs);
+    if (info.layoutAs != nullptr && (like == nullptr || current.size() != 1))
       return Status::error("node %" + n->name() + ": layout anchor names no value, or has several operands");
-    auto fixed = n->metadata().other.find(std::string(kLayoutKey));
-    if (fixed != n->metadata().other.end()) {
-      Expected<ShardingSpec> spec = ShardingSpec::parse(fixed->second);
+    if (info.layout != nullptr) {
+      Expected<ShardingSpec> spec = ShardingSpec::parse(*info.layout);
       if (!spec || current.size() != 1 || static_cast<int64_t>(spec->placements.size()) != mesh.numAxes())
-        return Status::error("node %" + n->name() + ": layout anchor '" + fixed->second +
+        return Status::error("node %" + n->name() + ": layout anchor '" + *info.layout +
                              "' is not a layout of the mesh, or the node has several operands");
       ns.operands.assign(1, *spec);
-      ns.results.assign(tensorResults(*n).size(), *spec);
+      ns.results.assign(info.results.size(), *spec);
     } else if (like != nullptr) {
       const ShardingSpec& spec = p.values[static_cast<size_t>(like->id())];
       ns.operands.assign(1, spec);
-      ns.results.assign(tensorResults(*n).size(), spec);
+      ns.results.assign(info.results.size(), spec);
     } else if (isSymbolicOp(n->target()) || !fn) {
       if (!fn && !isSymbolicOp(n->target()))
         p.warnings.push_back("no sharding rule for " + describe(*n) + ": running it replicated");
       ns.operands =
           fn || !isSymbolicOp(n->target()) ? std::vector<ShardingSpec>(current.size(), replicated) : current;
-      ns.results.assign(tensorResults(*n).size(), replicated);
+      ns.results.assign(info.results.size(), replicated);
     } else {
-      auto rule = (*fn)(*n);
-      if (!rule) return rule.status().withContext("node %" + n->name() + " (" + n->target() + ")");
-      if (rule->operands.size() != current.size() || rule->results.size() != tensorResults(*n).size())
-        return Status::error("node %" + n->name() + " (" + n->target() + "): sharding rule describes " +
-                             std::to_string(rule->operands.size()) + " operands, the node has " +
-                             std::to_string(current.size()));
-      bool resultsSink = true;
-      for (ir::Value* r : tensorResults(*n)) resultsSink = resultsSink && sink[static_cast<size_t>(r->id())];
-      ns = NodePlanner(*n, *rule, current, avail, mesh, options.cost, resultsSink).plan();
+      SPMD_RETURN_IF_ERROR(planNode(in, *n, *fn, current, avail, ns));
     }
     for (size_t i = 0; i < operandValues.size(); ++i) {
       auto& list = available[static_cast<size_t>(operandValues[i]->id())];
       if (ns.operands[i] != current[i] && std::find(list.begin(), list.end(), ns.operands[i]) == list.end())
         list.push_back(ns.operands[i]);
     }
-    auto results = tensorResults(*n);
-    for (size_t i = 0; i < results.size(); ++i)
-      p.values[static_cast<size_t>(results[i]->id())] = ns.results[i];
+    for (size_t i = 0; i < info.results.size(); ++i)
+      p.values[static_cast<size_t>(info.results[i]->id())] = ns.results[i];
   }
   return p;
 }
@@ -431,11 +525,13 @@ Expected<Propagation> runPass(const PassInputs& in, Available& available) {
 // A warning for each operand an op's rule makes gather (a shard on some
 // axis the op takes whole): the user sharded it, and from here it is not.
 // Layout anchors (FSDP's gathers, gradients) are asked for, not forced.
-void addGatherWarnings(const ir::Graph& g, const Mesh& mesh, Propagation& p) {
+void addGatherWarnings(const ir::Graph& g, const std::vector<NodeInfo>& infos, const Mesh& mesh,
+                       Propagation& p) {
   for (const auto& n : g.nodes()) {
-    if (isSymbolicOp(n->target()) || isLayoutAnchor(*n)) continue;
+    const NodeInfo& info = infos[static_cast<size_t>(n->index())];
+    if (isSymbolicOp(n->target()) || isLayoutAnchor(info)) continue;
     const NodeSharding& ns = p.nodes[static_cast<size_t>(n->index())];
-    auto operands = tensorOperands(*n);
+    const auto& operands = info.operands;
     for (size_t i = 0; i < operands.size() && i < ns.operands.size(); ++i) {
       const ShardingSpec& cur = p.values[static_cast<size_t>(operands[i]->id())];
       const ShardingSpec& want = ns.operands[i];
@@ -458,7 +554,7 @@ double planCost(const PassInputs& in, const Propagation& p) {
   std::vector<std::vector<ShardingSpec>> seen(in.g.numValues());
   for (const auto& n : in.g.nodes()) {
     const NodeSharding& ns = p.nodes[static_cast<size_t>(n->index())];
-    auto operands = tensorOperands(*n);
+    const auto& operands = in.infos[static_cast<size_t>(n->index())].operands;
     for (size_t i = 0; i < operands.size() && i < ns.operands.size(); ++i) {
       const ShardingSpec& cur = p.values[static_cast<size_t>(operands[i]->id())];
       const ShardingSpec& req = ns.operands[i];
@@ -496,7 +592,8 @@ Expected<std::vector<NodeSharding>> enumerateStrategies(const ir::Node& node, co
   avail.reserve(none.size());
   for (auto& v : none) avail.push_back(&v);
   CostModel cost;
-  NodePlanner planner(node, rule, current, avail, mesh, cost, /*resultsSink=*/true);
+  std::vector<ir::Value*> operands = tensorOperands(node), results = tensorResults(node);
+  NodePlanner planner(operands, results, rule, current, avail, mesh, cost, /*resultsSink=*/true);
   std::vector<NodeSharding> out = planner.all();
   return out;
 }
@@ -515,9 +612,11 @@ Expected<Propagation> propagate(const ir::ExportedProgram& program,
   if (inputSpecs.size() != g.inputs().size())
     return Status::error("propagation: " + std::to_string(inputSpecs.size()) + " input layouts for " +
                          std::to_string(g.inputs().size()) + " graph inputs");
+  std::vector<NodeInfo> infos = nodeInfos(g, registry);
   std::vector<std::string> missing;
   for (const auto& n : g.nodes()) {
-    if (!isSymbolicOp(n->target()) && !registry.find(n->target())) missing.push_back(describe(*n));
+    if (!isSymbolicOp(n->target()) && !infos[static_cast<size_t>(n->index())].fn)
+      missing.push_back(describe(*n));
   }
   if (!missing.empty() && !options.replicateUnknown) {
     std::string list;
@@ -532,13 +631,15 @@ Expected<Propagation> propagate(const ir::ExportedProgram& program,
   // into, so an early consumer can use the all-reduced value a later one
   // needs anyway instead of passing its pending sum on; it wins unless it
   // costs more.
-  PassInputs in{g, inputSpecs, mesh, registry, options, sinkBoundValues(g)};
+  PassInputs in{g, inputSpecs, mesh, registry, options, infos, sinkBoundValues(g, infos)};
   Available first(g.numValues());
   SPMD_ASSIGN_OR_RETURN(Propagation p1, runPass(in, first));
   Available second = first;
   SPMD_ASSIGN_OR_RETURN(Propagation p2, runPass(in, second));
   Propagation& p = planCost(in, p2) <= planCost(in, p1) + 1e-15 ? p2 : p1;
-  addGatherWarnings(g, mesh, p);
+  for (size_t i = 0; i < infos.size(); ++i)
+    if (infos[i].rule) p.nodes[i].rule = infos[i].rule->str();
+  addGatherWarnings(g, infos, mesh, p);
   return std::move(p);
 }
 

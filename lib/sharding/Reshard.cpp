@@ -18,8 +18,11 @@
 //   - Making a partial (zero, relabel) and sum<->avg scaling are always valid:
 //     zeros reduce to zero and equal copies reduce to themselves under every
 //     op, and positive scaling commutes with sum, max and min.
-//   - Every state visited divides evenly; from -> R...R -> to is always a
-//     valid path, so a plan always exists.
+//   - Between layouts that divide evenly, every state does too; otherwise
+//     states may split unevenly (torch.chunk: the leading ranks hold the
+//     full chunk, trailing ones less or nothing); a state's bytes are the
+//     largest rank's, which is what padded collectives move. from -> R...R
+//     -> to is always a valid path, so a plan always exists.
 //   - Per axis the search considers R, from[a], to[a] and S(d) for every dim
 //     some axis of from or to shards, plus the largest dim (the "spare" dim):
 //     enough for every path above and for the cheaper detours through a
@@ -147,7 +150,7 @@ class Planner {
  public:
   Planner(const std::vector<int64_t>& shape, int64_t elementBytes, const Mesh& mesh, const CostModel& cost,
           const ShardingSpec& from, const ShardingSpec& to);
-  /// The cheapest plan; `from` and `to` must be normalized and divide evenly.
+  /// The cheapest plan; `from` and `to` must be normalized.
   ReshardPlan run();
 
  private:
@@ -161,9 +164,20 @@ class Planner {
   /// The kind and cost of setting `axis` of `s` to `q`, when one valid step does.
   std::optional<std::pair<CollectiveKind, double>> edge(const State& s, size_t axis, Code q) const;
   bool dividesEvenly(const State& s) const;
-  /// Bytes of one rank's tensor in layout `s` (which divides evenly).
+  /// Bytes of the largest rank's tensor in layout `s` (rank 0's: torch.chunk
+  /// gives the leading ranks the full chunks), which collectives pad to.
   int64_t localBytes(const State& s) const;
   double heuristic(const State& s) const;
+  /// The (in, out) bytes a step's collective carries: uneven shards travel
+  /// padded to the largest (an all-gather's output is n of them, a
+  /// reduce-scatter's input n of its outputs).
+  std::pair<int64_t, int64_t> paddedBytes(CollectiveKind kind, int64_t n, int64_t in, int64_t out) const {
+    if (evenOnly_) return {in, out};
+    if (kind == CollectiveKind::AllGather) out = std::max(out, in * n);
+    if (kind == CollectiveKind::ReduceScatter) in = std::max(in, out * n);
+    if (kind == CollectiveKind::AllToAll) in = std::max(in, out);
+    return {in, out};
+  }
   ReshardStep makeStep(const State& before, const State& after) const;
 
   const std::vector<int64_t>& shape_;
@@ -171,6 +185,7 @@ class Planner {
   const Mesh& mesh_;
   const CostModel& cost_;
   State from_, to_;
+  bool evenOnly_ = true;                    // from and to divide evenly: so must every state between
   std::vector<std::vector<Code>> options_;  // candidate codes per axis
   std::vector<double> cheapest_;            // lower bound of a collective per axis
 };
@@ -183,6 +198,7 @@ Planner::Planner(const std::vector<int64_t>& shape, int64_t elementBytes, const 
       cost_(cost),
       from_(encode(from)),
       to_(encode(to)) {
+  evenOnly_ = dividesEvenly(from_) && dividesEvenly(to_);
   std::vector<int64_t> dims;
   if (!shape.empty())  // the spare dim
     dims.push_back(std::max_element(shape.begin(), shape.end()) - shape.begin());
@@ -217,6 +233,12 @@ bool Planner::dividesEvenly(const State& s) const {
 }
 
 int64_t Planner::localBytes(const State& s) const {
+  if (!dividesEvenly(s)) {
+    std::vector<int64_t> origin(static_cast<size_t>(mesh_.numAxes()), 0);
+    int64_t bytes = elementBytes_;
+    for (int64_t size : localShape(shape_, decode(s), mesh_, origin)) bytes *= size;
+    return bytes;
+  }
   int64_t bytes = elementBytes_;
   for (int64_t size : shape_) bytes *= size;
   for (size_t a = 0; a < s.size(); ++a)
@@ -238,9 +260,10 @@ std::optional<std::pair<CollectiveKind, double>> Planner::edge(const State& s, s
   if (!kind || !isValidStep(s, axis, *kind, from, to)) return std::nullopt;
   State after = s;
   after[axis] = static_cast<char>(q);
-  if (to.isShard() && !dividesEvenly(after)) return std::nullopt;
+  if (evenOnly_ && to.isShard() && !dividesEvenly(after)) return std::nullopt;
   auto a = static_cast<int64_t>(axis);
-  return std::pair{*kind, cost_.cost(*kind, a, mesh_.size(a), localBytes(s), localBytes(after))};
+  auto [in, out] = paddedBytes(*kind, mesh_.size(a), localBytes(s), localBytes(after));
+  return std::pair{*kind, cost_.cost(*kind, a, mesh_.size(a), in, out)};
 }
 
 ReshardPlan Planner::run() {
@@ -338,7 +361,8 @@ ReshardStep Planner::makeStep(const State& before, const State& after) const {
   std::vector<int64_t> origin(static_cast<size_t>(mesh_.numAxes()), 0);
   step.localShapeBefore = localShape(shape_, step.before, mesh_, origin);
   step.localShapeAfter = localShape(shape_, step.after, mesh_, origin);
-  step.bytesPerRank = n == 1 ? 0 : CostModel::bytesMoved(step.kind, n, localBytes(before), localBytes(after));
+  auto [in, out] = paddedBytes(step.kind, n, localBytes(before), localBytes(after));
+  step.bytesPerRank = n == 1 ? 0 : CostModel::bytesMoved(step.kind, n, in, out);
   return step;
 }
 
@@ -394,8 +418,8 @@ Expected<ReshardPlan> planReshard(const std::vector<int64_t>& globalShape, int64
   if (!fromNorm) return fromNorm.status().withContext(what);
   auto toNorm = normalizeSpec(to, rank, mesh);
   if (!toNorm) return toNorm.status().withContext(what);
-  SPMD_RETURN_IF_ERROR(checkEvenlyDivisible(globalShape, *fromNorm, mesh).withContext(what));
-  SPMD_RETURN_IF_ERROR(checkEvenlyDivisible(globalShape, *toNorm, mesh).withContext(what));
+  SPMD_RETURN_IF_ERROR(checkShardable(globalShape, *fromNorm, mesh).withContext(what));
+  SPMD_RETURN_IF_ERROR(checkShardable(globalShape, *toNorm, mesh).withContext(what));
   if (*fromNorm == *toNorm) return ReshardPlan{};
   return Planner(globalShape, elementBytes, mesh, cost, *fromNorm, *toNorm).run();
 }

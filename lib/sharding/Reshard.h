@@ -80,10 +80,11 @@ struct ReshardPlan {
 /// reduce-scatter, S(i)->S(j) all-to-all, R->S local slice, R->P(sum) zeros
 /// on all axis coordinates but 0, R->P(avg|max|min) relabel, P(sum)<->P(avg)
 /// local scale; S->P and other P->P go through R. Shard dims may be negative.
-/// Error when a spec does not fit the mesh or tensor, or some shard (of
-/// `from`, `to`) does not divide evenly: the message names dim, size and axis.
-/// Every intermediate layout divides evenly too. Identical specs give an
-/// empty plan with cost 0.
+/// Error when a spec does not fit the mesh or tensor, or a strided shard
+/// does not divide evenly (checkShardable): the message names dim, size and
+/// axis. Plain shards may split unevenly (torch.chunk); steps then move the
+/// largest rank's bytes (collectives pad to the chunk). Identical specs give
+/// an empty plan with cost 0.
 Expected<ReshardPlan> planReshard(const std::vector<int64_t>& globalShape, int64_t elementBytes,
                                   const ShardingSpec& from, const ShardingSpec& to, const Mesh& mesh,
                                   const CostModel& cost = CostModel());

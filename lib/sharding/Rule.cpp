@@ -1,6 +1,8 @@
 // RuleBuilder and rule printing.
 #include "sharding/Rule.h"
 
+#include <utility>
+
 namespace spmd::sharding {
 
 std::vector<ir::Value*> tensorOperands(const ir::Node& node) {
@@ -122,38 +124,58 @@ Expected<OpShardingRule> RuleBuilder::build() {
   SPMD_RETURN_IF_ERROR(check(rule_.results, resultShapes_, "result"));
   if (rule_.linearOperands.empty()) rule_.linearOperands.assign(rule_.operands.size(), false);
   rule_.additiveOperands.resize(rule_.operands.size(), false);
-  return rule_;
+  return std::move(rule_);
 }
 
-std::string OpShardingRule::str() const {
-  auto name = [](int f) {
-    std::string s(1, static_cast<char>('i' + f % 18));
-    if (f >= 18) s += std::to_string(f / 18);
-    return s;
-  };
-  auto tensors = [&](const std::vector<DimFactors>& ts) {
-    std::string s = "(";
-    for (size_t i = 0; i < ts.size(); ++i) {
-      if (i) s += ", ";
-      s += "[";
-      for (size_t d = 0; d < ts[i].size(); ++d) {
-        if (d) s += ", ";
-        if (ts[i][d].empty()) s += "1";
-        for (size_t k = 0; k < ts[i][d].size(); ++k) s += (k ? " " : "") + name(ts[i][d][k]);
+namespace {
+
+// Factor f's name: i, j, ..., z, then i1, j1, ...
+void appendFactorName(std::string& s, int f) {
+  s += static_cast<char>('i' + f % 18);
+  if (f >= 18) s += std::to_string(f / 18);
+}
+
+// "([i, j], [j, k])": each tensor's dims, "1" for a dim without factors.
+void appendTensors(std::string& s, const std::vector<DimFactors>& ts) {
+  s += '(';
+  for (size_t i = 0; i < ts.size(); ++i) {
+    if (i) s += ", ";
+    s += '[';
+    for (size_t d = 0; d < ts[i].size(); ++d) {
+      if (d) s += ", ";
+      if (ts[i][d].empty()) s += '1';
+      for (size_t k = 0; k < ts[i][d].size(); ++k) {
+        if (k) s += ' ';
+        appendFactorName(s, ts[i][d][k]);
       }
-      s += "]";
     }
-    return s + ")";
-  };
-  std::string s = tensors(operands) + " -> " + tensors(results) + " {";
+    s += ']';
+  }
+  s += ')';
+}
+
+}  // namespace
+
+std::string OpShardingRule::str() const {
+  std::string s;
+  s.reserve(64);
+  appendTensors(s, operands);
+  s += " -> ";
+  appendTensors(s, results);
+  s += " {";
   for (size_t f = 0; f < factors.size(); ++f) {
     if (f) s += ", ";
-    s += name(static_cast<int>(f)) + "=" + std::to_string(factors[f].size);
-    if (factors[f].kind == FactorKind::Reduction)
-      s += " reduction(" + std::string(reduceOpName(factors[f].reduce)) + ")";
+    appendFactorName(s, static_cast<int>(f));
+    s += '=';
+    s += std::to_string(factors[f].size);
+    if (factors[f].kind == FactorKind::Reduction) {
+      s += " reduction(";
+      s += reduceOpName(factors[f].reduce);
+      s += ')';
+    }
     if (factors[f].kind == FactorKind::NeedReplication) s += " replicated";
   }
-  s += "}";
+  s += '}';
   if (linearity != Linearity::None) {
     s += linearity == Linearity::Each    ? " linear-each("
          : linearity == Linearity::Joint ? " linear-joint("
@@ -161,10 +183,11 @@ std::string OpShardingRule::str() const {
     bool first = true;
     for (size_t i = 0; i < linearOperands.size(); ++i)
       if (linearOperands[i]) {
-        s += (first ? "" : ", ") + std::to_string(i);
+        if (!first) s += ", ";
+        s += std::to_string(i);
         first = false;
       }
-    s += ")";
+    s += ')';
   }
   return s;
 }

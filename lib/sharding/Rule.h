@@ -109,7 +109,8 @@ class RuleBuilder {
   const std::vector<int64_t>& resultShape(int i) const { return resultShapes_[static_cast<size_t>(i)]; }
 
   /// The rule; errors when a factor's size disagrees with a dim it spans,
-  /// or an operand, result or dim was out of range.
+  /// or an operand, result or dim was out of range. The last call on the
+  /// builder: the rule is moved out, not copied.
   Expected<OpShardingRule> build();
 
  private:

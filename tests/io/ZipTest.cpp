@@ -5,6 +5,7 @@
 //   // error: "<p>: member ../evil escapes the archive (absolute path or '..' component)"
 #include <zip.h>
 
+#include <algorithm>
 #include <cstring>
 #include <utility>
 #include <vector>
@@ -86,6 +87,17 @@ TEST_CASE("ZipArchive reads model.json of a real .pt2", "[io][zip]") {
   CHECK(json->size() == 9358);
   CHECK(json->front() == '{');
   CHECK(json->find("\"graph_module\"") != std::string::npos);
+}
+
+TEST_CASE("ZipArchive readString leaves zeroed padding past the end for simdjson", "[io][zip]") {
+  auto z = ZipArchive::open(kMlp);
+  REQUIRE(z);
+  auto json = (*z)->readString("model/models/model.json", 64);
+  REQUIRE(json);
+  CHECK(json->size() == 9358);
+  REQUIRE(json->capacity() >= json->size() + 64);
+  const char* end = json->data() + json->size();
+  CHECK(std::all_of(end, end + 64, [](char c) { return c == 0; }));
 }
 
 TEST_CASE("ZipArchive reads a weight into a caller buffer", "[io][zip]") {

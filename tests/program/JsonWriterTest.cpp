@@ -172,6 +172,40 @@ TEST_CASE("the writer places commas and colons like nlohmann's dump", "[program]
   CHECK(w.text() == out);
 }
 
+TEST_CASE("keys and strings are spelled the same whatever their length and position",
+          "[program][jsonwriter]") {
+  // Short plain keys and strings take one append with their comma; long or
+  // escaped ones take appendJsonString: both must spell them as nlohmann.
+  std::string out;
+  JsonWriter w(out);
+  Ordered expected = Ordered::object();
+  w.beginObject();
+  for (size_t n : {0, 1, 7, 8, 95, 96, 97, 200}) {
+    for (const char* tail : {"", "\"", "\xc3\xa9", "\xff"}) {
+      std::string k = std::string(n, 'k') + tail + std::to_string(n);
+      std::string v = std::string(n, 'v') + tail;
+      w.key(k).string(v);
+      expected[k] = v;
+    }
+  }
+  w.key("items").beginArray().string("a").integer(-7).unsignedInteger(7).string("b").endArray();
+  expected["items"] = {"a", -7, 7, "b"};
+  w.endObject();
+  CHECK(out == nlohmannDump(expected));
+}
+
+TEST_CASE("json() writes a fragment as the next value, with its comma", "[program][jsonwriter]") {
+  std::string out;
+  JsonWriter w(out);
+  std::string longFragment = "[" + std::string(70, '1') + "]";
+  w.beginArray().json(R"({"as_int":1})").json(R"({"as_int":2})").json(longFragment).integer(3).endArray();
+  CHECK(out == R"([{"as_int":1},{"as_int":2},)" + longFragment + ",3]");
+  std::string obj;
+  JsonWriter o(obj);
+  o.beginObject().key("a").json("null").key("b").json("[]").endObject();
+  CHECK(obj == R"({"a":null,"b":[]})");
+}
+
 TEST_CASE("the writer appends to what the string holds", "[program][jsonwriter]") {
   std::string out = "prefix:";
   JsonWriter w(out);

@@ -77,11 +77,14 @@ TEST_CASE("embedding_dense_backward: index dims are sums, V replicated", "[rules
         "linear-each(0)");
 }
 
-TEST_CASE("gather: the gathered dim of self is replicated, index rows pass through", "[rules][indexing]") {
+TEST_CASE(
+    "gather: the gathered dim of self is replicated, or summed with one index per row (loss parallel); index "
+    "rows pass through",
+    "[rules][indexing]") {
   CHECK(ruleText(nodeWithTarget(model("cnn_train"), "aten.gather.default")) ==
-        "([i, j], [i, 1]) -> ([i, 1]) {i=8, j=10 replicated} linear-each(0)");
+        "([i, j], [i, 1]) -> ([i, 1]) {i=8, j=10 reduction(sum)} linear-each(0)");
   CHECK(ruleText(nodeWithTarget(model("llama_train"), "aten.gather.default")) ==
-        "([i, j], [i, 1]) -> ([i, 1]) {i=32, j=256 replicated} linear-each(0)");
+        "([i, j], [i, 1]) -> ([i, 1]) {i=32, j=256 reduction(sum)} linear-each(0)");
   // Gathering rows (dim 0): the index's rows may be split, self stays whole.
   TestGraph g;
   ir::Value* x = g.input("x", {10, 4});
@@ -96,7 +99,7 @@ TEST_CASE("gather: the gathered dim of self is replicated, index rows pass throu
 TEST_CASE("scatter: the scattered dim is replicated; scatter_add contributions are sums",
           "[rules][indexing]") {
   CHECK(ruleText(nodeWithTarget(model("cnn_train"), "aten.scatter.value")) ==
-        "([i, j], [i, 1]) -> ([i, j]) {i=8, j=10 replicated}");
+        "([i, j], [i, 1]) -> ([i, j]) {i=8, j=10}");  // one write per row: loss parallel
   CHECK(ruleText(nodeWithTarget(model("moe"), "aten.scatter.src")) ==
         "([i, j], [i, k], [i, k]) -> ([i, j]) {i=32, j=4 replicated, k=2 replicated}");
   CHECK(Placements(model("moe"), {{"x", "S(0)"}}, 2).of("scatter") == "[S(0)]");

@@ -348,13 +348,17 @@ TEST_CASE("bad rule: sharding a scalar", "[schema][resolve][bad]") {
         "no dims to shard; replicate it (R) or narrow the match");
 }
 
-TEST_CASE("bad rule: shard that does not divide", "[schema][resolve][bad]") {
-  CHECK(
-      resolveError(R"js({"version": 1, "mesh": {"shape": [2, 3], "axes": ["dp", "tp"]}, "params": [
-      {"match": "fc2.weight", "placements": {"tp": "S(0)"}}]})js",
-                   mlpProgram()) ==
-      "s.json: /params/0: rule 'fc2.weight' on parameter 'fc2.weight' f32[64, 256]: dim 0 of size 64 does "
-      "not divide evenly over mesh axis 'tp' of size 3: shard it over axes whose sizes divide it, or pad it");
+TEST_CASE("a shard that does not divide splits unevenly; a strided one is refused", "[schema][resolve]") {
+  ResolvedPlacements r = resolved(R"js({"version": 1, "mesh": {"shape": [2, 3], "axes": ["dp", "tp"]},
+      "params": [{"match": "fc2.weight", "placements": {"tp": "S(0)"}}]})js",
+                                  mlpProgram());
+  CHECK(r.inputs[2] == spec({kR, S(0)}));  // 64 rows: 22, 22, 20
+  CHECK(resolveError(R"js({"version": 1, "mesh": {"shape": [2, 3], "axes": ["dp", "tp"]}, "params": [
+      {"match": "fc2.weight", "placements": {"tp": "S(0,sf=2)"}}]})js",
+                     mlpProgram()) ==
+        "s.json: /params/0: rule 'fc2.weight' on parameter 'fc2.weight' f32[64, 256]: dim 0 of size 64 does "
+        "not divide evenly over mesh axis 'tp' of size 3 in 2 rows: uneven strided shards are not supported; "
+        "shard that dim on axes whose sizes divide it, or pad it");
 }
 
 TEST_CASE("preset dp: user inputs S(0) on every axis, parameters replicated", "[schema][preset]") {
@@ -367,10 +371,12 @@ TEST_CASE("preset dp: user inputs S(0) on every axis, parameters replicated", "[
   CHECK(r->notes.empty());
 }
 
-TEST_CASE("preset dp: a batch that does not divide", "[schema][preset][bad]") {
-  CHECK(resolvePlacements(*presetSchema("dp"), mlpProgram(), std::vector<int64_t>{3}).status().message() ==
-        "preset 'dp' on input 'x' f32[32, 64]: dim 0 of size 32 does not divide evenly over mesh axis 'x' of "
-        "size 3: shard it over axes whose sizes divide it, or pad it");
+TEST_CASE("preset dp: a batch that does not divide splits unevenly (torch.chunk)", "[schema][preset]") {
+  auto r = resolvePlacements(*presetSchema("dp"), mlpProgram(), std::vector<int64_t>{3});
+  REQUIRE(r.hasValue());
+  CHECK(r->inputs[4] == spec({S(0)}));
+  CHECK(r->notes == std::vector<std::string>{"preset 'dp': input 'x' f32[32, 64]: dim 0 does not divide over "
+                                             "the 3 ranks; split unevenly as torch.chunk does (11, 11, 10)"});
 }
 
 TEST_CASE("preset dp: no mesh", "[schema][preset][bad]") {

@@ -226,3 +226,49 @@ TEST_CASE("strided shards print and parse back") {
   CHECK_FALSE(parsePlacement("S(1,sf=0)").hasValue());
   CHECK_FALSE(parsePlacement("S(1,x=2)").hasValue());
 }
+
+TEST_CASE("uneven shards follow torch.chunk; nested ones split axis by axis", "[chunk][uneven]") {
+  Mesh four = *Mesh::create({4}, {"tp"});
+  auto sizesOn = [](const Mesh& m, std::vector<int64_t> global, const ShardingSpec& s) {
+    std::vector<int64_t> out;
+    for (int64_t r = 0; r < m.numRanks(); ++r) out.push_back(localShape(global, s, m, m.coords(r))[0]);
+    return out;
+  };
+  CHECK(sizesOn(four, {5}, spec({"S(0)"})) == std::vector<int64_t>{2, 2, 1, 0});
+  Mesh two = *Mesh::create({2}, {"dp"});
+  CHECK(sizesOn(two, {3}, spec({"S(0)"})) == std::vector<int64_t>{2, 1});
+  CHECK(sizesOn(two, {1}, spec({"S(0)"})) == std::vector<int64_t>{1, 0});
+  Mesh eight = *Mesh::create({8}, {"tp"});
+  CHECK(sizesOn(eight, {50257}, spec({"S(0)"})) ==
+        std::vector<int64_t>{6283, 6283, 6283, 6283, 6283, 6283, 6283, 6276});
+  // S(0) on both axes of a 2x2 mesh, 5 rows: 3 | 2, then 2 | 1 and 1 | 1 —
+  // the nested split (2, 1, 1, 1), not the flat one (2, 2, 1, 0).
+  Mesh m = *Mesh::create({2, 2}, {"dp", "tp"});
+  CHECK(sizesOn(m, {5}, spec({"S(0)", "S(0)"})) == std::vector<int64_t>{2, 1, 1, 1});
+  CHECK(localChunks({5}, spec({"S(0)", "S(0)"}), m, {1, 1})[0] == Chunk{4, 1});
+  CHECK(pieceBefore({5}, spec({"S(0)", "S(0)"}), m, {1, 0}, 1) == std::vector<int64_t>{2});
+  CHECK(pieceBefore({5}, spec({"S(0)", "S(0)"}), m, {0, 1}, 1) == std::vector<int64_t>{3});
+}
+
+TEST_CASE("checkShardable takes uneven plain shards, refuses uneven strided ones", "[chunk][uneven]") {
+  Mesh m = *Mesh::create({2, 4}, {"dp", "tp"});
+  CHECK(checkShardable({10, 8}, spec({"R", "S(0)"}), m).isOk());
+  CHECK(checkShardable({5}, spec({"S(0)", "S(0)"}), m).isOk());
+  CHECK(isUneven({10, 8}, spec({"R", "S(0)"}), m));
+  CHECK_FALSE(isUneven({16, 8}, spec({"S(0)", "S(1)"}), m));
+  CHECK(checkShardable({12}, spec({"S(0,sf=4)", "R"}), m).message() ==
+        "dim 0 of size 12 does not divide evenly over mesh axis 'dp' of size 2 in 4 rows: uneven strided "
+        "shards "
+        "are not supported; shard that dim on axes whose sizes divide it, or pad it");
+  CHECK_THAT(checkShardable({24}, spec({"S(0,sf=3)", "S(0)"}), m).message(),
+             Catch::Contains("would split the strided rows"));
+}
+
+TEST_CASE("paddingElements: what padding every shard to the largest adds", "[chunk][uneven]") {
+  Mesh four = *Mesh::create({4}, {"tp"});
+  // Rows 2, 2, 1, 0 of 8 columns: padded to 2 rows, 1 + 2 rows of padding.
+  CHECK(paddingElements({5, 8}, spec({"S(0)"}), four) == 3 * 8);
+  CHECK(paddingElements({8, 8}, spec({"S(0)"}), four) == 0);
+  Mesh m = *Mesh::create({2, 2}, {"dp", "tp"});
+  CHECK(paddingElements({5}, spec({"S(0)", "S(0)"}), m) == 3);
+}

@@ -198,21 +198,28 @@ std::vector<SimTensor> distribute(const SimTensor& global, const ShardingSpec& s
   return ranks;
 }
 
-std::string executeStep(const ReshardStep& step, const Mesh& mesh, std::vector<SimTensor>& ranks) {
-  for (const SimTensor& t : ranks)
-    if (t.shape != step.localShapeBefore)
-      return "step " + step.str() + " expects local shape " + shapeStr(step.localShapeBefore) +
-             " but a rank holds " + shapeStr(t.shape);
+std::string executeStep(const ReshardStep& step, const Mesh& mesh, std::vector<SimTensor>& ranks,
+                        const std::vector<int64_t>& global) {
+  // Uneven layouts: each rank's own shape; step.localShape* are rank 0's.
+  auto shapeAt = [&](const ShardingSpec& s, const std::vector<int64_t>& rank0, size_t r) {
+    return global.empty() ? rank0 : localShape(global, s, mesh, mesh.coords(static_cast<int64_t>(r)));
+  };
+  for (size_t r = 0; r < ranks.size(); ++r)
+    if (ranks[r].shape != shapeAt(step.before, step.localShapeBefore, r))
+      return "step " + step.str() + " expects local shape " +
+             shapeStr(shapeAt(step.before, step.localShapeBefore, r)) + " but rank " + std::to_string(r) +
+             " holds " + shapeStr(ranks[r].shape);
   for (const std::vector<int64_t>& group : groups(mesh, step.axis)) {
     std::vector<SimTensor> locals;
     for (int64_t r : group) locals.push_back(ranks[static_cast<size_t>(r)]);
     runOnGroup(step, locals);
     for (size_t i = 0; i < group.size(); ++i) ranks[static_cast<size_t>(group[i])] = locals[i];
   }
-  for (const SimTensor& t : ranks)
-    if (t.shape != step.localShapeAfter)
-      return "step " + step.str() + " promises local shape " + shapeStr(step.localShapeAfter) + " but gave " +
-             shapeStr(t.shape);
+  for (size_t r = 0; r < ranks.size(); ++r)
+    if (ranks[r].shape != shapeAt(step.after, step.localShapeAfter, r))
+      return "step " + step.str() + " promises local shape " +
+             shapeStr(shapeAt(step.after, step.localShapeAfter, r)) + " but rank " + std::to_string(r) +
+             " gave " + shapeStr(ranks[r].shape);
   return "";
 }
 

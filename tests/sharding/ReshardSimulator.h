@@ -43,7 +43,10 @@ std::vector<SimTensor> distribute(const SimTensor& global, const ShardingSpec& s
 
 /// Runs `step` on every group of the simulated ranks; "" or what went wrong
 /// (e.g. a local shape that disagrees with the step).
-std::string executeStep(const ReshardStep& step, const Mesh& mesh, std::vector<SimTensor>& ranks);
+/// `global` (the tensor's global shape) checks each rank's own local shape
+/// (uneven layouts); without it every rank must hold the step's (rank 0's).
+std::string executeStep(const ReshardStep& step, const Mesh& mesh, std::vector<SimTensor>& ranks,
+                        const std::vector<int64_t>& global = {});
 
 /// Rebuilds the global tensor from the ranks' locals laid out as `spec`;
 /// `why` says what is inconsistent (e.g. replicas that differ) on failure.

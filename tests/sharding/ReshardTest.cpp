@@ -66,7 +66,7 @@ std::string checkReshard(const std::vector<int64_t>& shape, const ShardingSpec& 
   sim::SimTensor global = sim::randomTensor(shape, rng);
   std::vector<sim::SimTensor> ranks = sim::distribute(global, fromN, mesh, rng);
   for (const ReshardStep& step : plan->steps)
-    if (std::string err = sim::executeStep(step, mesh, ranks); !err.empty()) return err;
+    if (std::string err = sim::executeStep(step, mesh, ranks, shape); !err.empty()) return err;
   for (int64_t r = 0; r < mesh.numRanks(); ++r)
     if (ranks[static_cast<size_t>(r)].shape != localShape(shape, toN, mesh, mesh.coords(r)))
       return "rank " + std::to_string(r) + " ends with the wrong local shape";
@@ -276,18 +276,21 @@ TEST_CASE("axes of size one cost nothing", "[reshard]") {
 
 TEST_CASE("planReshard refuses bad input with a clear message", "[reshard]") {
   Mesh mesh = *Mesh::create({2, 4}, {"dp", "tp"});
-  auto uneven = planReshard({10, 8}, 4, spec({"R", "S(0)"}), spec({"R", "R"}), mesh);
+  // Uneven plain shards are planned (torch.chunk); uneven strided ones are refused.
+  CHECK(planReshard({10, 8}, 4, spec({"R", "S(0)"}), spec({"R", "R"}), mesh).hasValue());
+  auto strided = planReshard({6, 8}, 4, spec({"R", "S(0,sf=3)"}), spec({"R", "R"}), mesh);
   CHECK(
-      uneven.status().message() ==
-      "reshard [R, S(0)] -> [R, R] of shape [10, 8]: dim 0 of size 10 does not divide evenly over mesh axis "
-      "'tp' of size 4: shard it over axes whose sizes divide it, or pad it");
+      strided.status().message() ==
+      "reshard [R, S(0,sf=3)] -> [R, R] of shape [6, 8]: dim 0 of size 6 does not divide evenly over mesh "
+      "axis 'tp' of size 4 in 3 rows: uneven strided shards are not supported; shard that dim on axes whose "
+      "sizes divide it, or pad it");
   CHECK(planReshard({8, 8}, 4, spec({"R"}), spec({"R", "R"}), mesh).status().message() ==
         "reshard [R] -> [R, R] of shape [8, 8]: sharding [R] has 1 placements but mesh 2x4 (dp, tp) has 2 "
         "axes: give one placement per mesh axis");
   CHECK_FALSE(planReshard({8, 8}, 4, spec({"R", "R"}), spec({"S(2)", "R"}), mesh).hasValue());
   CHECK_FALSE(planReshard({8, 8}, 0, spec({"R", "R"}), spec({"R", "R"}), mesh).hasValue());
-  // The target must divide evenly too.
-  CHECK_FALSE(planReshard({8, 6}, 4, spec({"R", "R"}), spec({"R", "S(1)"}), mesh).hasValue());
+  // The target may split unevenly too.
+  CHECK(planReshard({8, 6}, 4, spec({"R", "R"}), spec({"R", "S(1)"}), mesh).hasValue());
 }
 
 TEST_CASE("intermediate layouts stay evenly divisible", "[reshard]") {
@@ -326,4 +329,29 @@ TEST_CASE("step text names kind, axis and arguments", "[reshard]") {
   CHECK(text("R", "P") == "zero_partial(axis=0, op=sum) [R] -> [P(sum)]");
   CHECK(text("R", "P(avg)") == "mark_partial(axis=0, op=avg) [R] -> [P(avg)]");
   CHECK(text("P(avg)", "P(sum)") == "scale_partial(axis=0, scale=0.500000) [P(avg)] -> [P(sum)]");
+}
+
+TEST_CASE("uneven shards: every pair of layouts reshards exactly (torch.chunk sizes)", "[reshard][uneven]") {
+  // 5 over 4 (2, 2, 1, 0), 3 over 2 (2, 1), 1 over 2 (1, 0: an empty shard),
+  // and 5 rows nested over 2x2 (2, 1, 1, 1).
+  checkAllPairs({4}, {5, 3});
+  checkAllPairs({2}, {3, 1});
+  checkAllPairs({2}, {1, 2});
+  checkAllPairs({2, 2}, {5, 3});
+  checkAllPairs({2, 2}, {1, 3});
+}
+
+TEST_CASE("uneven steps move the largest rank's bytes", "[reshard][uneven]") {
+  Mesh mesh = *Mesh::create({4}, {"tp"});
+  // 5 rows of 8 floats over 4: every rank sends a padded chunk of 2 rows.
+  ReshardPlan p = plan({5, 8}, spec({"S(0)"}), spec({"R"}), mesh);
+  REQUIRE(kinds(p) == std::vector<K>{K::AllGather});
+  CHECK(p.steps[0].localShapeBefore == std::vector<int64_t>{2, 8});
+  CHECK(p.steps[0].bytesPerRank == 3 * 2 * 8 * 4);
+  // 50,257 rows over 8: chunks of 6,283, the last rank holds 6,276.
+  ReshardPlan v = plan({50257, 4}, spec({"R"}), spec({"S(0)"}), Mesh(*Mesh::create({8}, {"tp"})));
+  REQUIRE(kinds(v) == std::vector<K>{K::LocalSlice});
+  CHECK(v.steps[0].localShapeAfter == std::vector<int64_t>{6283, 4});
+  CHECK(localShape({50257, 4}, spec({"S(0)"}), *Mesh::create({8}, {"tp"}), {7}) ==
+        std::vector<int64_t>{6276, 4});
 }

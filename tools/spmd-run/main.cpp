@@ -4,6 +4,7 @@
 //   spmd-run model.pt2 --inputs in.safetensors --output out.safetensors [--device cpu|cuda]
 //   spmd-run -n 8 model.spmd --inputs in.safetensors --output out.safetensors [--verify model.pt2]
 //   spmd-run --worker model.spmd ...      (one rank; torchrun's environment: torchrun --no-python)
+//   spmd-run --calibrate -n 4 [--mesh 2x2 --axes dp,tp] -o profile.json   (a device profile)
 //
 // Inputs are named input.<i> or by the program's signature; outputs are
 // written as output.<i>, loss, grad.<fqn>, buffer.<fqn>, mutated.<name>.
@@ -20,6 +21,7 @@
 
 #include "pt2/Archive.h"
 #include "runtime/BuildInfo.h"
+#include "runtime/Calibrate.h"
 #include "runtime/Checkpoint.h"
 #include "runtime/Distributed.h"
 #include "runtime/OpLibrary.h"
@@ -108,7 +110,9 @@ int main(int argc, char** argv) {
   bool worker = false;
   app.add_option("model", o.model, "a torch.export archive (.pt2) or a compiled program (.spmd)");
   app.add_option("--inputs", o.inputs, "safetensors file with input.<i> (or signature-named) tensors");
-  app.add_option("--output", o.output, "safetensors file to write (output.<i>, loss, grad.<fqn>, ...)");
+  app.add_option(
+      "-o,--output", o.output,
+      "safetensors file to write (output.<i>, loss, grad.<fqn>, ...); --calibrate: the profile (JSON)");
   app.add_option("--device", o.device, "cpu, cuda, or auto: cuda when this build and machine have a GPU")
       ->check(CLI::IsMember({"cpu", "cuda", "auto"}));
   app.add_option("-n,--nproc-per-node", d.nproc, "workers to start on this node (.spmd)");
@@ -149,6 +153,17 @@ int main(int argc, char** argv) {
   app.add_option(
       "--load-library", d.opLibraries,
       "load a shared library of custom ops (TORCH_LIBRARY) first; every worker loads it (repeatable)");
+  runtime::CalibrateOptions cal;
+  bool calibrate = false;
+  app.add_flag("--calibrate", calibrate,
+               "measure this machine on -n workers (matmul FLOP/s, copy bandwidth, per mesh axis the "
+               "all-reduce/all-gather latency and bandwidth) and write a device profile to -o")
+      ->group("Calibration");
+  app.add_flag("--calibrate-quick", cal.quick, "--calibrate with small sizes and few repetitions (seconds)")
+      ->group("Calibration");
+  app.add_option("--mesh", cal.mesh, "--calibrate: mesh shape, e.g. 2x2 (default: one axis of all ranks)")
+      ->group("Calibration");
+  app.add_option("--axes", cal.axes, "--calibrate: mesh axis names, e.g. dp,tp")->group("Calibration");
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
@@ -158,6 +173,16 @@ int main(int argc, char** argv) {
   }
   for (const std::string& lib : d.opLibraries)
     if (Status st = runtime::loadOpLibrary(lib); !st.isOk()) return fail(kBadInput, "", st);
+  if (!calibrate && !cal.quick && (!cal.mesh.empty() || !cal.axes.empty())) {
+    std::cerr << "error: --mesh and --axes apply to --calibrate (a program carries its own mesh)\n";
+    return kBadInput;
+  }
+  if (calibrate || cal.quick) {
+    cal.output = o.output;
+    d.device = o.device;
+    return worker ? runtime::runCalibrateWorker(d, cal, std::cerr)
+                  : runtime::runCalibrate(d, cal, std::cout, std::cerr);
+  }
   if (!consolidate.empty()) {
     Status st = runtime::consolidateCheckpoint(consolidate, o.output);
     return st.isOk() ? 0 : fail(kBadInput, "", st);

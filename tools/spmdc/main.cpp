@@ -12,6 +12,7 @@
 #include <iostream>
 #include <optional>
 
+#include "Compile.h"
 #include "explain/Explain.h"
 #include "passes/Passes.h"
 #include "passes/Pipeline.h"
@@ -19,8 +20,6 @@
 #include "program/Diff.h"
 #include "program/Dump.h"
 #include "program/Reader.h"
-#include "program/WeightSource.h"
-#include "program/Writer.h"
 #include "pt2/Archive.h"
 #include "pt2/Inspect.h"
 #include "schema/FromHf.h"
@@ -30,11 +29,9 @@
 namespace {
 
 constexpr int kExitBadInput = 2;
-
-int fail(const spmd::Status& s) {
-  std::fprintf(stderr, "error: %s\n", s.message().c_str());
-  return kExitBadInput;
-}
+using spmdc::CompileArgs;
+using spmdc::compileModel;
+using spmdc::fail;
 
 int runInspect(const std::string& path, const std::string& format, bool ir) {
   auto archive = spmd::pt2::readArchive(path, {.loadWeights = false});
@@ -44,70 +41,6 @@ int runInspect(const std::string& path, const std::string& format, bool ir) {
   else
     std::cout << (format == "json" ? spmd::pt2::inspectJson(*archive) : spmd::pt2::inspectText(*archive));
   return 0;
-}
-
-struct CompileArgs {
-  std::string model, schema, output, report, mesh;
-  spmd::passes::OptimizerOptions optimizer;
-  std::vector<double> betas;
-  std::vector<std::string> printAfter;
-  bool replicateUnknown = false, noAsync = false, quiet = false;
-  double bucketMb = 25;
-};
-
-// Compiles a.model under a.schema with the compile options of `a`.
-spmd::Expected<spmd::passes::CompileResult> compileModel(const CompileArgs& a,
-                                                         std::optional<spmd::pt2::Archive>& archive) {
-  spmd::passes::CompileOptions opts;
-  if (!a.mesh.empty()) {
-    auto shape = spmd::sharding::Mesh::parseShape(a.mesh);
-    if (!shape) return shape.status().withContext("--mesh " + a.mesh);
-    opts.mesh = *shape;
-  }
-  SPMD_ASSIGN_OR_RETURN(auto schema, spmd::schema::loadSchemaOrPreset(a.schema));
-  SPMD_ASSIGN_OR_RETURN(archive, spmd::pt2::readArchive(a.model));
-  opts.replicateUnknown = a.replicateUnknown;
-  opts.async = !a.noAsync;
-  opts.bucketBytes = static_cast<int64_t>(a.bucketMb * 1024 * 1024);
-  opts.printAfter = a.printAfter;
-  opts.optimizer = a.optimizer;
-  if (a.betas.size() == 2) {
-    opts.optimizer.beta1 = a.betas[0];
-    opts.optimizer.beta2 = a.betas[1];
-  }
-  opts.onPrintAfter = [](const std::string& pass, const spmd::program::Program& p) {
-    std::cout << "// after " << pass << "\n" << spmd::program::dumpProgram(p);
-  };
-  return spmd::passes::compile(*archive, schema, opts);
-}
-
-int runCompile(const CompileArgs& a) {
-  std::optional<spmd::pt2::Archive> archive;
-  auto result = compileModel(a, archive);
-  if (!result) return fail(result.status());
-  spmd::program::ArchiveWeightSource archiveWeights(*archive);
-  spmd::passes::OptimizerWeightSource weights(archiveWeights, result->program);
-  if (auto st = spmd::program::writeProgram(a.output, result->program, weights); !st.isOk()) return fail(st);
-  if (!a.report.empty())
-    if (auto st = spmd::writeFileAtomic(a.report, spmd::passes::reportJson(*result)); !st.isOk())
-      return fail(st);
-  if (!a.quiet) std::cout << spmd::passes::summaryText(*result, a.model, a.output);
-  return 0;
-}
-
-// The compile options `compile` and `explain` share (all but the model and -o).
-void addCompileOptions(CLI::App* cmd, CompileArgs& c) {
-  cmd->add_option("--mesh", c.mesh, "mesh shape, e.g. 8 or 2x4 (overrides the schema's)");
-  cmd->add_flag("--replicate-unknown", c.replicateUnknown, "run ops without a sharding rule replicated");
-  cmd->add_flag("--no-async", c.noAsync, "keep collectives synchronous");
-  cmd->add_option("--bucket-mb", c.bucketMb, "fuse all-reduces into buckets of this many MiB (0: off)");
-  cmd->add_option("--optimizer", c.optimizer.kind, "append an optimizer update (train steps): sgd or adamw")
-      ->check(CLI::IsMember({"sgd", "adamw"}));
-  cmd->add_option("--lr", c.optimizer.lr, "learning rate");
-  cmd->add_option("--momentum", c.optimizer.momentum, "sgd momentum");
-  cmd->add_option("--betas", c.betas, "adamw betas, e.g. --betas 0.9 0.999")->expected(2);
-  cmd->add_option("--eps", c.optimizer.eps, "adamw epsilon");
-  cmd->add_option("--weight-decay", c.optimizer.weightDecay, "weight decay (adamw: decoupled)");
 }
 
 struct ExplainArgs {
@@ -220,6 +153,9 @@ int runDiff(const std::string& a, const std::string& b) {
 
 int main(int argc, char** argv) {
   CLI::App app{"spmdc: ahead-of-time SPMD compiler for torch.export programs"};
+  app.set_version_flag(
+      "--version",
+      "spmdc 0.1.0 (auto-sharding: exhaustive or local search; no ILP solver (CBC) in this build)");
   bool listRules = false, listPasses = false;
   app.add_flag("--list-rules", listRules, "list the ops that have a sharding rule");
   app.add_flag("--list-passes", listPasses, "list the passes run after expansion");
@@ -236,13 +172,15 @@ int main(int argc, char** argv) {
   compile->add_option("model", c.model, "torch.export archive (.pt2)")->required();
   compile
       ->add_option("--schema", c.schema,
-                   "placement schema (JSON file), or a preset: dp (alias ddp), fsdp, hsdp")
+                   "placement schema (JSON file), a preset: dp (alias ddp), fsdp, hsdp, or auto (chosen by "
+                   "the cost model; needs --mesh)")
       ->required();
   compile->add_option("-o,--output", c.output, "output program (.spmd)")->required();
   compile->add_option("--report", c.report, "write a JSON report of the collectives, memory and timings");
   compile->add_option("--print-after", c.printAfter, "print the program after this pass (repeatable)");
   compile->add_flag("-q,--quiet", c.quiet, "print nothing on success");
-  addCompileOptions(compile, c);
+  spmdc::addCompileOptions(compile, c);
+  spmdc::addAutoOptions(compile, c);
 
   FromHfArgs h;
   auto* schemaCmd = app.add_subcommand("schema", "Write placement schemas");
@@ -274,7 +212,7 @@ int main(int argc, char** argv) {
   explain->add_option("--profile", x.profiles,
                       "show the peak memory measured by spmd-run --profile beside the estimate (one file, or "
                       "one per node)");
-  addCompileOptions(explain, x.compile);
+  spmdc::addCompileOptions(explain, x.compile);
 
   try {
     app.parse(argc, argv);
@@ -291,7 +229,7 @@ int main(int argc, char** argv) {
     return 0;
   }
   if (*inspect) return runInspect(inspectPath, format, printIr);
-  if (*compile) return runCompile(c);
+  if (*compile) return spmdc::runCompile(c);
   if (*fromHf) return runFromHf(h);
   if (*dump) return runDump(dumpPath);
   if (*diff) return runDiff(diffA, diffB);

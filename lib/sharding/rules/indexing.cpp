@@ -8,7 +8,7 @@
 //   aten.embedding.default(w[256, 64], tokens[2, 16])
 //     -> ([l, k], [i, j]) -> ([i, j, k]) {i=2, j=16, k=64, l=256 reduction(sum)} linear-each(0)
 //   aten.gather.default(x[8, 10], 1, idx[8, 1])
-//     -> ([i, j], [i, 1]) -> ([i, 1]) {i=8, j=10 replicated} linear-each(0)
+//     -> ([i, j], [i, 1]) -> ([i, 1]) {i=8, j=10 reduction(sum)} linear-each(0)
 //   aten.index_put.default(z[256, 64], [t[2, 16]], v[2, 16, 64], true)
 //     -> ([i, j], [k, l], [k, l, j]) -> ([i, j]) {i=256 replicated, j=64, k=2 reduction(sum),
 //        l=16 reduction(sum)} linear-joint(0, 2), z additive
@@ -79,7 +79,24 @@ Expected<OpShardingRule> embeddingBackwardRule(const ir::Node& node) {
   return b.linear(Linearity::Each, {0}).replicateRest().build();
 }
 
-// gather(self, dim, index) -> [index's shape].
+// Loss parallelism: a floating `self` indexed with one index per row along
+// `dim` (index shaped like self but 1 at `dim`), as cross-entropy picks the
+// target's log-probability and its backward writes the target's gradient.
+// Then `dim` of self may be sharded: passes/ExpandLossParallel.cpp compares
+// the index with the global positions this rank holds (docs/LOSS_PARALLEL.md).
+bool oneIndexPerRow(const ir::Node& node, const std::vector<int64_t>& self, const std::vector<int64_t>& index,
+                    int64_t dim) {
+  auto ops = tensorOperands(node);
+  if (ops.empty() || !rules::isFloatingType(ops[0]->type().dtype) || self.size() != index.size())
+    return false;
+  for (size_t d = 0; d < self.size(); ++d)
+    if (index[d] != (static_cast<int64_t>(d) == dim ? 1 : self[d])) return false;
+  return self[sz(dim)] != 1;
+}
+
+// gather(self, dim, index) -> [index's shape]. With one index per row, self's
+// `dim` is a summed factor: each rank picks what it holds, zeros elsewhere
+// (like the vocab-parallel embedding).
 Expected<OpShardingRule> gatherRule(const ir::Node& node) {
   RuleBuilder b(node);
   if (b.numOperands() != 2 || b.numResults() != 1 || b.resultShape(0).size() != b.operandShape(1).size())
@@ -97,6 +114,8 @@ Expected<OpShardingRule> gatherRule(const ir::Node& node) {
       else if (self[sz(d)] == n)
         b.addFactor({d, d}, {d}, n);
     }
+    if (oneIndexPerRow(node, self, index, dim))
+      b.addFactor({dim, -1}, {-1}, self[sz(dim)], FactorKind::Reduction);
   }
   return b.linear(Linearity::Each, {0}).replicateRest().build();
 }
@@ -121,10 +140,18 @@ Expected<OpShardingRule> scatterRule(const ir::Node& node, ScatterKind kind) {
     auto rank = static_cast<int64_t>(self.size());
     int64_t dim = normalizeDim(rules::intArg(node, "dim", 0), rank);
     int s = hasSrc ? 2 : -1;
+    // Plain writes of one value per row: each rank writes the rows' targets
+    // it holds (see oneIndexPerRow).
+    bool perRow = (kind == ScatterKind::Src || kind == ScatterKind::Value) && src == index &&
+                  oneIndexPerRow(node, self, index, dim);
     for (int64_t d = 0; d < rank; ++d) {
       bool same = self[sz(d)] == index[sz(d)] && src[sz(d)] == index[sz(d)];
       if (d != dim && same) {
         if (self[sz(d)] != 1) b.addFactor(at(n, {{0, d}, {1, d}, {s, d}}), {d}, self[sz(d)]);
+        continue;
+      }
+      if (d == dim && perRow) {
+        b.addFactor({d}, {d}, self[sz(d)]);
         continue;
       }
       if (self[sz(d)] != 1) b.addFactor({d}, {d}, self[sz(d)], FactorKind::NeedReplication);

@@ -16,6 +16,36 @@
 namespace spmd::sharding {
 namespace {
 
+// Each rule checks the ranks it indexes by itself, so a malformed node (the
+// IR verifier is the first line) gets an error, never an out-of-range read.
+// Propagation names the node: "node %mm (aten.mm.default): mm rule: expected
+// self[M, K], mat2[K, N] -> [M, N]; got ranks (1, 2) -> (2)".
+
+// "(r0, r1) -> (r)": the ranks of the node's tensor operands and results.
+std::string ranksOf(const RuleBuilder& b) {
+  auto list = [](int n, const auto& shape) {
+    std::string s = "(";
+    for (int i = 0; i < n; ++i) s += (i ? ", " : "") + std::to_string(shape(i).size());
+    return s + ")";
+  };
+  return list(b.numOperands(), [&](int i) { return b.operandShape(i); }) + " -> " +
+         list(b.numResults(), [&](int i) { return b.resultShape(i); });
+}
+
+// An error naming `rule` and what it expects (`shapes`) unless the node has
+// tensor operands of ranks `ranks` (-1: any) and one result of rank
+// `resultRank` (-1: any).
+Status checkRanks(const RuleBuilder& b, const char* rule, const char* shapes,
+                  const std::vector<int64_t>& ranks, int64_t resultRank) {
+  bool ok = b.numOperands() == static_cast<int>(ranks.size()) && b.numResults() == 1 &&
+            (resultRank < 0 || static_cast<int64_t>(b.resultShape(0).size()) == resultRank);
+  for (int i = 0; ok && i < b.numOperands(); ++i)
+    ok = ranks[static_cast<size_t>(i)] < 0 ||
+         static_cast<int64_t>(b.operandShape(i).size()) == ranks[static_cast<size_t>(i)];
+  if (ok) return Status::ok();
+  return Status::error(std::string(rule) + " rule: expected " + shapes + "; got ranks " + ranksOf(b));
+}
+
 // mm/bmm with operands at `a`, `b`; `batch` leading dims shared.
 void addProductFactors(RuleBuilder& b, int a, int bo, int64_t batch) {
   const auto& as = b.operandShape(a);
@@ -35,8 +65,9 @@ void addProductFactors(RuleBuilder& b, int a, int bo, int64_t batch) {
 
 Expected<OpShardingRule> productRule(const ir::Node& node, int64_t batch) {
   RuleBuilder b(node);
-  if (b.numOperands() != 2 || b.numResults() != 1)
-    return Status::error("matmul rule: expected two tensor operands");
+  SPMD_RETURN_IF_ERROR(batch == 0
+                           ? checkRanks(b, "mm", "self[M, K], mat2[K, N] -> [M, N]", {2, 2}, 2)
+                           : checkRanks(b, "bmm", "self[B, M, K], mat2[B, K, N] -> [B, M, N]", {3, 3}, 3));
   addProductFactors(b, 0, 1, batch);
   return b.linear(Linearity::Each, {0, 1}).replicateRest().build();
 }
@@ -44,7 +75,10 @@ Expected<OpShardingRule> productRule(const ir::Node& node, int64_t batch) {
 // addmm(bias, a, b): the bias broadcasts against the [m, n] result.
 Expected<OpShardingRule> addmmRule(const ir::Node& node) {
   RuleBuilder b(node);
-  if (b.numOperands() != 3) return Status::error("addmm rule: expected three tensor operands");
+  const char* shapes = "self (broadcast to [M, N]), mat1[M, K], mat2[K, N] -> [M, N]";
+  SPMD_RETURN_IF_ERROR(checkRanks(b, "addmm", shapes, {-1, 2, 2}, 2));
+  if (b.operandShape(0).size() > 2)
+    return Status::error(std::string("addmm rule: expected ") + shapes + "; got ranks " + ranksOf(b));
   addProductFactors(b, 1, 2, 0);
   const auto& bias = b.operandShape(0);
   const auto& out = b.resultShape(0);
@@ -60,9 +94,12 @@ Expected<OpShardingRule> addmmRule(const ir::Node& node) {
 // linear(input[..., in], weight[out, in], bias[out]?) -> [..., out].
 Expected<OpShardingRule> linearRule(const ir::Node& node) {
   RuleBuilder b(node);
-  if (b.numOperands() < 2) return Status::error("linear rule: expected input and weight");
+  const char* shapes = "input[..., K], weight[N, K], bias[N] (optional) -> [..., N]";
+  int64_t r = b.numOperands() > 0 ? static_cast<int64_t>(b.operandShape(0).size()) : 0;
+  SPMD_RETURN_IF_ERROR(b.numOperands() == 3 ? checkRanks(b, "linear", shapes, {r, 2, 1}, r)
+                                            : checkRanks(b, "linear", shapes, {r, 2}, r));
+  if (r < 1) return Status::error(std::string("linear rule: expected ") + shapes + "; got a rank-0 input");
   const auto& in = b.operandShape(0);
-  int64_t r = static_cast<int64_t>(in.size());
   std::vector<int64_t> none(static_cast<size_t>(b.numOperands()), -1);
   for (int64_t d = 0; d + 1 < r; ++d) {
     std::vector<int64_t> ops = none;
@@ -86,8 +123,10 @@ Expected<OpShardingRule> linearRule(const ir::Node& node) {
 // against the [B, M, N] result and is added to the products.
 Expected<OpShardingRule> baddbmmRule(const ir::Node& node) {
   RuleBuilder b(node);
-  if (b.numOperands() != 3 || b.operandShape(1).size() != 3 || b.operandShape(2).size() != 3)
-    return Status::error("baddbmm rule: expected self, batch1[B, M, K] and batch2[B, K, N]");
+  const char* shapes = "self (broadcast to [B, M, N]), batch1[B, M, K], batch2[B, K, N] -> [B, M, N]";
+  SPMD_RETURN_IF_ERROR(checkRanks(b, "baddbmm", shapes, {-1, 3, 3}, 3));
+  if (b.operandShape(0).size() > 3)
+    return Status::error(std::string("baddbmm rule: expected ") + shapes + "; got ranks " + ranksOf(b));
   addProductFactors(b, 1, 2, 1);
   const auto& self = b.operandShape(0);
   const auto& out = b.resultShape(0);
@@ -163,6 +202,9 @@ Expected<OpShardingRule> einsumRule(const ir::Node& node) {
   size_t arrow = e.find("->");
   std::vector<std::vector<int>> terms;
   std::string_view lhs = std::string_view(e).substr(0, arrow);
+  if (auto n = std::count(lhs.begin(), lhs.end(), ',') + 1; n != b.numOperands())
+    return Status::error("einsum rule: the equation \"" + eq->strings[0] + "\" has " + std::to_string(n) +
+                         " operand terms for " + std::to_string(b.numOperands()) + " tensors");
   for (int i = 0; i < b.numOperands(); ++i) {
     size_t comma = lhs.find(',');
     terms.push_back(einsumLabels(lhs.substr(0, comma), static_cast<int64_t>(b.operandShape(i).size())));
@@ -218,8 +260,9 @@ Expected<OpShardingRule> einsumRule(const ir::Node& node) {
 Expected<OpShardingRule> cdistRule(const ir::Node& node) {
   RuleBuilder b(node);
   if (b.numOperands() != 2 || b.numResults() != 1 || b.operandShape(0).size() < 2 ||
-      b.operandShape(1).size() < 2)
-    return Status::error("cdist rule: expected x1[..., P, M] and x2[..., R, M]");
+      b.operandShape(1).size() < 2 || b.resultShape(0).size() < 2)
+    return Status::error("cdist rule: expected x1[..., P, M], x2[..., R, M] -> [..., P, R]; got ranks " +
+                         ranksOf(b));
   const auto& x1 = b.operandShape(0);
   const auto& x2 = b.operandShape(1);
   const auto& out = b.resultShape(0);

@@ -4,6 +4,14 @@
 // their dims whole, and so do reductions with no pending form: arg-max
 // (indices), prod, var, any, max.dim (values with indices).
 //
+// Log-softmax and its backward are the exception (loss parallelism): their
+// dim may be sharded, the class dim of vocab-parallel logits. The expansion
+// (passes/ExpandLossParallel.cpp) then computes it on the shards with a max
+// and a sum all-reduce of [N, 1] instead of gathering [N, V]; to the
+// propagation the dim is pass-through.
+//
+//   aten._log_softmax.default(x[32, 256], 1, false) -> ([i, j]) -> ([i, j]) {i=32, j=256}
+//
 //   aten.sum.dim_IntList(x[32, 64], [1]) -> ([i, j]) -> ([i]) {i=32, j=64 reduction(sum)} linear-each(0)
 //   aten._softmax.default(x[2, 8, 16, 16], -1) -> ([i, j, k, l]) -> ([i, j, k, l]) {..., l=16 replicated}
 //   aten.max.dim(x[8, 6], 1) -> ([i, j]) -> ([i], [i]) {i=8, j=6 replicated}
@@ -17,6 +25,7 @@
 #include <algorithm>
 
 #include "sharding/rules/Helpers.h"
+#include "sharding/rules/LossPattern.h"
 
 namespace spmd::sharding {
 namespace {
@@ -126,6 +135,27 @@ Expected<OpShardingRule> nllLossBackwardRule(const ir::Node& node) {
   return b.linear(Linearity::Each, {0}).replicateRest().build();
 }
 
+// sum.dim_IntList: a reduction, except cross-entropy's one-hot row sum
+// (rules/LossPattern.h), whose summed dim is pass-through: the expansion
+// computes it from the per-row factor, with no all-reduce.
+Expected<OpShardingRule> sumDimRule(const ir::Node& node) {
+  static const RuleFn kSum = reduce("dim", FactorKind::Reduction, ReduceOp::Sum, Linearity::Each);
+  SPMD_ASSIGN_OR_RETURN(OpShardingRule rule, kSum(node));
+  auto m = rules::matchOneHotRowSum(node);
+  if (m && !rule.operands.empty() && static_cast<size_t>(m->dim) < rule.operands[0].size())
+    for (int f : rule.operands[0][static_cast<size_t>(m->dim)])
+      rule.factors[static_cast<size_t>(f)].kind = FactorKind::PassThrough;
+  return rule;
+}
+
+// _log_softmax(self, dim, half_to_float): every dim pass-through (the
+// sharded-dim form is ExpandLossParallel's), but a half input computed in
+// float keeps its dim whole.
+Expected<OpShardingRule> logSoftmaxRule(const ir::Node& node) {
+  if (rules::boolArg(node, "half_to_float", false)) return rules::pointwiseExceptDims("dim")(node);
+  return rules::pointwise()(node);
+}
+
 }  // namespace
 
 void registerReductionRules(RuleRegistry& r) {
@@ -134,8 +164,8 @@ void registerReductionRules(RuleRegistry& r) {
   const RuleFn wholeAll = reduce(nullptr, FactorKind::NeedReplication, ReduceOp::Sum, Linearity::None);
   // Fourier transforms are linear; their dims stay whole.
   r.add({"aten._fft_c2r.default", "aten._fft_r2c.default"}, pointwiseExceptDims("dim", Linearity::Each, {0}));
-  r.add("aten._log_softmax.default", pointwiseExceptDims("dim"));
-  r.add("aten._log_softmax_backward_data.default", pointwiseExceptDims("dim", Linearity::Each, {0}));
+  r.add("aten._log_softmax.default", logSoftmaxRule);
+  r.add("aten._log_softmax_backward_data.default", rules::pointwise(Linearity::Each, {0}));
   r.add("aten._softmax.default", pointwiseExceptDims("dim"));
   r.add("aten._softmax_backward_data.default", pointwiseExceptDims("dim", Linearity::Each, {0}));
   r.add("aten.amax.default", reduce("dim", FactorKind::Reduction, ReduceOp::Max, Linearity::None));
@@ -157,7 +187,7 @@ void registerReductionRules(RuleRegistry& r) {
   r.add("aten.prod.dim_int", whole);
   r.add("aten.softmax.int", pointwiseExceptDims("dim"));
   r.add("aten.sum.default", reduce(nullptr, FactorKind::Reduction, ReduceOp::Sum, Linearity::Each));
-  r.add("aten.sum.dim_IntList", reduce("dim", FactorKind::Reduction, ReduceOp::Sum, Linearity::Each));
+  r.add("aten.sum.dim_IntList", sumDimRule);
   r.add({"aten.var.correction", "aten.var.dim"}, whole);
 }
 

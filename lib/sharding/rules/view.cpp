@@ -8,11 +8,42 @@
 //   aten.cat.default([a[2, 4], b[2, 4]], -1)     -> ([i, j], [i, k]) -> ([i, l]) {j, k, l replicated}
 //   aten.stack.default([a[2, 4], b[2, 4]], 1)    -> ([i, j], [i, j]) -> ([i, k, j]) {k=2 replicated}
 #include <numeric>
+#include <string>
 
 #include "sharding/rules/Helpers.h"
 
 namespace spmd::sharding {
 namespace {
+
+// Argument checks of their own, so a malformed node (the IR verifier is the
+// first line) gets an error, never an out-of-range read. Propagation names
+// the node: "node %n0 (aten.split.Tensor): split rule: dim 3 is out of
+// range for a rank-3 tensor (expected -3 to 2)".
+
+// `dim` (as given) normalized against `rank`; an error naming `rule` and
+// the argument `arg` when it is out of range.
+Expected<int64_t> checkDim(const char* rule, const char* arg, int64_t dim, int64_t rank) {
+  int64_t d = normalizeDim(dim, rank);
+  if (d >= 0 && d < rank) return d;
+  std::string expected =
+      rank > 0 ? "expected " + std::to_string(-rank) + " to " + std::to_string(rank - 1) : "it has no dims";
+  return Status::error(std::string(rule) + " rule: " + arg + " " + std::to_string(dim) +
+                       " is out of range for a rank-" + std::to_string(rank) + " tensor (" + expected + ")");
+}
+
+// An error unless the node has exactly `operands` tensor operands and at
+// least one tensor result, each of rank `rank` (any rank when -1).
+Status checkTensors(const RuleBuilder& b, const char* rule, int operands, int64_t rank = -1) {
+  if (b.numOperands() != operands || b.numResults() < 1)
+    return Status::error(std::string(rule) + " rule: expected " + std::to_string(operands) +
+                         " tensor operand(s) and a tensor result, got " + std::to_string(b.numOperands()) +
+                         " and " + std::to_string(b.numResults()));
+  for (int i = 0; rank >= 0 && i < b.numResults(); ++i)
+    if (static_cast<int64_t>(b.resultShape(i).size()) != rank)
+      return Status::error(std::string(rule) + " rule: result " + std::to_string(i) + " has rank " +
+                           std::to_string(b.resultShape(i).size()) + ", the input " + std::to_string(rank));
+  return Status::ok();
+}
 
 // Factors of a row-major reshape from `in` to `out` (operand 0 -> result 0;
 // also to operand `like` >= 0, shaped like the result: view_as' other).
@@ -108,10 +139,12 @@ std::vector<int64_t> identity(int64_t rank) {
 
 // Every dim except `dim` shared by all operands and results (which have the
 // same rank); `dim` stays whole. Used by cat, split, slice, select-free ops.
-Expected<OpShardingRule> allButDim(const ir::Node& node, int64_t dim, Linearity lin) {
+// `rule` names it in errors (`dim` out of range, no result).
+Expected<OpShardingRule> allButDim(const ir::Node& node, int64_t dim, Linearity lin, const char* rule) {
   RuleBuilder b(node);
+  if (b.numResults() < 1) return Status::error(std::string(rule) + " rule: expected a tensor result");
   int64_t rank = static_cast<int64_t>(b.resultShape(0).size());
-  dim = normalizeDim(dim, rank);
+  SPMD_ASSIGN_OR_RETURN(dim, checkDim(rule, "dim", dim, rank));
   for (int64_t d = 0; d < rank; ++d) {
     if (d == dim || b.resultShape(0)[static_cast<size_t>(d)] == 1) continue;
     int f = b.factor(b.resultShape(0)[static_cast<size_t>(d)]);
@@ -132,14 +165,16 @@ Expected<OpShardingRule> allButDim(const ir::Node& node, int64_t dim, Linearity 
 // Unequal parts keep the dim whole (allButDim).
 Expected<OpShardingRule> splitRule(const ir::Node& node) {
   RuleBuilder probe(node);
+  SPMD_RETURN_IF_ERROR(checkTensors(probe, "split", 1));
   int64_t rank = static_cast<int64_t>(probe.operandShape(0).size());
-  int64_t dim = normalizeDim(rules::intArg(node, "dim", 0), rank);
+  SPMD_RETURN_IF_ERROR(checkTensors(probe, "split", 1, rank));
+  SPMD_ASSIGN_OR_RETURN(int64_t dim, checkDim("split", "dim", rules::intArg(node, "dim", 0), rank));
   int64_t k = probe.numResults(), size = probe.operandShape(0)[static_cast<size_t>(dim)];
   bool equal = k > 1 && static_cast<int64_t>(tensorResults(node).size()) == k;
   for (int i = 0; equal && i < k; ++i)
     equal = static_cast<int64_t>(probe.resultShape(i).size()) == rank &&
             probe.resultShape(i)[static_cast<size_t>(dim)] * k == size;
-  if (!equal || size / k == 1) return allButDim(node, dim, Linearity::Each);
+  if (!equal || size / k == 1) return allButDim(node, dim, Linearity::Each, "split");
   RuleBuilder b(node);
   for (int64_t d = 0; d < rank; ++d) {
     int64_t n = b.resultShape(0)[static_cast<size_t>(d)];
@@ -158,6 +193,7 @@ Expected<OpShardingRule> splitRule(const ir::Node& node) {
   return b.linear(Linearity::Each).replicateRest().build();
 }
 
+// start, end: absent, None or one int (a symbolic bound is not full).
 bool isFullSlice(const ir::Node& node, int64_t size) {
   const ir::Argument* start = node.input("start");
   const ir::Argument* end = node.input("end");
@@ -169,11 +205,22 @@ bool isFullSlice(const ir::Node& node, int64_t size) {
 
 Expected<OpShardingRule> sliceRule(const ir::Node& node) {
   RuleBuilder probe(node);
+  SPMD_RETURN_IF_ERROR(checkTensors(probe, "slice", 1));
   int64_t rank = static_cast<int64_t>(probe.operandShape(0).size());
-  int64_t dim = normalizeDim(rules::intArg(node, "dim", 0), rank);
+  SPMD_RETURN_IF_ERROR(checkTensors(probe, "slice", 1, rank));
+  if (probe.numResults() != 1) return Status::error("slice rule: expected one result");
+  SPMD_ASSIGN_OR_RETURN(int64_t dim, checkDim("slice", "dim", rules::intArg(node, "dim", 0), rank));
+  for (const char* bound : {"start", "end", "step"}) {
+    const ir::Argument* a = node.input(bound);
+    if (a && a->kind == ir::Argument::Kind::Int && a->ints.size() != 1)
+      return Status::error(std::string("slice rule: ") + bound + " has " + std::to_string(a->ints.size()) +
+                           " values, expected one int");
+  }
+  if (int64_t step = rules::intArg(node, "step", 1); step < 1)
+    return Status::error("slice rule: step " + std::to_string(step) + " is not positive");
   if (isFullSlice(node, probe.operandShape(0)[static_cast<size_t>(dim)]))
     return permuteRule(node, identity(rank));
-  return allButDim(node, dim, Linearity::Each);
+  return allButDim(node, dim, Linearity::Each, "slice");
 }
 
 Expected<OpShardingRule> selectRule(const ir::Node& node) {
@@ -283,7 +330,7 @@ void registerViewRules(RuleRegistry& r) {
   // Arbitrary strides over the storage: only the whole tensor means the same.
   r.add("aten.as_strided.default", [](const ir::Node& n) { return RuleBuilder(n).replicateRest().build(); });
   r.add("aten.cat.default",
-        [](const ir::Node& n) { return allButDim(n, rules::intArg(n, "dim", 0), Linearity::Joint); });
+        [](const ir::Node& n) { return allButDim(n, rules::intArg(n, "dim", 0), Linearity::Joint, "cat"); });
   r.add("aten.chunk.default", splitRule);
   r.add("aten.diagonal.default", diagonalRule);
   r.add({"aten.expand.default", "aten.expand_as.default"}, expandRule);
@@ -298,8 +345,7 @@ void registerViewRules(RuleRegistry& r) {
   r.add("aten.select_scatter.default", selectScatterRule);
   r.add("aten.slice.Tensor", sliceRule);
   r.add("aten.slice_scatter.default", [](const ir::Node& n) {
-    int64_t rank = static_cast<int64_t>(tensorResults(n)[0]->type().rank());
-    return allButDim(n, normalizeDim(rules::intArg(n, "dim", 0), rank), Linearity::Joint);
+    return allButDim(n, rules::intArg(n, "dim", 0), Linearity::Joint, "slice_scatter");
   });
   r.add("aten.split.Tensor", splitRule);
   r.add("aten.split_with_sizes.default", splitRule);

@@ -1,0 +1,298 @@
+// The auto-sharding search (see AutoShard.h).
+//
+// Invariants: every layout is priced by compiling it with the normal
+// pipeline and modeling the result, so the cost autoShard minimizes is the
+// cost --report prints for the chosen schema; a layout over the budget never
+// beats one within it; the result's schema, compiled again, gives the
+// program whose cost is `chosen.cost`.
+#include "autoshard/AutoShard.h"
+
+#include "autoshard/Isolate.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <map>
+#include <nlohmann/json.hpp>
+
+#include "passes/Report.h"
+#include "pt2/Archive.h"
+#include "schema/Glob.h"
+#include "support/Strings.h"
+
+namespace spmd::autoshard {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+double msSince(Clock::time_point t) {
+  return std::chrono::duration<double, std::milli>(Clock::now() - t).count();
+}
+
+// Compiles and models layouts, each schema once.
+class Evaluator {
+ public:
+  Evaluator(std::string path, const AutoOptions& o) : path_(std::move(path)), o_(o) {
+    opts_ = o.compile;
+    opts_.mesh = o.mesh.shape();
+    if (o.profile) opts_.cost = sharding::costModelFor(*o.profile, o.mesh);
+    opts_.printAfter.clear();
+  }
+  const sharding::DeviceProfile& profile() const {
+    return o_.profile ? *o_.profile : sharding::defaultDeviceProfile();
+  }
+
+  /// The cost of `s`, or an error when it does not compile.
+  Expected<Evaluated> evaluate(const std::string& name, const schema::PlacementSchema& s) {
+    std::string key = std::to_string(static_cast<int>(s.preset)) + schemaJson(s, "");
+    auto it = cache_.find(key);
+    if (it == cache_.end()) {
+      ++count_;
+      if (std::getenv("SPMD_AUTO_TRACE")) std::fprintf(stderr, "auto: evaluating %s\n", key.c_str());
+      it = cache_.emplace(key, compileAndModel(s)).first;
+    }
+    if (!it->second) return it->second.status();
+    Evaluated e{name, s, *it->second, true};
+    e.fits = !o_.memoryBudget || e.cost.peakBytes <= *o_.memoryBudget;
+    return e;
+  }
+  int64_t count() const { return count_; }
+  int64_t crashed() const { return crashed_; }
+
+ private:
+  // In a child (Isolate.h) the compile may change its copy of the archive
+  // read once here (appendOptimizer, gathers); in this process, a fresh one.
+  Expected<passes::LayoutCost> compileAndModel(const schema::PlacementSchema& s) {
+    auto fresh = [&]() -> Expected<passes::LayoutCost> {
+      SPMD_ASSIGN_OR_RETURN(pt2::Archive a, pt2::readArchive(path_, {.loadWeights = false}));
+      SPMD_ASSIGN_OR_RETURN(passes::CompileResult r, passes::compile(a, s, opts_));
+      return passes::modelLayout(r.program, profile());
+    };
+    if (!o_.isolate) return fresh();
+    if (!archive_) {
+      auto a = pt2::readArchive(path_, {.loadWeights = false});
+      if (!a) return a.status();
+      archive_.emplace(std::move(*a));
+    }
+    auto inChild = [&]() -> Expected<passes::LayoutCost> {
+      SPMD_ASSIGN_OR_RETURN(passes::CompileResult r, passes::compile(*archive_, s, opts_));
+      return passes::modelLayout(r.program, profile());
+    };
+    auto r = runIsolated(inChild, fresh);
+    if (!r && r.status().message().starts_with("the compiler stopped")) ++crashed_;
+    return r;
+  }
+
+  std::string path_;
+  std::optional<pt2::Archive> archive_;
+  const AutoOptions& o_;
+  passes::CompileOptions opts_;
+  std::map<std::string, Expected<passes::LayoutCost>> cache_;
+  int64_t count_ = 0;
+  int64_t crashed_ = 0;
+};
+
+// Within the budget first, then the faster step (over it: the leaner).
+bool better(const Evaluated& a, const Evaluated& b) {
+  if (a.fits != b.fits) return a.fits;
+  if (!a.fits) return a.cost.peakBytes < b.cost.peakBytes;
+  return a.cost.stepSeconds() < b.cost.stepSeconds() * (1 - 1e-9);
+}
+
+// The option index of `g` whose layout is S(0) on every axis (gathered as
+// asked; parameters of hsdp: R on axis 0), or 0 when it has none.
+size_t presetOption(const Group& g, const sharding::Mesh& mesh, bool gathered, bool hsdp) {
+  for (size_t i = 1; i < g.options.size(); ++i) {
+    const Option& o = g.options[i];
+    if (o.gathered != gathered) continue;
+    bool ok = true;
+    for (int64_t a = 0; a < mesh.numAxes(); ++a) {
+      const auto& p = o.spec.placements[static_cast<size_t>(a)];
+      bool wantR = (hsdp && a == 0) || mesh.size(a) == 1;
+      ok = ok && (wantR ? p.isReplicate() : p.isShard(0));
+    }
+    if (ok) return i;
+  }
+  return 0;
+}
+
+// The option of `g` that is `want` (not gathered), or 0.
+size_t optionWith(const Group& g, const sharding::ShardingSpec& want) {
+  for (size_t i = 0; i < g.options.size(); ++i)
+    if (!g.options[i].gathered && g.options[i].spec == want) return i;
+  return 0;
+}
+
+// Megatron on the last mesh axis (roles from rowParallelWeights), the batch
+// split over the other axes.
+std::vector<size_t> tensorParallelSeed(const std::vector<Group>& gs, const sharding::Mesh& mesh,
+                                       const std::map<std::string, bool>& rows) {
+  std::vector<size_t> c(gs.size(), 0);
+  const int64_t last = mesh.numAxes() - 1;
+  for (size_t i = 0; i < gs.size(); ++i) {
+    sharding::ShardingSpec want = sharding::ShardingSpec::replicated(mesh.numAxes());
+    if (gs[i].isParam) {
+      auto it = rows.find(gs[i].names.front());
+      if (it == rows.end()) continue;
+      want.placements[static_cast<size_t>(last)] = sharding::Placement::shard(it->second ? 1 : 0);
+    } else {
+      for (int64_t a = 0; a < last; ++a)
+        want.placements[static_cast<size_t>(a)] = sharding::Placement::shard(0);
+    }
+    c[i] = optionWith(gs[i], want);
+  }
+  return c;
+}
+
+// Seeds: replicated, tensor-parallel, dp, fsdp and (2-D) hsdp, as assignments.
+std::vector<std::pair<std::string, std::vector<size_t>>> seeds(const std::vector<Group>& gs,
+                                                               const sharding::Mesh& mesh,
+                                                               const std::map<std::string, bool>& rows) {
+  std::vector<std::pair<std::string, std::vector<size_t>>> out;
+  out.emplace_back("replicated", std::vector<size_t>(gs.size(), 0));
+  out.emplace_back("tensor-parallel", tensorParallelSeed(gs, mesh, rows));
+  for (const char* name : {"dp", "fsdp", "hsdp"}) {
+    std::string n = name;
+    if (n == "hsdp" && mesh.numAxes() != 2) continue;
+    std::vector<size_t> c(gs.size(), 0);
+    for (size_t i = 0; i < gs.size(); ++i)
+      c[i] = !gs[i].isParam ? presetOption(gs[i], mesh, false, false)
+             : n == "dp"    ? 0
+                            : presetOption(gs[i], mesh, true, n == "hsdp");
+    out.emplace_back(n, c);
+  }
+  return out;
+}
+
+struct Search {
+  const std::vector<Group>& groups;
+  const AutoOptions& o;
+  Evaluator& ev;
+  Clock::time_point deadline;
+  std::optional<Evaluated> best, second, leanest;
+  std::vector<size_t> bestChoice;
+  bool timedOut = false;
+
+  // Evaluates one assignment and keeps the best two and the leanest;
+  // nullopt when it does not compile.
+  std::optional<Evaluated> tryChoice(const std::vector<size_t>& c, const std::string& name) {
+    auto e = ev.evaluate(name, schemaFor(groups, c, o.mesh, o.pins));
+    if (!e) return std::nullopt;
+    if (!leanest || e->cost.peakBytes < leanest->cost.peakBytes) leanest = *e;
+    bool same = best && schemaJson(best->schema, "") == schemaJson(e->schema, "");
+    if (!best || better(*e, *best)) {
+      if (best && !same) second = best;
+      best = *e;
+      bestChoice = c;
+    } else if (!same && (!second || better(*e, *second))) {
+      second = *e;
+    }
+    return *e;
+  }
+
+  void exhaustive() {
+    std::vector<size_t> c(groups.size(), 0);
+    while (true) {
+      tryChoice(c, "auto");
+      size_t i = 0;
+      for (; i < groups.size(); ++i) {
+        if (++c[i] < groups[i].options.size()) break;
+        c[i] = 0;
+      }
+      if (i == groups.size()) return;
+    }
+  }
+
+  // Descends from `cur`: each group in turn takes its best option, until
+  // no move improves or the deadline passes.
+  void localSearch(std::vector<size_t> cur, Evaluated curE) {
+    for (bool improved = true; improved;) {
+      improved = false;
+      for (size_t g = 0; g < groups.size(); ++g) {
+        std::vector<size_t> c = cur;
+        for (size_t opt = 0; opt < groups[g].options.size(); ++opt) {
+          if (opt == cur[g]) continue;
+          if (Clock::now() > deadline) {
+            timedOut = true;
+            return;
+          }
+          c[g] = opt;
+          auto e = tryChoice(c, "auto");
+          if (e && better(*e, curE)) {
+            cur = c;
+            curE = *e;
+            improved = true;
+          }
+        }
+      }
+    }
+  }
+};
+
+int64_t searchSpace(const std::vector<Group>& gs, int64_t limit) {
+  double n = 1;
+  for (const auto& g : gs) n *= static_cast<double>(g.options.size());
+  return n > static_cast<double>(limit) ? limit + 1 : static_cast<int64_t>(n);
+}
+
+}  // namespace
+
+Expected<AutoResult> autoShard(const std::string& modelPath, const AutoOptions& o) {
+  AutoResult r;
+  auto start = Clock::now();
+  SPMD_ASSIGN_OR_RETURN(pt2::Archive a, pt2::readArchive(modelPath, {.loadWeights = false}));
+  std::vector<Group> groups = buildGroups(a.program, o.mesh, pinnedNames(a.program, o.pins), o.allowGather);
+  r.groups = static_cast<int64_t>(groups.size());
+  r.buildMs = msSince(start);
+  start = Clock::now();
+  Evaluator ev(modelPath, o);
+  Search s{groups, o,  ev, start + std::chrono::milliseconds(static_cast<int64_t>(o.timeLimitSeconds * 1e3)),
+           {},     {}, {}, {},
+           false};
+  std::vector<std::pair<Evaluated, std::vector<size_t>>> starts;
+  for (const auto& [name, choice] : seeds(groups, o.mesh, rowParallelWeights(a.program)))
+    if (auto e = s.tryChoice(choice, name)) starts.emplace_back(*e, choice);
+  std::stable_sort(starts.begin(), starts.end(),
+                   [](const auto& x, const auto& y) { return better(x.first, y.first); });
+  if (searchSpace(groups, o.exhaustiveLimit) <= o.exhaustiveLimit) {
+    r.method = "exhaustive";
+    s.exhaustive();
+  } else {
+    r.method = "local search";
+    for (const auto& [e, choice] : starts)
+      if (!s.timedOut) s.localSearch(choice, e);
+  }
+  if (!s.best) {
+    auto e =
+        ev.evaluate("replicated", schemaFor(groups, std::vector<size_t>(groups.size(), 0), o.mesh, o.pins));
+    return e.status().withContext("--schema auto: not even the replicated layout compiles");
+  }
+  if (!s.best->fits)
+    return Status::error("--schema auto: no layout fits the memory budget of " + withCommas(*o.memoryBudget) +
+                         " B/rank: the leanest layout found needs " + withCommas(s.leanest->cost.peakBytes) +
+                         " B/rank; raise --memory-budget or use a larger mesh");
+  r.chosen = *s.best;
+  r.chosen.name = "auto";
+  for (size_t g = 0; g < groups.size(); ++g)
+    r.choices.emplace_back(groups[g].match, groups[g].options[s.bestChoice[g]].str());
+  for (const char* preset : {"dp", "fsdp", "hsdp"}) {
+    if (std::string(preset) == "hsdp" && o.mesh.numAxes() != 2) continue;
+    auto ps = schema::presetSchema(preset);
+    if (!ps) continue;
+    ps->meshAxes = o.mesh.axisNames();
+    if (auto e = ev.evaluate(preset, *ps)) r.alternatives.push_back(*e);
+  }
+  if (s.second) {
+    r.alternatives.push_back(*s.second);
+    r.alternatives.back().name = "runner-up";
+  }
+  r.evaluations = ev.count();
+  r.crashedLayouts = ev.crashed();
+  r.timedOut = s.timedOut;
+  r.solveMs = msSince(start);
+  return r;
+}
+
+}  // namespace spmd::autoshard

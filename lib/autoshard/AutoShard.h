@@ -1,0 +1,102 @@
+// Automatic sharding (`spmdc compile --schema auto`): the cheapest boundary
+// layout (parameters, user inputs; optimizer states follow their parameter)
+// under a per-rank memory budget, by the modeled cost of the whole compiled
+// program (passes::modelLayout). Propagation lays out every intermediate
+// value from the chosen boundary, as for a hand-written schema.
+//
+//   AutoOptions o;
+//   o.mesh = *sharding::Mesh::create({2, 2}, {"dp", "tp"});
+//   o.memoryBudget = 40LL << 30;
+//   auto r = autoShard("llama_train/model.pt2", o);
+//   r->schema;                    // an ordinary PlacementSchema
+//   schemaJson(r->schema, "...")  // what --write-schema writes
+//
+// Search: the groups of Variables.h; when the product of their option counts
+// is at most exhaustiveLimit, every assignment is compiled and modeled (the
+// exact optimum of the model); otherwise seeds (replicated, dp, fsdp, hsdp
+// as assignments) followed by local search: each group in turn moves to its
+// best option until no move improves or the time limit passes. Layouts over
+// the budget lose to any layout within it; when none fits, the error says
+// how much memory the leanest layout needs.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "autoshard/Variables.h"
+#include "passes/LayoutCost.h"
+#include "passes/Pipeline.h"
+#include "schema/PlacementSchema.h"
+#include "sharding/DeviceProfile.h"
+
+namespace spmd::autoshard {
+
+/// Options of autoShard().
+struct AutoOptions {
+  sharding::Mesh mesh = *sharding::Mesh::create({1});
+  /// Null: sharding::defaultDeviceProfile().
+  const sharding::DeviceProfile* profile = nullptr;
+  /// Per-rank peak bytes; nullopt: unlimited.
+  std::optional<int64_t> memoryBudget;
+  /// The user's schema: its rules pin what they match (first rule wins).
+  const schema::PlacementSchema* pins = nullptr;
+  /// Compile options of each evaluation (optimizer, buckets, ...); its mesh
+  /// is set from `mesh`, and its propagation cost model from `profile` when
+  /// one is given (as spmdc compile --device-profile does).
+  passes::CompileOptions compile;
+  /// Consider parameters stored sharded and gathered before use (FSDP).
+  bool allowGather = true;
+  /// Evaluate each layout in a child process (Isolate.h), so that one that
+  /// trips an internal error of the compiler is skipped, not fatal.
+  bool isolate = true;
+  /// Exhaustive search up to this many assignments.
+  int64_t exhaustiveLimit = 4096;
+  /// Local search stops after this many seconds (the seeds are always
+  /// evaluated).
+  double timeLimitSeconds = 20;
+};
+
+/// One evaluated layout.
+struct Evaluated {
+  std::string name;  ///< "dp", "fsdp", "auto", "runner-up", ...
+  schema::PlacementSchema schema;
+  passes::LayoutCost cost;
+  bool fits = true;  ///< peak within the budget
+};
+
+/// What autoShard() chose, and the layouts it compared it with.
+struct AutoResult {
+  Evaluated chosen;
+  /// The presets that compile on this mesh, then the best other layout.
+  std::vector<Evaluated> alternatives;
+  /// The option each group got: (group match, option text).
+  std::vector<std::pair<std::string, std::string>> choices;
+  std::string method;  ///< "exhaustive" or "local search"
+  int64_t evaluations = 0;
+  int64_t groups = 0;
+  double buildMs = 0;  ///< reading the model, building the groups
+  double solveMs = 0;  ///< evaluating layouts
+  bool timedOut = false;
+  /// Layouts skipped because compiling them stopped on an internal error.
+  int64_t crashedLayouts = 0;
+};
+
+/// Chooses the layout of the model at `modelPath` (see the top). Errors: the
+/// model does not read, no layout compiles, none fits the budget ("no layout
+/// fits the memory budget of X B/rank: the leanest needs Y B/rank (<name>)").
+Expected<AutoResult> autoShard(const std::string& modelPath, const AutoOptions& options);
+
+/// The "auto" section of --report: chosen layout and cost, choices,
+/// alternatives with their cost ratio, search statistics (JSON text).
+std::string autoReportJson(const AutoResult& r, const std::optional<int64_t>& budget);
+
+/// Summary lines: what was chosen and why, alternatives ("fsdp would cost
+/// 1.31x: 14 more all_gather").
+std::vector<std::string> autoSummaryLines(const AutoResult& r, const std::optional<int64_t>& budget);
+
+/// Parses "40GiB", "512MiB", "1.5GB", "1000000" (bytes); error names the text.
+Expected<int64_t> parseByteSize(const std::string& text);
+
+}  // namespace spmd::autoshard

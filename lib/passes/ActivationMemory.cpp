@@ -1,0 +1,72 @@
+// Saved activations of a train step (see ActivationMemory.h).
+#include "passes/ActivationMemory.h"
+
+#include <set>
+#include <unordered_set>
+#include <vector>
+
+namespace spmd::passes {
+namespace {
+
+// Ops whose result shares its input's storage.
+bool isView(const std::string& t) {
+  static const std::set<std::string> kViews = {
+      "aten.view.default", "aten._unsafe_view.default", "aten.reshape.default",   "aten.permute.default",
+      "aten.t.default",    "aten.transpose.int",        "aten.expand.default",    "aten.slice.Tensor",
+      "aten.select.int",   "aten.alias.default",        "aten.unsqueeze.default", "aten.squeeze.dim",
+      "aten.squeeze.dims", "aten.detach.default",       "aten.as_strided.default"};
+  return kViews.count(t) != 0;
+}
+
+// The value whose storage `v` uses: up through view ops.
+const ir::Value* storageOf(const ir::Value* v) {
+  while (v->producer() != nullptr && isView(v->producer()->target())) {
+    const ir::Argument* self = v->producer()->input("self");
+    if (self == nullptr || self->value() == nullptr) break;
+    v = self->value();
+  }
+  return v;
+}
+
+int64_t localBytes(const ir::Value& v) {
+  int64_t n = ir::elementSize(v.type().dtype);
+  for (const auto& d : v.type().sizes) n *= d.value();
+  return n;
+}
+
+}  // namespace
+
+ActivationEstimate estimateSavedActivations(const program::Program& program) {
+  ActivationEstimate e;
+  const ir::Graph& g = program.graph.graph;
+  std::vector<const ir::Value*> work;
+  for (const auto& out : program.graph.signature.outputs)
+    if (out.kind == ir::OutputKind::LossOutput)
+      for (const ir::Value* v : out.arg.values)
+        if (v != nullptr) work.push_back(v);
+  if (work.empty()) return e;
+  e.trainStep = true;
+  std::unordered_set<const ir::Node*> forward;
+  while (!work.empty()) {
+    const ir::Value* v = work.back();
+    work.pop_back();
+    const ir::Node* p = v->producer();
+    if (p == nullptr || !forward.insert(p).second) continue;
+    for (const ir::Value* in : p->inputValues()) work.push_back(in);
+  }
+  std::unordered_set<const ir::Value*> saved;
+  for (const auto& n : g.nodes()) {
+    if (forward.count(n.get())) continue;
+    for (const ir::Value* in : n->inputValues()) {
+      if (!in->isTensor()) continue;
+      const ir::Value* s = storageOf(in);
+      if (s->producer() != nullptr && forward.count(s->producer()) && saved.insert(s).second) {
+        ++e.savedTensors;
+        e.savedBytes += localBytes(*s);
+      }
+    }
+  }
+  return e;
+}
+
+}  // namespace spmd::passes

@@ -1,0 +1,58 @@
+// The modeled cost of one compiled layout: compute time per node, the
+// alpha-beta time of its collectives per mesh axis, and per-rank peak
+// memory. Any two layouts of one model compare by these figures.
+//
+//   LayoutCost c = modelLayout(program, sharding::defaultDeviceProfile());
+//   c.stepSeconds() == c.computeSeconds + c.commSeconds
+//
+// Compute: matmuls (mm, addmm, bmm, matmul), convolutions and scaled dot
+// product attention count their FLOPs exactly on local shapes (backward ops:
+// convolution 2x, attention 2.5x the forward) and take max(FLOPs / peak,
+// bytes / memory bandwidth); every other op is bytes-bound: the bytes of its
+// tensor operands and results over the memory bandwidth. Communication:
+// each all-gather, all-reduce, reduce-scatter and all-to-all of the program
+// priced by the CostModel with the profile's link of its mesh axis. Step time
+// is their sum: overlap of async collectives is not credited. Memory: weights
+// (parameters, buffers, optimizer states) plus the peak of live activations
+// and gradients over program order (estimateMemory).
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "program/Program.h"
+#include "sharding/DeviceProfile.h"
+
+namespace spmd::passes {
+
+/// Communication on one mesh axis.
+struct AxisComm {
+  std::string axis;
+  double seconds = 0;
+  int64_t collectives = 0;
+  /// (kind, count): all_gather, all_reduce, reduce_scatter, all_to_all.
+  std::vector<std::pair<std::string, int64_t>> byKind;
+};
+
+/// Modeled figures of one layout, per rank.
+struct LayoutCost {
+  double computeSeconds = 0;
+  double commSeconds = 0;
+  /// One entry per mesh axis, in mesh order.
+  std::vector<AxisComm> axes;
+  int64_t paramBytes = 0;  ///< weights and optimizer states of one rank
+  int64_t peakBytes = 0;   ///< weights + peak of live activations
+  double stepSeconds() const { return computeSeconds + commSeconds; }
+  /// Number of communicating collectives on all axes.
+  int64_t collectives() const;
+};
+
+/// Models `program` (a compiled SPMD program with local shapes) on `profile`.
+LayoutCost modelLayout(const program::Program& program, const sharding::DeviceProfile& profile);
+
+/// FLOPs of one node on its (local) shapes; 0 for ops counted bytes-bound.
+double nodeFlops(const ir::Node& node);
+
+}  // namespace spmd::passes

@@ -1,0 +1,200 @@
+// The launcher and worker sides of spmd-run --calibrate (see Calibrate.h);
+// the measurements are in Calibrate.cpp.
+#include <ATen/Context.h>
+#include <unistd.h>
+
+#include <torch/csrc/distributed/c10d/TCPStore.hpp>
+
+#include <filesystem>
+#include <fstream>
+
+#include "launch/Launcher.h"
+#include "launch/WorkerEnv.h"
+#include "runtime/BuildInfo.h"
+#include "runtime/Calibrate.h"
+#include "support/File.h"
+
+namespace spmd::runtime {
+
+// Distributed.cpp: where this worker's Gloo transport listens (shared with
+// runWorker, which has no header entry for it).
+Status chooseBindAddress(const DistributedOptions& o, const std::string& masterAddr, CommOptions& comm);
+
+namespace {
+
+constexpr int kFailure = 1;
+constexpr int kBadInput = 2;
+
+int fail(std::ostream& err, int code, const std::string& message) {
+  err << "error: " << message << "\n";
+  return code;
+}
+
+// The mesh of --mesh/--axes, or one axis over all `ranks`; error when its
+// rank count is not `ranks` or it has no axis of 2 or more ranks.
+Expected<sharding::Mesh> calibrationMesh(const CalibrateOptions& c, int64_t ranks) {
+  std::vector<int64_t> shape{ranks};
+  if (!c.mesh.empty()) {
+    auto parsed = sharding::Mesh::parseShape(c.mesh);
+    if (!parsed) return parsed.status().withContext("--mesh " + c.mesh);
+    shape = *parsed;
+  }
+  std::vector<std::string> names;
+  for (size_t start = 0; !c.axes.empty() && start <= c.axes.size();) {
+    size_t end = std::min(c.axes.find(',', start), c.axes.size());
+    names.push_back(c.axes.substr(start, end - start));
+    start = end + 1;
+  }
+  auto mesh = sharding::Mesh::create(shape, names);
+  if (!mesh) return mesh.status().withContext("--calibrate --mesh " + c.mesh + " --axes " + c.axes);
+  if (mesh->numRanks() != ranks)
+    return Status::error("--calibrate: the mesh " + mesh->str() + " has " + std::to_string(mesh->numRanks()) +
+                         " ranks, but " + std::to_string(ranks) + " workers start; pass -n " +
+                         std::to_string(mesh->numRanks()) + " (times --nnodes)");
+  if (ranks < 2)
+    return Status::error("--calibrate measures links between ranks: start 2 or more workers (-n 2)");
+  return mesh;
+}
+
+// -o names a file in an existing, writable folder (checked before any worker
+// starts, so a bad path costs no measurement).
+Status checkOutputPath(const std::string& output) {
+  if (output.empty()) return Status::error("--calibrate: name the profile to write with -o profile.json");
+  namespace fs = std::filesystem;
+  std::error_code ec;
+  fs::path dir = fs::path(output).parent_path();
+  if (dir.empty()) dir = ".";
+  if (fs::is_directory(output, ec))
+    return Status::error(output + ": is a folder; -o names the profile file to write");
+  if (!fs::is_directory(dir, ec))
+    return Status::error(output + ": cannot write the profile: the folder " + dir.string() +
+                         " does not exist");
+  if (::access(dir.c_str(), W_OK) != 0)
+    return Status::error(output + ": cannot write the profile: the folder " + dir.string() +
+                         " is not writable");
+  return Status::ok();
+}
+
+std::string selfPath() {
+  std::error_code ec;
+  auto p = std::filesystem::read_symlink("/proc/self/exe", ec);
+  return ec ? std::string("spmd-run") : p.string();
+}
+
+// A scratch folder for the workers' results, removed on scope exit.
+struct ScratchDir {
+  std::string path =
+      (std::filesystem::temp_directory_path() / ("spmd-calibrate-" + std::to_string(::getpid()))).string();
+  ScratchDir() { std::filesystem::create_directories(path); }
+  ~ScratchDir() {
+    std::error_code ec;
+    std::filesystem::remove_all(path, ec);
+  }
+};
+
+// The rendezvous store of this worker (rank 0 serves it).
+Expected<c10::intrusive_ptr<c10d::Store>> openStore(const launch::WorkerEnv& env, int timeoutSeconds) {
+  try {
+    c10d::TCPStoreOptions so;
+    so.port = static_cast<uint16_t>(env.masterPort);
+    so.isServer = env.rank == 0;
+    so.numWorkers = static_cast<size_t>(env.worldSize);
+    so.timeout = std::chrono::seconds(timeoutSeconds);
+    return c10::intrusive_ptr<c10d::Store>(c10::make_intrusive<c10d::TCPStore>(env.masterAddr, so));
+  } catch (const std::exception& e) {
+    std::string what = e.what();
+    return Status::error("rank " + std::to_string(env.rank) + ": rendezvous at " + env.masterAddr + ":" +
+                         std::to_string(env.masterPort) + " failed: " + what.substr(0, what.find('\n')));
+  }
+}
+
+// Keeps the store's server (rank 0) up until every rank is done with it.
+void finish(c10d::Store& store, const launch::WorkerEnv& env, int timeoutSeconds) {
+  try {
+    if (store.add("spmd/finished", 1) == env.worldSize) store.set("spmd/all_done", std::vector<uint8_t>{1});
+    if (env.rank == 0) store.wait({"spmd/all_done"}, std::chrono::seconds(timeoutSeconds));
+  } catch (const std::exception&) {
+    // Another rank is gone; the launcher reports it.
+  }
+}
+
+}  // namespace
+
+int runCalibrate(const DistributedOptions& d, const CalibrateOptions& c, std::ostream& out,
+                 std::ostream& err) {
+  if (Status st = checkOutputPath(c.output); !st.isOk()) return fail(err, kBadInput, st.message());
+  auto mesh = calibrationMesh(c, static_cast<int64_t>(d.nproc) * d.nnodes);
+  if (!mesh) return fail(err, kBadInput, mesh.status().message());
+  ScratchDir scratch;
+  launch::LaunchConfig cfg;
+  cfg.nprocPerNode = d.nproc;
+  cfg.nnodes = d.nnodes;
+  cfg.nodeRank = d.nodeRank;
+  cfg.masterAddr = d.masterAddr;
+  cfg.masterPort = d.masterPort;
+  cfg.quiet = d.quiet;
+  cfg.workerArgv = {selfPath(),
+                    "--worker",
+                    "--calibrate",
+                    "--device",
+                    d.device,
+                    "--timeout",
+                    std::to_string(d.timeoutSeconds),
+                    "--stats-dir",
+                    scratch.path};
+  for (const auto& [flag, value] : {std::pair<const char*, std::string>{"--mesh", c.mesh},
+                                    {"--axes", c.axes},
+                                    {"--bind-addr", d.bindAddr}})
+    if (!value.empty()) cfg.workerArgv.insert(cfg.workerArgv.end(), {flag, value});
+  if (c.quick) cfg.workerArgv.push_back("--calibrate-quick");
+  auto result = launch::launchWorkers(cfg, out, err);
+  if (!result) return fail(err, kBadInput, result.status().message());
+  if (result->exitCode != 0)
+    return fail(err, result->exitCode == kBadInput ? kBadInput : kFailure, result->failure);
+  if (d.nodeRank != 0) return 0;  // rank 0, on node 0, measured for everyone
+  auto profile = readFile(scratch.path + "/profile.json");
+  auto summary = readFile(scratch.path + "/summary.txt");
+  if (!profile || !summary) return fail(err, kFailure, "--calibrate: rank 0 wrote no measurements");
+  if (Status st = writeFileAtomic(c.output, *profile); !st.isOk())
+    return fail(err, kFailure, st.withContext(c.output).message());
+  if (!d.quiet) out << *summary << "spmd-run: wrote " << c.output << " (spmdc compile --device-profile)\n";
+  return 0;
+}
+
+int runCalibrateWorker(const DistributedOptions& d, const CalibrateOptions& c, std::ostream& err) {
+  auto env = launch::workerEnvFromEnvironment();
+  if (!env) return fail(err, kBadInput, env.status().message());
+  const std::string who = "rank " + std::to_string(env->rank);
+  auto mesh = calibrationMesh(c, env->worldSize);
+  if (!mesh) return fail(err, kBadInput, who + ": " + mesh.status().message());
+  auto device = resolveDevice(d.device, env->localRank);
+  if (!device) return fail(err, kBadInput, who + ": " + device.status().message());
+  selectDevice(*device);
+  CommOptions comm;
+  comm.timeout = std::chrono::seconds(d.timeoutSeconds);
+  comm.nccl =
+      device->is_cuda() && ncclCompiled() && env->localWorldSize <= static_cast<int64_t>(at::getNumGPUs());
+  if (Status st = chooseBindAddress(d, env->masterAddr, comm); !st.isOk())
+    return fail(err, kBadInput, who + ": " + st.message());
+  auto store = openStore(*env, d.timeoutSeconds);
+  if (!store) return fail(err, kFailure, store.status().message());
+  auto meshComm = MeshComm::create(*store, *mesh, env->rank, comm);
+  if (!meshComm) return fail(err, kFailure, meshComm.status().message());
+  auto measured = measureMachine(**meshComm, *device, c.quick, env->localWorldSize);
+  if (!measured) return fail(err, kFailure, measured.status().message());
+  // Under spmd-run's launcher rank 0 hands its results over in --stats-dir;
+  // started by torchrun, it writes -o itself.
+  if (env->rank == 0 && !d.statsDir.empty()) {
+    Status st = writeFileAtomic(d.statsDir + "/summary.txt", summaryText(*measured));
+    if (st.isOk()) st = writeFileAtomic(d.statsDir + "/profile.json", profileJson(*measured));
+    if (!st.isOk()) return fail(err, kFailure, who + ": " + st.message());
+  } else if (env->rank == 0 && !c.output.empty()) {
+    Status st = writeFileAtomic(c.output, profileJson(*measured));
+    if (!st.isOk()) return fail(err, kFailure, who + ": " + st.withContext(c.output).message());
+    err << summaryText(*measured);
+  }
+  finish(**store, *env, d.timeoutSeconds);
+  return 0;
+}
+
+}  // namespace spmd::runtime

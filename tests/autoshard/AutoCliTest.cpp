@@ -1,0 +1,89 @@
+// spmdc compile --schema auto: --write-schema loads back and compiles to the
+// same program; the report says what was chosen and why; flag errors.
+#include <nlohmann/json.hpp>
+
+#include "../TestCatch.h"
+#include "../pt2/ArchiveFixtures.h"
+
+using spmd::testing::readFile;
+using spmd::testing::runCommand;
+using spmd::testing::TempDir;
+
+namespace {
+
+const std::string kSpmdc = SPMDC_PATH;
+std::string model(const std::string& m) {
+  return std::string(SPMD_TESTDATA_DIR) + "/pt2/" + m + "/model.pt2";
+}
+
+}  // namespace
+
+TEST_CASE("--write-schema writes a schema that compiles to the same program") {
+  for (const char* mesh : {"2 --axes tp", "2x2 --axes dp,tp"}) {
+    INFO(mesh);
+    TempDir dir;
+    std::string common = kSpmdc + " compile " + model("llama_train") + " --optimizer adamw --mesh " + mesh;
+    auto a = runCommand(common + " --schema auto --write-schema " + dir.file("chosen.json") + " -o " +
+                        dir.file("a.spmd") + " --report " + dir.file("r.json"));
+    INFO(a.stderrText);
+    REQUIRE(a.exitCode == 0);
+    CHECK(a.stdoutText.find("  auto (") != std::string::npos);
+    CHECK(a.stdoutText.find("  dp would cost ") != std::string::npos);
+    std::string meshOnly = std::string(mesh).substr(0, std::string(mesh).find(' '));
+    auto b =
+        runCommand(kSpmdc + " compile " + model("llama_train") + " --optimizer adamw --mesh " + meshOnly +
+                   " --schema " + dir.file("chosen.json") + " -o " + dir.file("b.spmd") + " -q");
+    INFO(b.stderrText);
+    REQUIRE(b.exitCode == 0);
+    auto d = runCommand(kSpmdc + " diff " + dir.file("a.spmd") + " " + dir.file("b.spmd"));
+    INFO(d.stdoutText);
+    CHECK(d.exitCode == 0);
+    auto j = nlohmann::json::parse(readFile(dir.file("r.json")));
+    REQUIRE(j.contains("auto"));
+    CHECK(j["auto"]["chosen"]["modeled_step_ms"].get<double>() ==
+          Approx(j["cost"]["modeled_step_ms"].get<double>()));
+    std::vector<std::string> names;
+    for (const auto& alt : j["auto"]["alternatives"]) {
+      names.push_back(alt["name"]);
+      CHECK(alt["ratio"].get<double>() >= 1.0 - 1e-9);
+      CHECK(alt["why"].get<std::string>().find(" would cost ") != std::string::npos);
+    }
+    CHECK(std::find(names.begin(), names.end(), "fsdp") != names.end());
+    CHECK(std::find(names.begin(), names.end(), "runner-up") != names.end());
+  }
+}
+
+TEST_CASE("--schema auto flag errors are one line, exit 2, no output") {
+  TempDir dir;
+  auto noMesh = runCommand(kSpmdc + " compile " + model("mlp") + " --schema auto -o " + dir.file("o.spmd"));
+  CHECK(noMesh.exitCode == 2);
+  CHECK(noMesh.stderrText.find("--schema auto needs --mesh") != std::string::npos);
+  auto axes = runCommand(kSpmdc + " compile " + model("mlp") + " --schema dp --mesh 2 --axes tp -o " +
+                         dir.file("o.spmd"));
+  CHECK(axes.exitCode == 2);
+  CHECK(axes.stderrText == "error: --axes tp: applies to --schema auto only\n");
+  auto budget = runCommand(kSpmdc + " compile " + model("mlp") +
+                           " --schema auto --mesh 2 --memory-budget 1KiB -o " + dir.file("o.spmd"));
+  CHECK(budget.exitCode == 2);
+  CHECK(budget.stderrText.find("no layout fits the memory budget of 1,024 B/rank") != std::string::npos);
+  auto profile = runCommand(kSpmdc + " compile " + model("mlp") + " --schema dp --mesh 2 --device-profile " +
+                            dir.file("missing.json") + " -o " + dir.file("o.spmd"));
+  CHECK(profile.exitCode == 2);
+  CHECK(profile.stderrText.find("missing.json") != std::string::npos);
+  CHECK(dir.list().empty());
+}
+
+TEST_CASE("--device-profile feeds the report's cost") {
+  TempDir dir;
+  std::ofstream(dir.file("p.json")) << R"({"name": "slow-links",
+    "compute": {"flops_per_second": {"default": 5e10}, "memory_bytes_per_second": 1e10},
+    "links": {"intra_node": {"alpha_seconds": 1e-3, "bytes_per_second": 1e6},
+              "inter_node": {"alpha_seconds": 1e-3, "bytes_per_second": 1e6}}})";
+  auto r = runCommand(kSpmdc + " compile " + model("mlp") + " --schema dp --mesh 2 --device-profile " +
+                      dir.file("p.json") + " -o " + dir.file("o.spmd") + " --report " + dir.file("r.json"));
+  INFO(r.stderrText);
+  REQUIRE(r.exitCode == 0);
+  auto j = nlohmann::json::parse(readFile(dir.file("r.json")));
+  CHECK(j["cost"]["device_profile"] == "slow-links");
+  CHECK(j["cost"]["comm_ms"].get<double>() > 1.0);  // alpha 1 ms per collective
+}

@@ -1,0 +1,187 @@
+// spmdc compile: flags -> library calls (see Compile.h). --schema auto asks
+// autoshard::autoShard for the schema, then compiles it like any other.
+#include "Compile.h"
+
+#include <cstdio>
+#include <iostream>
+
+#include "autoshard/AutoShard.h"
+#include "passes/Report.h"
+#include "program/Dump.h"
+#include "program/WeightSource.h"
+#include "program/Writer.h"
+#include "schema/Resolve.h"
+#include "sharding/DeviceProfile.h"
+#include "support/File.h"
+
+namespace spmdc {
+namespace {
+
+constexpr int kExitBadInput = 2;
+
+spmd::Expected<spmd::passes::CompileOptions> baseOptions(const CompileArgs& a) {
+  spmd::passes::CompileOptions opts;
+  if (!a.mesh.empty()) {
+    auto shape = spmd::sharding::Mesh::parseShape(a.mesh);
+    if (!shape) return shape.status().withContext("--mesh " + a.mesh);
+    opts.mesh = *shape;
+  }
+  opts.replicateUnknown = a.replicateUnknown;
+  opts.async = !a.noAsync;
+  opts.bucketBytes = static_cast<int64_t>(a.bucketMb * 1024 * 1024);
+  opts.printAfter = a.printAfter;
+  opts.optimizer = a.optimizer;
+  if (a.betas.size() == 2) {
+    opts.optimizer.beta1 = a.betas[0];
+    opts.optimizer.beta2 = a.betas[1];
+  }
+  opts.onPrintAfter = [](const std::string& pass, const spmd::program::Program& p) {
+    std::cout << "// after " << pass << "\n" << spmd::program::dumpProgram(p);
+  };
+  return opts;
+}
+
+spmd::Expected<spmd::sharding::Mesh> autoMesh(const CompileArgs& a) {
+  if (a.mesh.empty()) return spmd::Status::error("--schema auto needs --mesh (e.g. --mesh 2x4 --axes dp,tp)");
+  auto shape = spmd::sharding::Mesh::parseShape(a.mesh);
+  if (!shape) return shape.status().withContext("--mesh " + a.mesh);
+  std::vector<std::string> axes;
+  for (size_t start = 0; !a.axes.empty() && start <= a.axes.size();) {
+    size_t end = a.axes.find(',', start);
+    if (end == std::string::npos) end = a.axes.size();
+    axes.push_back(a.axes.substr(start, end - start));
+    start = end + 1;
+  }
+  auto mesh = spmd::sharding::Mesh::create(*shape, axes);
+  if (!mesh) return mesh.status().withContext("--mesh " + a.mesh + " --axes " + a.axes);
+  return mesh;
+}
+
+// The auto-sharding run behind --schema auto.
+spmd::Expected<spmd::autoshard::AutoResult> chooseLayout(const CompileArgs& a,
+                                                         const spmd::sharding::DeviceProfile* profile,
+                                                         const std::optional<int64_t>& budget) {
+  spmd::autoshard::AutoOptions o;
+  SPMD_ASSIGN_OR_RETURN(o.mesh, autoMesh(a));
+  SPMD_ASSIGN_OR_RETURN(o.compile, baseOptions(a));
+  o.profile = profile;
+  o.memoryBudget = budget;
+  std::optional<spmd::schema::PlacementSchema> pins;
+  if (!a.pin.empty()) {
+    SPMD_ASSIGN_OR_RETURN(pins, spmd::schema::loadPlacementSchema(a.pin));
+    o.pins = &*pins;
+  }
+  return spmd::autoshard::autoShard(a.model, o);
+}
+
+spmd::Status checkAutoFlags(const CompileArgs& a) {
+  if (a.schema == "auto") return spmd::Status::ok();
+  for (const auto& [flag, value] : {std::pair<const char*, const std::string*>{"--axes", &a.axes},
+                                    {"--memory-budget", &a.memoryBudget},
+                                    {"--pin", &a.pin},
+                                    {"--write-schema", &a.writeSchema}})
+    if (!value->empty())
+      return spmd::Status::error(std::string(flag) + " " + *value + ": applies to --schema auto only");
+  return spmd::Status::ok();
+}
+
+spmd::Expected<spmd::passes::CompileResult> compileSchema(const CompileArgs& a,
+                                                          const spmd::schema::PlacementSchema& schema,
+                                                          const spmd::sharding::DeviceProfile* profile,
+                                                          std::optional<spmd::pt2::Archive>& archive) {
+  SPMD_ASSIGN_OR_RETURN(spmd::passes::CompileOptions opts, baseOptions(a));
+  if (profile) {
+    SPMD_ASSIGN_OR_RETURN(auto mesh, spmd::schema::resolveMesh(schema, opts.mesh));
+    opts.cost = spmd::sharding::costModelFor(*profile, mesh);
+  }
+  SPMD_ASSIGN_OR_RETURN(archive, spmd::pt2::readArchive(a.model));
+  return spmd::passes::compile(*archive, schema, opts);
+}
+
+}  // namespace
+
+int fail(const spmd::Status& s) {
+  std::fprintf(stderr, "error: %s\n", s.message().c_str());
+  return kExitBadInput;
+}
+
+spmd::Expected<spmd::passes::CompileResult> compileModel(const CompileArgs& a,
+                                                         std::optional<spmd::pt2::Archive>& archive) {
+  SPMD_ASSIGN_OR_RETURN(auto schema, spmd::schema::loadSchemaOrPreset(a.schema));
+  return compileSchema(a, schema, nullptr, archive);
+}
+
+int runCompile(const CompileArgs& a) {
+  if (auto st = checkAutoFlags(a); !st.isOk()) return fail(st);
+  std::optional<spmd::sharding::DeviceProfile> profile;
+  if (!a.deviceProfile.empty()) {
+    auto p = spmd::sharding::loadDeviceProfile(a.deviceProfile);
+    if (!p) return fail(p.status().withContext("--device-profile"));
+    profile = std::move(*p);
+  }
+  const spmd::sharding::DeviceProfile* prof = profile ? &*profile : nullptr;
+  std::optional<int64_t> budget;
+  if (!a.memoryBudget.empty()) {
+    auto b = spmd::autoshard::parseByteSize(a.memoryBudget);
+    if (!b) return fail(b.status());
+    budget = *b;
+  }
+  spmd::passes::ReportExtras extras;
+  extras.profile = prof;
+  std::optional<spmd::schema::PlacementSchema> schema;
+  if (a.schema == "auto") {
+    auto chosen = chooseLayout(a, prof, budget);
+    if (!chosen) return fail(chosen.status().withContext(a.model));
+    schema = chosen->chosen.schema;
+    extras.sections.emplace_back("auto", spmd::autoshard::autoReportJson(*chosen, budget));
+    extras.summaryLines = spmd::autoshard::autoSummaryLines(*chosen, budget);
+  } else {
+    auto s = spmd::schema::loadSchemaOrPreset(a.schema);
+    if (!s) return fail(s.status());
+    schema = std::move(*s);
+  }
+  std::optional<spmd::pt2::Archive> archive;
+  auto result = compileSchema(a, *schema, prof, archive);
+  if (!result) return fail(result.status());
+  spmd::program::ArchiveWeightSource archiveWeights(*archive);
+  spmd::passes::OptimizerWeightSource weights(archiveWeights, result->program);
+  if (auto st = spmd::program::writeProgram(a.output, result->program, weights); !st.isOk()) return fail(st);
+  if (!a.writeSchema.empty()) {
+    std::string text = spmd::autoshard::schemaJson(
+        *schema, "chosen by spmdc compile --schema auto for " + a.model + " on mesh " + a.mesh);
+    if (auto st = spmd::writeFileAtomic(a.writeSchema, text); !st.isOk()) return fail(st);
+  }
+  if (!a.report.empty())
+    if (auto st = spmd::writeFileAtomic(a.report, spmd::passes::reportJson(*result, extras)); !st.isOk())
+      return fail(st);
+  if (!a.quiet) std::cout << spmd::passes::summaryText(*result, a.model, a.output, extras);
+  return 0;
+}
+
+void addCompileOptions(CLI::App* cmd, CompileArgs& c) {
+  cmd->add_option("--mesh", c.mesh, "mesh shape, e.g. 8 or 2x4 (overrides the schema's)");
+  cmd->add_flag("--replicate-unknown", c.replicateUnknown, "run ops without a sharding rule replicated");
+  cmd->add_flag("--no-async", c.noAsync, "keep collectives synchronous");
+  cmd->add_option("--bucket-mb", c.bucketMb, "fuse all-reduces into buckets of this many MiB (0: off)");
+  cmd->add_option("--optimizer", c.optimizer.kind, "append an optimizer update (train steps): sgd or adamw")
+      ->check(CLI::IsMember({"sgd", "adamw"}));
+  cmd->add_option("--lr", c.optimizer.lr, "learning rate");
+  cmd->add_option("--momentum", c.optimizer.momentum, "sgd momentum");
+  cmd->add_option("--betas", c.betas, "adamw betas, e.g. --betas 0.9 0.999")->expected(2);
+  cmd->add_option("--eps", c.optimizer.eps, "adamw epsilon");
+  cmd->add_option("--weight-decay", c.optimizer.weightDecay, "weight decay (adamw: decoupled)");
+}
+
+void addAutoOptions(CLI::App* cmd, CompileArgs& c) {
+  cmd->add_option(
+      "--device-profile", c.deviceProfile,
+      "device profile JSON (profiles/*.json, spmd-run --calibrate) for the cost model; default: a "
+      "built-in CPU-loopback profile");
+  cmd->add_option("--axes", c.axes, "--schema auto: mesh axis names, e.g. dp,tp");
+  cmd->add_option("--memory-budget", c.memoryBudget, "--schema auto: per-rank peak memory, e.g. 40GiB");
+  cmd->add_option("--pin", c.pin, "--schema auto: a placement schema whose rules pin what they match");
+  cmd->add_option("--write-schema", c.writeSchema,
+                  "--schema auto: write the chosen layout as a placement schema");
+}
+
+}  // namespace spmdc

@@ -1,0 +1,45 @@
+// spmdc compile's flags and their driver (the flags explain shares too).
+#pragma once
+
+#include <CLI/CLI.hpp>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "passes/Pipeline.h"
+#include "pt2/Archive.h"
+#include "support/Status.h"
+
+namespace spmdc {
+
+/// Flags of `spmdc compile` (and of explain's .pt2 inputs).
+struct CompileArgs {
+  std::string model, schema, output, report, mesh;
+  spmd::passes::OptimizerOptions optimizer;
+  std::vector<double> betas;
+  std::vector<std::string> printAfter;
+  bool replicateUnknown = false, noAsync = false, quiet = false;
+  double bucketMb = 25;
+  /// --device-profile, --axes, --memory-budget, --pin, --write-schema.
+  std::string deviceProfile, axes, memoryBudget, pin, writeSchema;
+};
+
+/// Compiles a.model under a.schema (a file or preset) with the options of `a`.
+spmd::Expected<spmd::passes::CompileResult> compileModel(const CompileArgs& a,
+                                                         std::optional<spmd::pt2::Archive>& archive);
+
+/// `spmdc compile`: the program, --report, --write-schema, the summary.
+/// Returns the exit status.
+int runCompile(const CompileArgs& a);
+
+/// The options compile and explain share (all but the model, -o, --schema).
+void addCompileOptions(CLI::App* cmd, CompileArgs& c);
+
+/// The options only compile has: --device-profile, --axes, --memory-budget,
+/// --pin, --write-schema (auto-sharding).
+void addAutoOptions(CLI::App* cmd, CompileArgs& c);
+
+/// Prints "error: <message>" and returns the bad-input exit status.
+int fail(const spmd::Status& s);
+
+}  // namespace spmdc
