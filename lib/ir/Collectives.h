@@ -35,6 +35,12 @@ inline constexpr std::string_view kVocabEmbedding = "spmd.vocab_embedding";
 ///   %local_size = spmd.local_size(5, "[S(0)]", 0)    # 2, 2, 1, 0 on ranks 0..3
 inline constexpr std::string_view kLocalSize = "spmd.local_size";
 
+/// The run-time value of a symbol of the exported program, bound from the
+/// global inputs (a batch size the ranks split unevenly: its local sizes do
+/// not give it back); a SymInt.
+///   %s52 = spmd.global_symbol("s52")    # 3 on every rank for a batch of 3
+inline constexpr std::string_view kGlobalSymbol = "spmd.global_symbol";
+
 /// True for targets in the spmd namespace.
 inline bool isSpmdOp(std::string_view target) { return target.substr(0, 5) == "spmd."; }
 /// True for the four communicating collectives (not local_slice, zero_partial, wait).

@@ -30,16 +30,20 @@ ir::Dim divideDim(const ir::Dim& d, int64_t k) {
   return ir::Dim(e, d.value() / k);
 }
 
+bool isEvenSymbolic(const ir::Dim& d, int64_t k) { return !d.isStatic() && d.value() % k == 0; }
+
 std::string coordSymbol(const std::string& axisName) { return "__coord_" + axisName; }
 
 ir::Dim localDim(const ir::Dim& global, const ShardingSpec& spec, int64_t dim, const sharding::Mesh& mesh) {
   int64_t k = shardCount(spec, dim, mesh);
-  if (k == 1 || !global.isStatic()) return divideDim(global, k);
+  if (k == 1 || isEvenSymbolic(global, k)) return divideDim(global, k);
   // Static: even splits stay static; the first uneven one (and every one
   // after it) is the torch.chunk size at this rank's coordinate:
-  // min(c, max(0, size - c * coord)) with c = ceil(size / n).
+  // min(c, max(0, size - c * coord)) with c = ceil(size / n). Symbolic
+  // (a trace-time size that does not divide): that formula over the symbol
+  // at every split.
   using K = ir::SymExpr::Kind;
-  std::shared_ptr<const ir::SymExpr> e;
+  std::shared_ptr<const ir::SymExpr> e = global.isStatic() ? nullptr : global.expr();
   int64_t size = global.value();
   for (size_t a = 0; a < spec.placements.size(); ++a) {
     if (!spec.placements[a].isShard(dim)) continue;

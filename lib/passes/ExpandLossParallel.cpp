@@ -29,8 +29,11 @@
 //
 // Positions come from spmd.local_slice of the global arange, the same chunk
 // every other sharded tensor of that layout gets: uneven chunks need
-// nothing here. A rank whose chunk is empty cannot take amax of it.
+// nothing here. Where a rank's chunk is empty, amax reads it padded with
+// one -inf (aten.constant_pad_nd), which the max all-reduce ignores.
 #include "passes/ExpandLossParallel.h"
+
+#include <limits>
 
 #include "sharding/CostModel.h"
 #include "sharding/rules/Helpers.h"
@@ -185,11 +188,33 @@ ir::TensorType withDimOne(ir::TensorType t, int64_t dim) {
   return t;
 }
 
+// x with one -inf appended along `dim`: amax of a rank's empty chunk is
+// then -inf, which the max all-reduce ignores.
+Expected<ir::Value*> padMinusInf(LossParallel::Emitter& em, ir::Value* x, int64_t dim) {
+  ir::TensorType t = x->type();
+  std::vector<int64_t> pad(static_cast<size_t>(2 * (t.rank() - dim)), 0);  // last dim first
+  pad.back() = 1;
+  const ir::Dim& d = t.sizes[static_cast<size_t>(dim)];
+  t.sizes[static_cast<size_t>(dim)] =
+      d.isStatic() ? ir::Dim(d.value() + 1)
+                   : ir::Dim(ir::symOp(ir::SymExpr::Kind::Add, {d.expr(), ir::symInteger(1)}), d.value() + 1);
+  return em.op("aten.constant_pad_nd.default",
+               {{"self", tensorArg(x), false},
+                {"pad", Argument::integers(pad), false},
+                {"value", Argument::floating(-std::numeric_limits<double>::infinity()), false}},
+               t, "max_padded");
+}
+
 // log_softmax(x) = (x - max) - log(sum(exp(x - max))), max and sum global.
-Status logSoftmax(LossParallel::Emitter& em, ir::Value* x, int64_t dim) {
+// `mayBeEmpty`: some rank's chunk of the class dim is empty.
+Status logSoftmax(LossParallel::Emitter& em, ir::Value* x, int64_t dim, bool mayBeEmpty) {
   const ir::TensorType& t = x->type();
   T keep = {{"dim", Argument::integers({dim}), false}, {"keepdim", Argument::boolean(true), false}};
-  T amaxArgs = {{"self", tensorArg(x), false}};
+  ir::Value* forMax = x;
+  if (mayBeEmpty) {
+    SPMD_ASSIGN_OR_RETURN(forMax, padMinusInf(em, x, dim));
+  }
+  T amaxArgs = {{"self", tensorArg(forMax), false}};
   amaxArgs.insert(amaxArgs.end(), keep.begin(), keep.end());
   SPMD_ASSIGN_OR_RETURN(ir::Value * m, em.op("aten.amax.default", amaxArgs, withDimOne(t, dim), "max"));
   SPMD_ASSIGN_OR_RETURN(m, em.allReduce(m, "max"));
@@ -338,7 +363,16 @@ Expected<bool> LossParallel::expand(Expander& e, const ir::Node& n, const shardi
     for (ir::Value* v : na.arg.values)
       if (v && v->isTensor()) local.push_back(v);
   LossParallel::Emitter em(e, n, ns, axes);
-  if (softmax) SPMD_RETURN_IF_ERROR(logSoftmax(em, local[0], dim));
+  if (softmax) {
+    std::vector<int64_t> shape;
+    for (const auto& d : global.type().sizes) shape.push_back(d.value());
+    bool mayBeEmpty = false;
+    for (int64_t r = 0; r < e.mesh_.numRanks() && !mayBeEmpty; ++r)
+      mayBeEmpty = sharding::checkShardable(shape, ns.operands[which], e.mesh_).isOk() &&
+                   sharding::localShape(shape, ns.operands[which], e.mesh_,
+                                        e.mesh_.coords(r))[static_cast<size_t>(dim)] == 0;
+    SPMD_RETURN_IF_ERROR(logSoftmax(em, local[0], dim, mayBeEmpty));
+  }
   if (backward) {
     ir::ScalarType resultType = sharding::tensorResults(n)[0]->type().dtype;
     SPMD_RETURN_IF_ERROR(logSoftmaxBackward(em, local[0], local[1], dim, resultType));

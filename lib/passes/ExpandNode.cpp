@@ -49,17 +49,51 @@ Expected<ir::Value*> Expander::localSize(ir::Value* g, int64_t k, const ir::Node
   return v;
 }
 
+namespace {
+
+Expected<ir::Value*> addLocalSize(ir::Graph& g, const std::string& name, Argument size,
+                                  const ShardingSpec& spec, int64_t dim, const ir::Dim& local,
+                                  const ir::NodeMetadata& meta) {
+  SPMD_ASSIGN_OR_RETURN(ir::Value * v, g.addValue(name, ir::ValueKind::SymInt));
+  v->setSymValue(local);
+  SPMD_ASSIGN_OR_RETURN(ir::Node * node, g.addNode(name, std::string(ir::kLocalSize),
+                                                   {{"size", std::move(size), false},
+                                                    {"spec", stringArg(spec.str()), false},
+                                                    {"dim", Argument::integer(dim), false}},
+                                                   {Argument::symInt(v)}));
+  node->mutableMetadata() = meta;
+  return v;
+}
+
+}  // namespace
+
 Expected<ir::Value*> Expander::rankLocalSize(int64_t size, const ShardingSpec& spec, int64_t dim,
                                              const ir::Dim& local, const ir::NodeMetadata& meta) {
-  std::string name = uniqueName("local_size");
+  return addLocalSize(*g_, uniqueName("local_size"), Argument::integer(size), spec, dim, local, meta);
+}
+
+Expected<ir::Value*> Expander::rankLocalSize(ir::Value* size, const ShardingSpec& spec, int64_t dim,
+                                             const ir::Dim& local, const ir::NodeMetadata& meta) {
+  return addLocalSize(*g_, uniqueName("local_size"), Argument::symInt(size), spec, dim, local, meta);
+}
+
+Expected<ir::Value*> Expander::globalSymbol(const ir::Dim& d, const std::string& where,
+                                            const ir::NodeMetadata& meta) {
+  if (d.isStatic() || d.expr()->kind != ir::SymExpr::Kind::Symbol)
+    return Status::error(where + ": dim " + d.str() +
+                         " is split unevenly and is not a plain symbol of the exported program, so no rank "
+                         "knows its global size; export with a trace-time size that divides by the mesh "
+                         "axes, or replicate that dim");
+  const std::string& symbol = d.expr()->name;
+  if (auto it = globalSymbols_.find(symbol); it != globalSymbols_.end()) return it->second;
+  std::string name = uniqueName(symbol + "_global");
   SPMD_ASSIGN_OR_RETURN(ir::Value * v, g_->addValue(name, ir::ValueKind::SymInt));
-  v->setSymValue(local);
-  SPMD_ASSIGN_OR_RETURN(ir::Node * node, g_->addNode(name, std::string(ir::kLocalSize),
-                                                     {{"size", Argument::integer(size), false},
-                                                      {"spec", stringArg(spec.str()), false},
-                                                      {"dim", Argument::integer(dim), false}},
-                                                     {Argument::symInt(v)}));
+  v->setSymValue(d);
+  SPMD_ASSIGN_OR_RETURN(
+      ir::Node * node, g_->addNode(name, std::string(ir::kGlobalSymbol), {{"name", stringArg(symbol), false}},
+                                   {Argument::symInt(v)}));
   node->mutableMetadata() = meta;
+  globalSymbols_[symbol] = v;
   return v;
 }
 
@@ -93,6 +127,13 @@ Status Expander::localizeArgs(const ir::Node& n, const sharding::NodeSharding& n
       bool isValue = j < a.values.size() && a.values[j];
       if (isValue) {
         int64_t k = shardCount(ns.results[0], static_cast<int64_t>(j), mesh_);
+        const ir::Dim& globalDim = result->type().sizes[j];
+        if (k != 1 && !globalDim.isStatic() && !isEvenSymbolic(globalDim, k)) {  // each rank's own size
+          SPMD_ASSIGN_OR_RETURN(
+              a.values[j], rankLocalSize(a.values[j], ns.results[0], static_cast<int64_t>(j), local.sizes[j],
+                                         n.metadata()));
+          continue;
+        }
         SPMD_ASSIGN_OR_RETURN(a.values[j], localSize(a.values[j], k, n));
         continue;
       }
@@ -183,8 +224,8 @@ Status Expander::unevenMean(const ir::Node& n, const sharding::NodeSharding& ns,
   bool all = n.target() == "aten.mean.default";
   if (!all && n.target() != "aten.mean.dim") return Status::ok();
   auto ops = sharding::tensorOperands(n);
-  if (ops.empty() || ns.operands.empty() || !ops[0]->type().isStatic()) return Status::ok();
-  const ir::TensorType& t = ops[0]->type();
+  if (ops.empty() || ns.operands.empty()) return Status::ok();
+  const ir::TensorType& t = ops[0]->type();  // symbolic dims at their trace-time sizes
   std::vector<int64_t> shape;
   for (const auto& d : t.sizes) shape.push_back(d.value());
   std::vector<int64_t> dims;
@@ -194,19 +235,30 @@ Status Expander::unevenMean(const ir::Node& n, const sharding::NodeSharding& ns,
   } else {
     for (int64_t d : dimArg->ints) dims.push_back(sharding::normalizeDim(d, t.rank()));
   }
-  bool uneven = false;
+  bool uneven = false, staticCount = true;
   int64_t count = 1, shards = 1;
   for (int64_t d : dims) {
+    const ir::Dim& size = t.sizes[static_cast<size_t>(d)];
+    staticCount = staticCount && size.isStatic();
     count *= shape[static_cast<size_t>(d)];
     int64_t k = shardCount(ns.operands[0], d, mesh_);
     shards *= k;
     if (k == 1) continue;
+    if (!size.isStatic()) {
+      uneven |= !isEvenSymbolic(size, k);
+      continue;
+    }
     ShardingSpec only = ns.operands[0];
     for (auto& p : only.placements)
       if (!p.isShard(d)) p = Placement::replicate();
     uneven |= sharding::isUneven(shape, only, mesh_);
   }
   if (!uneven || count == 0) return Status::ok();
+  if (!staticCount)
+    return Status::error("node %" + n.name() + " (" + n.target() +
+                         "): a mean over dims split unevenly whose " + "size is symbolic (" + t.str() +
+                         " laid out " + ns.operands[0].str() +
+                         ") is not supported; export with a trace-time size that divides by the mesh axes");
   // Each rank sums its rows; P(avg) over the `shards` ranks then gives
   // sum / count when each contributes sum * shards / count.
   target = all ? "aten.sum.default" : "aten.sum.dim_IntList";
@@ -260,6 +312,15 @@ Status Expander::expandNode(const ir::Node& n) {
     const ShardingSpec& s = prop_.values[static_cast<size_t>(operands[0]->id())];
     int64_t dim = normalizeDimArg(n);
     symScale = shardCount(s, dim, mesh_);
+    const ir::Dim& d = operands[0]->type().sizes[static_cast<size_t>(dim)];
+    auto results = n.outputs();
+    if (symScale != 1 && !d.isStatic() && !isEvenSymbolic(d, symScale) && results.size() == 1 &&
+        !results[0].values.empty() && results[0].values[0]) {
+      // Uneven: the local sizes do not give the global one back; the inputs do.
+      SPMD_ASSIGN_OR_RETURN(ir::Value * global, globalSymbol(d, where, n.metadata()));
+      map_[static_cast<size_t>(results[0].values[0]->id())] = global;
+      return Status::ok();
+    }
   }
   // Results.
   std::vector<Argument> outs = n.outputs();

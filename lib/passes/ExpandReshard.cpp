@@ -110,8 +110,9 @@ std::vector<int64_t> laterShardsOf(const ShardingSpec& spec, int64_t a, int64_t 
 Expected<std::optional<Argument>> Expander::pieceSizeArg(const ir::Value& v, const ShardingSpec& spec,
                                                          int64_t axis, int64_t dim,
                                                          const ir::NodeMetadata& meta) {
-  if (!v.type().isStatic()) return std::optional<Argument>();
-  std::vector<int64_t> shape;
+  const ir::Dim& whole = v.type().sizes[static_cast<size_t>(dim)];
+  if (!whole.isStatic()) return symbolicPieceSizeArg(v, spec, axis, dim, meta);
+  std::vector<int64_t> shape;  // other dims at their trace-time sizes: the piece is dim's alone
   for (const auto& d : v.type().sizes) shape.push_back(d.value());
   if (!sharding::checkShardable(shape, spec, mesh_).isOk()) return std::optional<Argument>();
   int64_t n = mesh_.size(axis);
@@ -132,6 +133,21 @@ Expected<std::optional<Argument>> Expander::pieceSizeArg(const ir::Value& v, con
   ir::Dim local = localDim(v.type().sizes[static_cast<size_t>(dim)], earlier, dim, mesh_);
   SPMD_ASSIGN_OR_RETURN(ir::Value * size,
                         rankLocalSize(shape[static_cast<size_t>(dim)], earlier, dim, local, meta));
+  return std::optional<Argument>(Argument::symInt(size));
+}
+
+Expected<std::optional<Argument>> Expander::symbolicPieceSizeArg(const ir::Value& v, const ShardingSpec& spec,
+                                                                 int64_t axis, int64_t dim,
+                                                                 const ir::NodeMetadata& meta) {
+  const ir::Dim& whole = v.type().sizes[static_cast<size_t>(dim)];
+  if (isEvenSymbolic(whole, shardCount(spec, dim, mesh_))) return std::optional<Argument>();  // s // k
+  SPMD_ASSIGN_OR_RETURN(ir::Value * global, globalSymbol(whole, "value '" + v.name() + "'", meta));
+  ShardingSpec earlier = spec;  // the piece: only the axes before `axis` split
+  for (size_t a = static_cast<size_t>(axis); a < earlier.placements.size(); ++a)
+    earlier.placements[a] = Placement::replicate();
+  if (shardCount(earlier, dim, mesh_) == 1) return std::optional<Argument>(Argument::symInt(global));
+  ir::Dim local = localDim(whole, earlier, dim, mesh_);
+  SPMD_ASSIGN_OR_RETURN(ir::Value * size, rankLocalSize(global, earlier, dim, local, meta));
   return std::optional<Argument>(Argument::symInt(size));
 }
 
@@ -163,6 +179,18 @@ Expected<ir::Value*> Expander::reshard(const ir::Value& v, const ShardingSpec& w
       return Status::ok();
     }
     args.insert(args.begin(), {"self", Argument::tensor(x), false});
+    if (target == ir::kLocalSlice) {
+      // A symbolic dim the program splits as s // k: the slice checks at
+      // run time that it divides (else the ranks' later collectives would
+      // disagree on sizes).
+      int64_t d = 0;
+      for (const auto& na : args)
+        if (na.name == "dim" && !na.arg.ints.empty())
+          d = sharding::normalizeDim(na.arg.ints[0], v.type().rank());
+      if (d < v.type().rank() &&
+          isEvenSymbolic(v.type().sizes[static_cast<size_t>(d)], shardCount(after, d, mesh_)))
+        args.push_back({"divisible", Argument::boolean(true), true});
+    }
     SPMD_ASSIGN_OR_RETURN(x, emit(target, std::move(args), v, after, v.name() + "_" + suffix, meta));
     if (kind)
       records_.push_back({x->name(), kind, mesh_.axisNames()[static_cast<size_t>(axis)], bytes, consumer,

@@ -18,6 +18,10 @@ using sharding::ShardingSpec;
 int64_t shardCount(const ShardingSpec& spec, int64_t dim, const sharding::Mesh& mesh);
 /// `d` divided by `k` (symbolic: d // k).
 ir::Dim divideDim(const ir::Dim& d, int64_t k);
+/// True for a symbolic dim whose trace-time size divides by `k`: the program
+/// assumes it divides at run time too (d // k, checked when inputs bind);
+/// one whose trace-time size does not divide splits as torch.chunk.
+bool isEvenSymbolic(const ir::Dim& d, int64_t k);
 /// The symbol bound at run time to a rank's coordinate on mesh axis
 /// `axisName` ("__coord_tp").
 std::string coordSymbol(const std::string& axisName);
@@ -25,7 +29,8 @@ std::string coordSymbol(const std::string& axisName);
 /// static where every split is even; an uneven static split is the
 /// torch.chunk size at the rank's coordinates, e.g. 5 over 4 on tp:
 /// Min(2, Max(0, 5 - 2*__coord_tp)) (hint: rank 0's size); symbolic sizes
-/// divide symbolically (divideDim).
+/// divide symbolically (divideDim) where their trace-time size divides,
+/// else take the same formula over the symbol.
 ir::Dim localDim(const ir::Dim& global, const ShardingSpec& spec, int64_t dim, const sharding::Mesh& mesh);
 /// A String argument.
 Argument stringArg(const std::string& s);
@@ -100,15 +105,24 @@ class Expander {
     return Status::ok();
   }
 
-  // spmd.local_size nodes read only constants: they go first, so that
-  // passes moving a collective next to its input's producer (async
-  // collectives) never place it before the size it reads.
+  // spmd.global_symbol nodes, and the spmd.local_size nodes that read only
+  // constants and those, go first, so that passes moving a collective next
+  // to its input's producer (async collectives) never place it before the
+  // size it reads.
   void hoistLocalSizes() {
-    std::vector<ir::Node*> sizes, rest;
-    for (const auto& n : g_->nodes()) (n->target() == ir::kLocalSize ? sizes : rest).push_back(n.get());
-    if (sizes.empty()) return;
-    sizes.insert(sizes.end(), rest.begin(), rest.end());
-    g_->setNodeOrder(sizes);
+    std::vector<ir::Node*> symbols, sizes, rest;
+    auto hoistable = [&](const ir::Node& n) {
+      if (n.target() != ir::kLocalSize) return false;
+      const Argument* size = n.input("size");
+      return size == nullptr || size->values.empty() || size->values[0] == nullptr ||
+             (size->values[0]->producer() && size->values[0]->producer()->target() == ir::kGlobalSymbol);
+    };
+    for (const auto& n : g_->nodes())
+      (n->target() == ir::kGlobalSymbol ? symbols : hoistable(*n) ? sizes : rest).push_back(n.get());
+    if (symbols.empty() && sizes.empty()) return;
+    symbols.insert(symbols.end(), sizes.begin(), sizes.end());
+    symbols.insert(symbols.end(), rest.begin(), rest.end());
+    g_->setNodeOrder(symbols);
   }
 
   std::string uniqueName(const std::string& base) {
@@ -167,11 +181,24 @@ class Expander {
   // `size`, static) under `spec`; `local` is its symbolic form.
   Expected<ir::Value*> rankLocalSize(int64_t size, const ShardingSpec& spec, int64_t dim,
                                      const ir::Dim& local, const ir::NodeMetadata& meta);
+  // The same for a symbolic global size (a SymInt value of the graph).
+  Expected<ir::Value*> rankLocalSize(ir::Value* size, const ShardingSpec& spec, int64_t dim,
+                                     const ir::Dim& local, const ir::NodeMetadata& meta);
+  // The global value of dim `d` (a plain symbol of the exported program) at
+  // run time: spmd.global_symbol(name), emitted once per symbol. Error
+  // naming `where` for a dim that is an expression of symbols.
+  Expected<ir::Value*> globalSymbol(const ir::Dim& d, const std::string& where, const ir::NodeMetadata& meta);
   // The `size` argument of a gather-like collective on `axis` of `dim` of
   // `v` laid out as `spec`: the piece the axis splits, when it splits
-  // unevenly on some rank (nullopt when even everywhere, or symbolic).
+  // unevenly on some rank (nullopt when even everywhere).
   Expected<std::optional<Argument>> pieceSizeArg(const ir::Value& v, const ShardingSpec& spec, int64_t axis,
                                                  int64_t dim, const ir::NodeMetadata& meta);
+  // pieceSizeArg of a symbolic dim: nullopt where its trace-time size
+  // divides (the program assumes s // k), else the global symbol's value
+  // (or its local size under the earlier axes).
+  Expected<std::optional<Argument>> symbolicPieceSizeArg(const ir::Value& v, const ShardingSpec& spec,
+                                                         int64_t axis, int64_t dim,
+                                                         const ir::NodeMetadata& meta);
   // Rewrites a mean over an unevenly sharded dim into sum * (shards /
   // global count), so that P(avg) divides by the global size.
   Status unevenMean(const ir::Node& n, const sharding::NodeSharding& ns, std::string& target,
@@ -194,6 +221,7 @@ class Expander {
   ir::Graph* g_ = nullptr;
   std::vector<ir::Value*> map_;  // source value id -> new value (in its propagated layout)
   std::map<std::pair<int, std::string>, ir::Value*> cache_;
+  std::map<std::string, ir::Value*> globalSymbols_;  // symbol name -> spmd.global_symbol value
   std::vector<program::CollectiveRecord> records_;
 };
 

@@ -8,6 +8,7 @@
 //   spmd.all_to_all(%x, "tp", 1, 0)              -> alltoall_base over stacked chunks
 //   spmd.all_gather(%x, "tp", 0, size=5)         -> uneven (torch.chunk 2,2,1,0): padded to 2, unpadded
 //   spmd.local_size(5, "[S(0)]", 0)              -> this rank's size (2, 2, 1 or 0 on 4 ranks)
+//   spmd.global_symbol("s52")                    -> the symbol's value, bound from the global inputs
 //   spmd.local_slice / spmd.zero_partial          -> local, from the rank's axis coordinate
 //   spmd.vocab_embedding(%w, %i, "[S(0)]", 256)   -> lookup of the rows held, zeros elsewhere
 //   spmd.wait(%r)                                 -> completes an async collective
@@ -304,15 +305,23 @@ void allToAll(Stack& s) {
 }
 
 void localSlice(Stack& s) {
-  auto a = torch::jit::last(s, 4);
+  auto a = torch::jit::last(s, 5);
   at::Tensor x = a[0].toTensor();
   MeshComm& c = comm();
   int64_t axis = axisOf(c, a[1].toStringRef());
   int64_t dim = a[2].toInt();
   int64_t sf = a[3].toInt();
+  bool divisible = a[4].toBool();
   int64_t n = c.mesh().size(axis);
   int64_t coord = c.coords()[static_cast<size_t>(axis)];
   dim = dim < 0 ? dim + x.dim() : dim;
+  if (divisible && dim >= 0 && dim < x.dim() && x.size(dim) % (n * sf) != 0)
+    throw std::runtime_error("dim " + std::to_string(dim) + " of size " + std::to_string(x.size(dim)) +
+                             " does not divide over mesh axis '" + a[1].toStringRef() + "' of size " +
+                             std::to_string(n) +
+                             ": this program splits that symbolic dim evenly because its trace-time size "
+                             "divided; give sizes that divide, or export with a trace-time size that does "
+                             "not divide");
   std::vector<int64_t> inner = splitShape(x, dim, sf);
   int64_t sdim = sf > 1 ? dim + 1 : dim;
   // torch.chunk: rank `coord` holds its piece, trailing ranks fewer rows or none.
@@ -324,7 +333,7 @@ void localSlice(Stack& s) {
   std::vector<int64_t> outShape(x.sizes().begin(), x.sizes().end());
   outShape[static_cast<size_t>(dim)] = piece.size * sf;
   at::Tensor r = x.reshape(inner).narrow(sdim, piece.offset, piece.size).contiguous().view(outShape);
-  torch::jit::drop(s, 4);
+  torch::jit::drop(s, 5);
   s.emplace_back(r);
 }
 
@@ -388,6 +397,16 @@ void localSize(Stack& s) {
   s.emplace_back(local);
 }
 
+// spmd.global_symbol(name): the run-time value of a symbol of the exported
+// program, bound from this step's global inputs.
+void globalSymbol(Stack& s) {
+  std::string name = s.back().toStringRef();
+  const int64_t* v = comm().symbol(name);
+  TORCH_CHECK(v != nullptr, "global_symbol: no input binds symbol ", name);
+  torch::jit::drop(s, 1);
+  s.emplace_back(*v);
+}
+
 void waitOp(Stack& s) {
   at::Tensor x = s.back().toTensor();
   auto r = comm().wait(x);
@@ -429,8 +448,11 @@ const LocalOpDef kCollectives[] = {
      "async=False) "
      "-> Tensor",
      asGlooType<allToAll, 6>},
+    {"spmd.global_symbol", "spmd::global_symbol(str name) -> int", globalSymbol},
     {"spmd.local_size", "spmd::local_size(int size, str spec, int dim) -> int", localSize},
-    {"spmd.local_slice", "spmd::local_slice(Tensor self, str axis, int dim, *, int split_factor=1) -> Tensor",
+    {"spmd.local_slice",
+     "spmd::local_slice(Tensor self, str axis, int dim, *, int split_factor=1, bool divisible=False) -> "
+     "Tensor",
      localSlice},
     {"spmd.reduce_scatter",
      "spmd::reduce_scatter(Tensor self, str axis, int dim, str op, *, bool async=False) -> Tensor",

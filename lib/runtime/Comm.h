@@ -66,6 +66,14 @@ class MeshComm {
   /// True when groups are NCCL.
   bool nccl() const { return nccl_; }
   CommStats& stats() { return stats_; }
+  /// The exported program's symbols bound from the global inputs of the
+  /// step about to run (spmd.global_symbol reads them).
+  void setSymbols(std::unordered_map<std::string, int64_t> symbols) { symbols_ = std::move(symbols); }
+  /// The value of symbol `name`; nullptr when no input bound it.
+  const int64_t* symbol(const std::string& name) const {
+    auto it = symbols_.find(name);
+    return it == symbols_.end() ? nullptr : &it->second;
+  }
 
   /// An in-flight collective: wait() completes it and yields the result.
   struct Pending {
@@ -97,6 +105,7 @@ class MeshComm {
   std::vector<c10::intrusive_ptr<c10d::Work>> issued_;
   bool nccl_ = false;
   CommStats stats_;
+  std::unordered_map<std::string, int64_t> symbols_;
 };
 
 /// Makes `comm` the communicator of the collective kernels on this thread

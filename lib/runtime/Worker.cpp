@@ -61,12 +61,34 @@ Expected<TensorMap> shardInputs(const program::Program& p, const TensorMap& inpu
   return out;
 }
 
+// The exported program's symbols that the global user inputs bind (their
+// plain-symbol dims): spmd.global_symbol's values for one step.
+std::unordered_map<std::string, int64_t> globalSymbols(const program::Program& p, const TensorMap& inputs) {
+  std::unordered_map<std::string, int64_t> out;
+  forEachUserInput(p, inputs, [&](size_t i, const std::string&, const std::string&, const at::Tensor* g) {
+    if (!g) return;
+    const ir::TensorType& gt = p.inputs[i].globalType;
+    for (int64_t d = 0; d < gt.rank() && d < g->dim(); ++d) {
+      const ir::Dim& dim = gt.sizes[static_cast<size_t>(d)];
+      if (!dim.isStatic() && dim.expr()->kind == ir::SymExpr::Kind::Symbol)
+        out.emplace(dim.expr()->name, g->size(d));
+    }
+  });
+  return out;
+}
+
 // Makes a local output whole on every rank: gathers shards (padded where
 // they are uneven), reduces partials.
 at::Tensor toGlobal(at::Tensor t, const ShardingSpec& spec, const ir::TensorType& global, MeshComm& comm) {
-  std::vector<int64_t> shape;
-  for (const auto& d : global.sizes) shape.push_back(d.value());
-  bool uneven = global.isStatic() && global.rank() == t.dim() && !spec.placements.empty() &&
+  std::vector<int64_t> shape;  // symbolic dims at this step's values where the inputs bind them
+  bool known = true;
+  for (const auto& d : global.sizes) {
+    const int64_t* bound =
+        d.isStatic() || d.expr()->kind != ir::SymExpr::Kind::Symbol ? nullptr : comm.symbol(d.expr()->name);
+    known = known && (d.isStatic() || bound);
+    shape.push_back(bound ? *bound : d.value());
+  }
+  bool uneven = known && global.rank() == t.dim() && !spec.placements.empty() &&
                 sharding::isUneven(shape, spec, comm.mesh()) &&
                 sharding::checkShardable(shape, spec, comm.mesh()).isOk();
   for (int64_t a = static_cast<int64_t>(spec.placements.size()) - 1; a >= 0; --a) {
@@ -176,15 +198,30 @@ Status checkGlobalInputs(const program::Program& p, const TensorMap& inputs) {
                              ", the program expects " + gt.str());
           return;
         }
-        // Static dims split as torch.chunk; the program divides symbolic ones
+        // Static dims split as torch.chunk, and so do symbolic ones whose
+        // trace-time size did not divide; the program divides the others
         // evenly (s // n), so those must divide at run time.
         std::vector<int64_t> shape(g->sizes().begin(), g->sizes().end());
-        ShardingSpec symbolic = p.inputs[i].spec;
+        const ShardingSpec& spec = p.inputs[i].spec;
+        auto evenSymbolic = [&](int64_t dim) {
+          const ir::Dim& d = gt.sizes[static_cast<size_t>(dim)];
+          int64_t k = 1;
+          for (size_t a = 0; a < spec.placements.size(); ++a)
+            if (spec.placements[a].isShard(dim)) k *= p.mesh.size(static_cast<int64_t>(a));
+          return !d.isStatic() && d.value() % k == 0;
+        };
+        ShardingSpec symbolic = spec;
         for (Placement& q : symbolic.placements)
-          if (q.isShard() && q.dim < gt.rank() && gt.sizes[static_cast<size_t>(q.dim)].isStatic())
-            q = Placement::replicate();
+          if (q.isShard() && (q.dim >= gt.rank() || !evenSymbolic(q.dim))) q = Placement::replicate();
         Status div = sharding::checkEvenlyDivisible(shape, symbolic, p.mesh);
-        if (div.isOk()) div = sharding::checkShardable(shape, p.inputs[i].spec, p.mesh);
+        if (!div.isOk()) {
+          st = Status::error("input '" + name + "' " + shapeStr(g->sizes()) + ": " + div.message() +
+                             " (this program splits that symbolic dim evenly because its trace-time size "
+                             "divided; give sizes that divide, or export with a trace-time size that does "
+                             "not divide, for a program that splits any size as torch.chunk does)");
+          return;
+        }
+        div = sharding::checkShardable(shape, p.inputs[i].spec, p.mesh);
         if (!div.isOk()) st = div.withContext("input '" + name + "'");
       });
   return st;
@@ -237,8 +274,10 @@ Expected<RankResult> runRank(const program::LoadedProgram& lp, int64_t rank,
   if (!runner) return where(runner.status());
   std::vector<int64_t> coords = p.mesh.coords(rank);
   std::vector<std::vector<c10::IValue>> batches;
+  std::vector<std::unordered_map<std::string, int64_t>> symbols;  // per batch
   for (size_t b = 0; b <= options.moreBatches.size(); ++b) {
     const TensorMap& global = b == 0 ? inputs : options.moreBatches[b - 1];
+    symbols.push_back(globalSymbols(p, global));
     auto local = shardInputs(p, global, coords);
     if (!local) return local.status();
     auto bound = runner->bindInputs(*local);
@@ -263,7 +302,9 @@ Expected<RankResult> runRank(const program::LoadedProgram& lp, int64_t rank,
   for (int i = 0; i < runs; ++i) {
     auto t0 = std::chrono::steady_clock::now();
     // Batches continue where the checkpoint left off (bit-exact resume).
-    outputs = runner->execute(batches[static_cast<size_t>(firstStep + i) % batches.size()]);
+    size_t batch = static_cast<size_t>(firstStep + i) % batches.size();
+    (*comm)->setSymbols(symbols[batch]);
+    outputs = runner->execute(batches[batch]);
     if (!outputs) return where(outputs.status());
     SPMD_RETURN_IF_ERROR(where((*comm)->waitAll()));
     for (auto& [name, weight] : updates) {

@@ -96,15 +96,21 @@ void noteSymbolicShards(const std::string& origin, const Target& t, const Shardi
   for (const auto& [dim, n] : parts) {
     const ir::Dim& d = sizes[static_cast<size_t>(dim)];
     if (d.isStatic()) continue;
-    notes.push_back(origin + ": " + t.what + ": dim " + std::to_string(dim) + " is symbolic (" + d.str() +
-                    "); its sharding was checked at the trace-time size " + std::to_string(d.value()) +
-                    ": at run time it must divide by " + std::to_string(n) + " too");
+    std::string head = origin + ": " + t.what + ": dim " + std::to_string(dim) + " is symbolic (" + d.str() +
+                       "); its trace-time size " + std::to_string(d.value());
+    // The hint decides the program: one that divides compiles to s // n
+    // (checked at run time), one that does not to torch.chunk sizes of s.
+    notes.push_back(d.value() % n == 0 ? head + " divides by " + std::to_string(n) +
+                                             ": at run time it must divide by " + std::to_string(n) + " too"
+                                       : head + " does not divide by " + std::to_string(n) +
+                                             ": split unevenly as torch.chunk does, each rank's size "
+                                             "computed from the symbol at run time");
   }
 }
 
 /// Normalizes `spec`'s shard dims for tensor `t` and checks that they exist
-/// and that strided shards and shards of symbolic dims divide evenly (plain
-/// shards of static dims may split unevenly; with `even`, none may).
+/// and that strided shards divide evenly (plain shards may split unevenly,
+/// symbolic ones at their trace-time hint; with `even`, none may).
 /// `origin` says who asked ("s.json: /params/0: rule 'x'").
 Expected<ShardingSpec> fitSpec(const std::string& origin, ShardingSpec spec, const Target& t,
                                const Mesh& mesh, std::vector<std::string>& notes, bool even = false) {
@@ -134,14 +140,10 @@ Expected<ShardingSpec> fitSpec(const std::string& origin, ShardingSpec spec, con
     global.push_back(d.value());
     symbolic = symbolic || !d.isStatic();
   }
-  // Plain shards of static dims split unevenly as torch.chunk does; strided
-  // shards and shards of symbolic dims must divide.
-  // (`even`: a where_divisible rule, which applies only where all divide).
-  ShardingSpec symbolicShards = spec;
-  for (Placement& p : symbolicShards.placements)
-    if (!even && p.isShard() && t.value->type().sizes[static_cast<size_t>(p.dim)].isStatic())
-      p = Placement::replicate();
-  Status fits = sharding::checkEvenlyDivisible(global, symbolicShards, mesh);
+  // Plain shards split unevenly as torch.chunk does (symbolic dims too);
+  // strided shards must divide (checkShardable). `even`: a where_divisible
+  // rule, which applies only where all divide.
+  Status fits = even ? sharding::checkEvenlyDivisible(global, spec, mesh) : Status::ok();
   if (fits.isOk()) fits = sharding::checkShardable(global, spec, mesh);
   if (!fits.isOk())
     return Status::error(origin + " on " + t.what + " " + typeText(t) +
@@ -359,8 +361,8 @@ Status applyPreset(const PlacementSchema& s, const ir::ExportedProgram& p, Resol
       continue;
     }
     // S(0) over every axis; else over the leading axes it divides by; else
-    // (a static batch no axis divides) unevenly over every axis, as
-    // torch.chunk splits it.
+    // (a batch no axis divides; a symbolic one at its trace-time size)
+    // unevenly over every axis, as torch.chunk splits it.
     ShardingSpec all = shardAll(r.mesh), spec = all;
     std::vector<int64_t> hint;
     for (const ir::Dim& d : t.value->type().sizes) hint.push_back(d.value());
@@ -369,7 +371,7 @@ Status applyPreset(const PlacementSchema& s, const ir::ExportedProgram& p, Resol
     };
     for (int64_t a = r.mesh.numAxes() - 1; !even(spec) && a > 0; --a)
       spec.placements[static_cast<size_t>(a)] = Placement::replicate();
-    bool uneven = !even(spec) && t.value->type().sizes[0].isStatic();
+    bool uneven = !even(spec);
     if (uneven) spec = all;
     Expected<ShardingSpec> fit = fitSpec(s.source, spec, t, r.mesh, r.notes);
     if (!fit) return fit.status();

@@ -239,17 +239,20 @@ class NodePlanner {
   }
 
   // Whether factor f may split unevenly (torch.chunk): every dim it spans is
-  // static and its alone (no view merges it with other factors, so local
-  // rows stay the chunk), and it is no average but a one-operand mean's
-  // (expansion rescales that sum by the global count).
+  // its alone (no view merges it with other factors, so local rows stay the
+  // chunk), and it is no average but a one-operand mean's over static dims
+  // (expansion rescales that sum by the global count). Symbolic dims split
+  // unevenly at their trace-time size too: the program computes each rank's
+  // size from the symbol.
   bool unevenOk(int f) const {
     const Factor& fac = rule_.factors[static_cast<size_t>(f)];
-    if (fac.kind == FactorKind::Reduction && fac.reduce == ReduceOp::Avg && operands_.size() != 1)
-      return false;
+    bool avg = fac.kind == FactorKind::Reduction && fac.reduce == ReduceOp::Avg;
+    if (avg && operands_.size() != 1) return false;
     auto alone = [&](const DimFactors& dims, const ir::Value& v) {
       for (size_t d = 0; d < dims.size(); ++d) {
         bool has = std::find(dims[d].begin(), dims[d].end(), f) != dims[d].end();
-        if (has && (dims[d].size() != 1 || d >= v.type().sizes.size() || !v.type().sizes[d].isStatic()))
+        if (has &&
+            (dims[d].size() != 1 || d >= v.type().sizes.size() || (avg && !v.type().sizes[d].isStatic())))
           return false;
       }
       return true;

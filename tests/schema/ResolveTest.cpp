@@ -201,7 +201,8 @@ TEST_CASE("input mutations and input gradients follow their user input", "[schem
   CHECK(r.outputs[1] == spec({S(0)}));
 }
 
-TEST_CASE("symbolic sizes are checked at their hint, with a note", "[schema][resolve]") {
+TEST_CASE("symbolic sizes: the trace-time size decides an even or a torch.chunk split, with a note",
+          "[schema][resolve][uneven]") {
   ProgramBuilder b;
   auto s77 = ir::parseSymExpr("Symbol('s77', positive=True, integer=True)", 32);
   REQUIRE(s77.hasValue());
@@ -212,14 +213,21 @@ TEST_CASE("symbolic sizes are checked at their hint, with a note", "[schema][res
                                   p);
   CHECK(r.inputs[0] == spec({S(0)}));
   CHECK(r.notes == std::vector<std::string>{"s.json: /inputs/0: rule 'x': input 'x': dim 0 is symbolic "
-                                            "(s77); its sharding was checked at the trace-time "
-                                            "size 32: at run time it must divide by 4 too"});
-  CHECK(resolveError(R"js({"version": 1, "mesh": {"shape": [3]},
+                                            "(s77); its trace-time size 32 divides by 4: at run time it "
+                                            "must divide by 4 too"});
+  ResolvedPlacements three = resolved(R"js({"version": 1, "mesh": {"shape": [3]},
       "inputs": [{"match": "x", "placements": ["S(0)"]}]})js",
-                     p) ==
-        "s.json: /inputs/0: rule 'x' on input 'x' f32[s77, 64] (symbolic sizes checked at their trace-time "
-        "hint): dim 0 of size 32 does not divide evenly over mesh axis 'x' of size 3: shard it over axes "
-        "whose sizes divide it, or pad it");
+                                      p);
+  CHECK(three.inputs[0] == spec({S(0)}));
+  CHECK(three.notes == std::vector<std::string>{"s.json: /inputs/0: rule 'x': input 'x': dim 0 is symbolic "
+                                                "(s77); its trace-time size 32 does not divide by 3: split "
+                                                "unevenly as torch.chunk does, each rank's size computed "
+                                                "from the symbol at run time"});
+  // Strided shards must still divide.
+  CHECK(resolveError(R"js({"version": 1, "mesh": {"shape": [3]},
+      "inputs": [{"match": "x", "placements": ["S(0, sf=2)"]}]})js",
+                     p)
+            .find("does not divide evenly over mesh axis 'x' of size 3") != std::string::npos);
 }
 
 TEST_CASE("mesh: --mesh supplies or overrides the shape", "[schema][mesh]") {
