@@ -11,13 +11,6 @@
 namespace spmd::passes {
 namespace detail {
 
-int64_t shardCount(const ShardingSpec& spec, int64_t dim, const sharding::Mesh& mesh) {
-  int64_t k = 1;
-  for (size_t a = 0; a < spec.placements.size(); ++a)
-    if (spec.placements[a].isShard(dim)) k *= mesh.size(static_cast<int64_t>(a));
-  return k;
-}
-
 ir::Dim divideDim(const ir::Dim& d, int64_t k) {
   if (k == 1) return d;
   if (d.isStatic()) return ir::Dim(d.value() / k);
@@ -29,8 +22,6 @@ ir::Dim divideDim(const ir::Dim& d, int64_t k) {
   e->args = {d.expr(), kk};
   return ir::Dim(e, d.value() / k);
 }
-
-bool isEvenSymbolic(const ir::Dim& d, int64_t k) { return !d.isStatic() && d.value() % k == 0; }
 
 std::string coordSymbol(const std::string& axisName) { return "__coord_" + axisName; }
 
@@ -46,16 +37,20 @@ ir::Dim localDim(const ir::Dim& global, const ShardingSpec& spec, int64_t dim, c
   std::shared_ptr<const ir::SymExpr> e = global.isStatic() ? nullptr : global.expr();
   int64_t size = global.value();
   for (size_t a = 0; a < spec.placements.size(); ++a) {
-    if (!spec.placements[a].isShard(dim)) continue;
-    int64_t n = mesh.size(static_cast<int64_t>(a));
-    if (!e && size % n == 0) {
+    const Placement& p = spec.placements[a];
+    if (!p.isShard(dim)) continue;
+    int64_t n = mesh.size(static_cast<int64_t>(a)), sf = p.splitFactor;
+    if (!e && size % (n * sf) == 0) {
       size /= n;
       continue;
     }
-    auto cur = e ? e : ir::symInteger(size);
-    auto c = e ? ir::symOp(K::CeilDiv, {e, ir::symInteger(n)}) : ir::symInteger((size + n - 1) / n);
+    if (sf != 1 && (e || size % sf != 0)) return divideDim(global, k);  // refused later (checkShardable)
+    // A strided shard: sf rows of size / sf, each split as torch.chunk.
+    auto cur = e ? e : ir::symInteger(size / sf);
+    auto c = e ? ir::symOp(K::CeilDiv, {e, ir::symInteger(n)}) : ir::symInteger((size / sf + n - 1) / n);
     auto taken = ir::symOp(K::Mul, {ir::symInteger(-1), c, ir::symSymbol(coordSymbol(mesh.axisNames()[a]))});
     e = ir::symOp(K::Min, {c, ir::symOp(K::Max, {ir::symInteger(0), ir::symOp(K::Add, {cur, taken})})});
+    if (sf != 1) e = ir::symOp(K::Mul, {ir::symInteger(sf), e});
   }
   if (!e) return ir::Dim(size);
   std::vector<int64_t> shape(static_cast<size_t>(dim + 1), 1);

@@ -166,14 +166,30 @@ Status Expander::localizeSplit(const ir::Node& n, const sharding::NodeSharding& 
   int64_t dim = sharding::normalizeDim(normalizeDimArg(n), rank);
   for (auto& na : args) {
     if (na.name != "split_sizes" && na.name != "split_size") continue;
-    for (size_t i = 0; i < na.arg.ints.size() && i < results.size(); ++i) {
+    Argument& a = na.arg;
+    for (size_t i = 0; i < a.ints.size() && i < results.size(); ++i) {
       int64_t k = shardCount(ns.results[i], dim, mesh_);
-      if (k == 1) continue;
-      if (na.arg.ints[i] % k != 0)
+      const ir::Dim& global = results[i]->type().sizes[static_cast<size_t>(dim)];
+      if (k == 1 || (i < a.values.size() && a.values[i])) continue;
+      if (!global.isStatic() || global.value() != a.ints[i])
         return Status::error("node %" + n.name() + " (" + n.target() + "): split size " +
-                             std::to_string(na.arg.ints[i]) + " does not divide over " + std::to_string(k) +
-                             " ranks");
-      na.arg.ints[i] /= k;
+                             std::to_string(a.ints[i]) + " is not the size of result " + std::to_string(i) +
+                             " " + results[i]->type().str() + ", which is sharded; replicate that dim");
+      ir::Dim local = localDim(global, ns.results[i], dim, mesh_);
+      if (local.isStatic()) {
+        a.ints[i] = local.value();
+        continue;
+      }
+      // Uneven (torch.chunk): every result's piece here is this rank's own size.
+      SPMD_ASSIGN_OR_RETURN(ir::Value * size,
+                            rankLocalSize(global.value(), ns.results[i], dim, local, n.metadata()));
+      if (na.name == "split_size") {
+        a = Argument::symInt(size);
+        break;
+      }
+      if (a.values.size() < a.ints.size()) a.values.resize(a.ints.size(), nullptr);
+      a.kind = Argument::Kind::SymInts;
+      a.values[i] = size;
     }
   }
   return Status::ok();

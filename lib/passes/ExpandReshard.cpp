@@ -109,8 +109,16 @@ std::vector<int64_t> laterShardsOf(const ShardingSpec& spec, int64_t a, int64_t 
 
 Expected<std::optional<Argument>> Expander::pieceSizeArg(const ir::Value& v, const ShardingSpec& spec,
                                                          int64_t axis, int64_t dim,
-                                                         const ir::NodeMetadata& meta) {
+                                                         const ir::NodeMetadata& meta, int64_t sf) {
   const ir::Dim& whole = v.type().sizes[static_cast<size_t>(dim)];
+  if (!whole.isStatic() && sf != 1) {
+    if (isEvenSymbolic(whole, shardCount(spec, dim, mesh_) * sf)) return std::optional<Argument>();
+    return Status::error("value '" + v.name() + "': dim " + whole.str() + " is a strided shard in " +
+                         std::to_string(sf) + " rows that does not divide over mesh axis '" +
+                         mesh_.axisNames()[static_cast<size_t>(axis)] +
+                         "': uneven strided shards of symbolic dims are not supported; export with a "
+                         "trace-time size that divides, or replicate that dim");
+  }
   if (!whole.isStatic()) return symbolicPieceSizeArg(v, spec, axis, dim, meta);
   std::vector<int64_t> shape;  // other dims at their trace-time sizes: the piece is dim's alone
   for (const auto& d : v.type().sizes) shape.push_back(d.value());
@@ -121,7 +129,7 @@ Expected<std::optional<Argument>> Expander::pieceSizeArg(const ir::Value& v, con
   for (int64_t r = 0; r < mesh_.numRanks(); ++r) {
     int64_t piece =
         sharding::pieceBefore(shape, spec, mesh_, mesh_.coords(r), axis)[static_cast<size_t>(dim)];
-    even = even && piece % n == 0;
+    even = even && piece % (n * sf) == 0;
     same = same && (first < 0 || piece == first);
     if (first < 0) first = piece;
   }
@@ -235,7 +243,7 @@ Expected<ir::Value*> Expander::reshard(const ir::Value& v, const ShardingSpec& w
     auto args = axisArg(mesh_.axisNames()[static_cast<size_t>(a)]);
     args.push_back({"dim", Argument::integer(p.dim), false});
     if (sf != 1) args.push_back({"split_factor", Argument::integer(sf), true});
-    SPMD_ASSIGN_OR_RETURN(auto size, pieceSizeArg(v, spec, a, p.dim, meta));
+    SPMD_ASSIGN_OR_RETURN(auto size, pieceSizeArg(v, spec, a, p.dim, meta, sf));
     if (size) args.push_back({"size", *size, true});
     int64_t bytes = sharding::CostModel::bytesMoved(sharding::CollectiveKind::AllGather, mesh_.size(a),
                                                     localBytes(spec), localBytes(after));

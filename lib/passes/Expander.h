@@ -7,6 +7,7 @@
 
 #include "ir/Collectives.h"
 #include "passes/Expand.h"
+#include "sharding/SymbolicShard.h"
 
 namespace spmd::passes::detail {
 
@@ -14,14 +15,10 @@ using ir::Argument;
 using sharding::Placement;
 using sharding::ShardingSpec;
 
-/// Product of mesh sizes over the axes that shard `dim`.
-int64_t shardCount(const ShardingSpec& spec, int64_t dim, const sharding::Mesh& mesh);
+using sharding::isEvenSymbolic;
+using sharding::shardCount;
 /// `d` divided by `k` (symbolic: d // k).
 ir::Dim divideDim(const ir::Dim& d, int64_t k);
-/// True for a symbolic dim whose trace-time size divides by `k`: the program
-/// assumes it divides at run time too (d // k, checked when inputs bind);
-/// one whose trace-time size does not divide splits as torch.chunk.
-bool isEvenSymbolic(const ir::Dim& d, int64_t k);
 /// The symbol bound at run time to a rank's coordinate on mesh axis
 /// `axisName` ("__coord_tp").
 std::string coordSymbol(const std::string& axisName);
@@ -190,9 +187,10 @@ class Expander {
   Expected<ir::Value*> globalSymbol(const ir::Dim& d, const std::string& where, const ir::NodeMetadata& meta);
   // The `size` argument of a gather-like collective on `axis` of `dim` of
   // `v` laid out as `spec`: the piece the axis splits, when it splits
-  // unevenly on some rank (nullopt when even everywhere).
+  // unevenly on some rank (nullopt when even everywhere). `sf` > 1: the
+  // axis splits each of sf rows of the piece (a strided shard).
   Expected<std::optional<Argument>> pieceSizeArg(const ir::Value& v, const ShardingSpec& spec, int64_t axis,
-                                                 int64_t dim, const ir::NodeMetadata& meta);
+                                                 int64_t dim, const ir::NodeMetadata& meta, int64_t sf = 1);
   // pieceSizeArg of a symbolic dim: nullopt where its trace-time size
   // divides (the program assumes s // k), else the global symbol's value
   // (or its local size under the earlier axes).

@@ -359,16 +359,7 @@ Status applySequenceParallel(ir::ExportedProgram& program, const schema::Placeme
   SPMD_ASSIGN_OR_RETURN(int64_t axis, axisOf(schema, placements.mesh));
   auto plan = findSequenceParallelPlan(program.graph, req.dim);
   if (!plan) return Status::error(where + "sequence parallelism: " + plan.status().message());
-  int64_t n = placements.mesh.size(axis);
   const std::string& axisName = placements.mesh.axisNames()[static_cast<size_t>(axis)];
-  for (const ir::Value* v : plan->stream) {
-    const ir::Dim& size = v->type().sizes[static_cast<size_t>(plan->seqDim)];
-    if (size.isStatic() && size.value() % n != 0)
-      return Status::error(where + "the sequence dim " + std::to_string(plan->seqDim) + " of %" + v->name() +
-                           " " + v->type().str() + " has size " + std::to_string(size.value()) +
-                           ", which does not divide over the " + std::to_string(n) + " ranks of mesh axis '" +
-                           axisName + "'; use a sequence length that divides, or another axis");
-  }
   std::vector<ir::Value*> values = plan->stream;
   values.insert(values.end(), plan->blockOutputs.begin(), plan->blockOutputs.end());
   values.insert(values.end(), plan->normOutputs.begin(), plan->normOutputs.end());

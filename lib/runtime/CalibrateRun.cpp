@@ -12,23 +12,12 @@
 #include "launch/WorkerEnv.h"
 #include "runtime/BuildInfo.h"
 #include "runtime/Calibrate.h"
+#include "runtime/LaunchSupport.h"
 #include "support/File.h"
 
 namespace spmd::runtime {
 
-// Distributed.cpp: where this worker's Gloo transport listens (shared with
-// runWorker, which has no header entry for it).
-Status chooseBindAddress(const DistributedOptions& o, const std::string& masterAddr, CommOptions& comm);
-
 namespace {
-
-constexpr int kFailure = 1;
-constexpr int kBadInput = 2;
-
-int fail(std::ostream& err, int code, const std::string& message) {
-  err << "error: " << message << "\n";
-  return code;
-}
 
 // The mesh of --mesh/--axes, or one axis over all `ranks`; error when its
 // rank count is not `ranks` or it has no axis of 2 or more ranks.
@@ -75,23 +64,6 @@ Status checkOutputPath(const std::string& output) {
   return Status::ok();
 }
 
-std::string selfPath() {
-  std::error_code ec;
-  auto p = std::filesystem::read_symlink("/proc/self/exe", ec);
-  return ec ? std::string("spmd-run") : p.string();
-}
-
-// A scratch folder for the workers' results, removed on scope exit.
-struct ScratchDir {
-  std::string path =
-      (std::filesystem::temp_directory_path() / ("spmd-calibrate-" + std::to_string(::getpid()))).string();
-  ScratchDir() { std::filesystem::create_directories(path); }
-  ~ScratchDir() {
-    std::error_code ec;
-    std::filesystem::remove_all(path, ec);
-  }
-};
-
 // The rendezvous store of this worker (rank 0 serves it).
 Expected<c10::intrusive_ptr<c10d::Store>> openStore(const launch::WorkerEnv& env, int timeoutSeconds) {
   try {
@@ -125,32 +97,15 @@ int runCalibrate(const DistributedOptions& d, const CalibrateOptions& c, std::os
   if (Status st = checkOutputPath(c.output); !st.isOk()) return fail(err, kBadInput, st.message());
   auto mesh = calibrationMesh(c, static_cast<int64_t>(d.nproc) * d.nnodes);
   if (!mesh) return fail(err, kBadInput, mesh.status().message());
-  ScratchDir scratch;
-  launch::LaunchConfig cfg;
-  cfg.nprocPerNode = d.nproc;
-  cfg.nnodes = d.nnodes;
-  cfg.nodeRank = d.nodeRank;
-  cfg.masterAddr = d.masterAddr;
-  cfg.masterPort = d.masterPort;
-  cfg.quiet = d.quiet;
-  cfg.workerArgv = {selfPath(),
-                    "--worker",
-                    "--calibrate",
-                    "--device",
-                    d.device,
-                    "--timeout",
-                    std::to_string(d.timeoutSeconds),
-                    "--stats-dir",
-                    scratch.path};
+  ScratchDir scratch("spmd-calibrate");
+  launch::LaunchConfig cfg = launchConfig(d, {"--worker", "--calibrate", "--device", d.device, "--timeout",
+                                              std::to_string(d.timeoutSeconds), "--stats-dir", scratch.path});
   for (const auto& [flag, value] : {std::pair<const char*, std::string>{"--mesh", c.mesh},
                                     {"--axes", c.axes},
                                     {"--bind-addr", d.bindAddr}})
     if (!value.empty()) cfg.workerArgv.insert(cfg.workerArgv.end(), {flag, value});
   if (c.quick) cfg.workerArgv.push_back("--calibrate-quick");
-  auto result = launch::launchWorkers(cfg, out, err);
-  if (!result) return fail(err, kBadInput, result.status().message());
-  if (result->exitCode != 0)
-    return fail(err, result->exitCode == kBadInput ? kBadInput : kFailure, result->failure);
+  if (int code = launchFailure(launch::launchWorkers(cfg, out, err), err)) return code;
   if (d.nodeRank != 0) return 0;  // rank 0, on node 0, measured for everyone
   auto profile = readFile(scratch.path + "/profile.json");
   auto summary = readFile(scratch.path + "/summary.txt");

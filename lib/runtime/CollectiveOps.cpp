@@ -148,24 +148,31 @@ std::vector<int64_t> splitShape(const at::Tensor& x, int64_t dim, int64_t sf) {
 
 // An all-gather of `x` along `dim` (a strided shard when sf > 1) on `axis`,
 // started; `count` adds it to the communicator's statistics. `size` >= 0:
-// the whole dim, split unevenly: pieces travel padded to the chunk.
+// the whole dim, split unevenly (each of the sf rows of size / sf by
+// torch.chunk): pieces travel padded to the chunk. Trailing ranks hold the
+// short and empty pieces, so each row's data are the first size / sf of its
+// ranks' padded pieces laid end to end.
 Started startAllGather(MeshComm& c, int64_t axis, const at::Tensor& x, int64_t dim, int64_t sf, int64_t size,
                        bool count) {
   int64_t n = c.mesh().size(axis);
   dim = dim < 0 ? dim + x.dim() : dim;
-  if (size >= 0 && sf != 1) throw std::runtime_error("all_gather: uneven strided shards are not supported");
   int64_t coord = c.coords()[static_cast<size_t>(axis)];
-  int64_t chunk = size >= 0 ? (size + n - 1) / n : x.size(dim);
-  if (size >= 0 && x.size(dim) != pieceOf(size, n, coord).size)
-    throw std::runtime_error("all_gather: dim " + std::to_string(dim) + " holds " +
-                             std::to_string(x.size(dim)) + " rows, but this rank's piece of " +
-                             std::to_string(size) + " over " + std::to_string(n) + " ranks is " +
-                             std::to_string(pieceOf(size, n, coord).size));
-  at::Tensor padded = size >= 0 ? padDim(x, dim, chunk) : x;
-  std::vector<int64_t> inner = splitShape(padded, dim, sf);
+  if (size >= 0 && size % sf != 0)
+    throw std::runtime_error("all_gather: dim " + std::to_string(dim) + " of size " + std::to_string(size) +
+                             " does not split into " + std::to_string(sf) + " rows");
+  int64_t row = size >= 0 ? size / sf : -1;
+  std::vector<int64_t> inner = splitShape(x, dim, sf);
   int64_t gdim = sf > 1 ? dim + 1 : dim;
-  at::Tensor in = padded.contiguous().view(inner);
-  std::vector<int64_t> bufShape = inner;
+  int64_t held = inner[static_cast<size_t>(gdim)];
+  int64_t chunk = size >= 0 ? (row + n - 1) / n : held;
+  if (size >= 0 && held != pieceOf(row, n, coord).size)
+    throw std::runtime_error("all_gather: dim " + std::to_string(dim) + " holds " + std::to_string(held) +
+                             " rows" + (sf > 1 ? " per run" : "") + ", but this rank's piece of " +
+                             std::to_string(row) + " over " + std::to_string(n) + " ranks is " +
+                             std::to_string(pieceOf(row, n, coord).size));
+  at::Tensor in = x.contiguous().view(inner);
+  if (size >= 0) in = padDim(in, gdim, chunk).contiguous();
+  std::vector<int64_t> bufShape(in.sizes().begin(), in.sizes().end());
   bufShape.insert(bufShape.begin(), n);
   at::Tensor buf = at::empty(bufShape, x.options());
   std::vector<int64_t> outShape(x.sizes().begin(), x.sizes().end());
@@ -183,14 +190,16 @@ Started startAllGather(MeshComm& c, int64_t axis, const at::Tensor& x, int64_t d
   } else {
     buf[0].copy_(in);
   }
-  if (size >= 0)
-    return {buf, {work, [buf, dim, n, size] {
-                    std::vector<at::Tensor> pieces;
-                    for (int64_t i = 0; i < n; ++i)
-                      pieces.push_back(buf[i].narrow(dim, 0, pieceOf(size, n, i).size));
-                    return at::cat(pieces, dim);
-                  }}};
-  return {buf, {work, [buf, gdim, outShape] { return buf.movedim(0, gdim).contiguous().view(outShape); }}};
+  return {buf, {work, [buf, gdim, outShape, row, n] {
+                  // [n, ..., (sf,) chunk, ...] -> the ranks' pieces end to end in each row
+                  at::Tensor all = buf.movedim(0, gdim);
+                  std::vector<int64_t> merged(all.sizes().begin(), all.sizes().end());
+                  merged[static_cast<size_t>(gdim)] *= merged[static_cast<size_t>(gdim) + 1];
+                  merged.erase(merged.begin() + gdim + 1);
+                  at::Tensor rows = all.reshape(merged);
+                  if (row >= 0) rows = rows.narrow(gdim, 0, row);
+                  return rows.contiguous().view(outShape);
+                }}};
 }
 
 void allGather(Stack& s) {
@@ -326,10 +335,6 @@ void localSlice(Stack& s) {
   int64_t sdim = sf > 1 ? dim + 1 : dim;
   // torch.chunk: rank `coord` holds its piece, trailing ranks fewer rows or none.
   sharding::Chunk piece = pieceOf(inner[static_cast<size_t>(sdim)], n, coord);
-  if (sf > 1 && inner[static_cast<size_t>(sdim)] % n)
-    throw std::runtime_error(
-        "local_slice: uneven strided shards are not supported (dim " + std::to_string(dim) + " rows of " +
-        std::to_string(inner[static_cast<size_t>(sdim)]) + " over " + std::to_string(n) + " ranks)");
   std::vector<int64_t> outShape(x.sizes().begin(), x.sizes().end());
   outShape[static_cast<size_t>(dim)] = piece.size * sf;
   at::Tensor r = x.reshape(inner).narrow(sdim, piece.offset, piece.size).contiguous().view(outShape);

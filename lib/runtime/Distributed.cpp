@@ -19,6 +19,7 @@
 #include "launch/WorkerEnv.h"
 #include "runtime/BuildInfo.h"
 #include "runtime/Checkpoint.h"
+#include "runtime/LaunchSupport.h"
 #include "runtime/Runner.h"
 #include "runtime/Worker.h"
 #include "support/File.h"
@@ -26,20 +27,6 @@
 
 namespace spmd::runtime {
 namespace {
-
-constexpr int kFailure = 1;
-constexpr int kBadInput = 2;
-
-int fail(std::ostream& err, int code, const std::string& message) {
-  err << "error: " << message << "\n";
-  return code;
-}
-
-std::string selfPath() {
-  std::error_code ec;
-  auto p = std::filesystem::read_symlink("/proc/self/exe", ec);
-  return ec ? std::string("spmd-run") : p.string();
-}
 
 // Per-output comparison with the single-device reference; false when any
 // output is above tolerance.
@@ -194,39 +181,14 @@ int runDistributed(const DistributedOptions& o, std::ostream& out, std::ostream&
     Status st = checkCheckpoint(o.resume, p);
     if (!st.isOk()) return fail(err, kBadInput, st.message());
   }
-  std::string tmpDir =
-      (std::filesystem::temp_directory_path() / ("spmd-run-" + std::to_string(::getpid()))).string();
-  std::filesystem::create_directories(tmpDir);
-  struct Cleanup {
-    std::string dir;
-    ~Cleanup() { std::filesystem::remove_all(dir); }
-  } cleanup{tmpDir};
+  ScratchDir scratch("spmd-run");
+  const std::string& tmpDir = scratch.path;
   std::string output = o.output.empty() && !o.verify.empty() ? tmpDir + "/outputs.safetensors" : o.output;
 
-  launch::LaunchConfig cfg;
-  cfg.nprocPerNode = o.nproc;
-  cfg.nnodes = o.nnodes;
-  cfg.nodeRank = o.nodeRank;
-  cfg.masterAddr = o.masterAddr;
-  cfg.masterPort = o.masterPort;
-  cfg.quiet = o.quiet;
-  cfg.workerArgv = {selfPath(),
-                    "--worker",
-                    o.program,
-                    "--device",
-                    o.device,
-                    "--timeout",
-                    std::to_string(o.timeoutSeconds),
-                    "--repeat",
-                    std::to_string(o.repeat),
-                    "--stats-dir",
-                    tmpDir,
-                    "--steps",
-                    std::to_string(o.steps),
-                    "--save-every",
-                    std::to_string(o.saveEvery),
-                    "--keep",
-                    std::to_string(o.keep)};
+  launch::LaunchConfig cfg = launchConfig(
+      o, {"--worker", o.program, "--device", o.device, "--timeout", std::to_string(o.timeoutSeconds),
+          "--repeat", std::to_string(o.repeat), "--stats-dir", tmpDir, "--steps", std::to_string(o.steps),
+          "--save-every", std::to_string(o.saveEvery), "--keep", std::to_string(o.keep)});
   for (const auto& [flag, value] : {std::pair<const char*, std::string>{"--loss-log", o.lossLog},
                                     {"--save", o.save},
                                     {"--resume", o.resume}})
@@ -238,9 +200,7 @@ int runDistributed(const DistributedOptions& o, std::ostream& out, std::ostream&
   for (const std::string& lib : o.opLibraries)
     cfg.workerArgv.insert(cfg.workerArgv.end(), {"--load-library", lib});
   auto result = launch::launchWorkers(cfg, out, err);
-  if (!result) return fail(err, kBadInput, result.status().message());
-  if (result->exitCode != 0)
-    return fail(err, result->exitCode == kBadInput ? kBadInput : kFailure, result->failure);
+  if (int code = launchFailure(result, err)) return code;
 
   int64_t maxBytes = 0;
   double maxStep = 0;

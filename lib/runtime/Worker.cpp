@@ -18,6 +18,7 @@
 #include "runtime/Runner.h"
 #include "runtime/TypeMap.h"
 #include "runtime/Weights.h"
+#include "sharding/SymbolicShard.h"
 
 #ifdef SPMD_TORCH_CUDA
 #include <c10/cuda/CUDACachingAllocator.h>
@@ -203,16 +204,12 @@ Status checkGlobalInputs(const program::Program& p, const TensorMap& inputs) {
         // evenly (s // n), so those must divide at run time.
         std::vector<int64_t> shape(g->sizes().begin(), g->sizes().end());
         const ShardingSpec& spec = p.inputs[i].spec;
-        auto evenSymbolic = [&](int64_t dim) {
-          const ir::Dim& d = gt.sizes[static_cast<size_t>(dim)];
-          int64_t k = 1;
-          for (size_t a = 0; a < spec.placements.size(); ++a)
-            if (spec.placements[a].isShard(dim)) k *= p.mesh.size(static_cast<int64_t>(a));
-          return !d.isStatic() && d.value() % k == 0;
-        };
         ShardingSpec symbolic = spec;
         for (Placement& q : symbolic.placements)
-          if (q.isShard() && (q.dim >= gt.rank() || !evenSymbolic(q.dim))) q = Placement::replicate();
+          if (q.isShard() &&
+              (q.dim >= gt.rank() || !sharding::isEvenSymbolic(gt.sizes[static_cast<size_t>(q.dim)],
+                                                               sharding::shardCount(spec, q.dim, p.mesh))))
+            q = Placement::replicate();
         Status div = sharding::checkEvenlyDivisible(shape, symbolic, p.mesh);
         if (!div.isOk()) {
           st = Status::error("input '" + name + "' " + shapeStr(g->sizes()) + ": " + div.message() +

@@ -12,9 +12,11 @@
 
 #include <algorithm>
 #include <map>
+#include <set>
 
 #include "schema/Glob.h"
 #include "schema/TpPlan.h"
+#include "sharding/SymbolicShard.h"
 #include "support/Strings.h"
 
 namespace spmd::schema {
@@ -87,24 +89,23 @@ Expected<ShardingSpec> ruleSpec(const PlacementSchema& s, const PlacementRule& r
 void noteSymbolicShards(const std::string& origin, const Target& t, const ShardingSpec& spec,
                         const Mesh& mesh, std::vector<std::string>& notes) {
   const auto& sizes = t.value->type().sizes;
-  std::map<int64_t, int64_t> parts;
-  for (size_t a = 0; a < spec.placements.size(); ++a)
-    if (spec.placements[a].isShard()) {
-      auto [it, fresh] = parts.emplace(spec.placements[a].dim, 1);
-      it->second *= mesh.size(static_cast<int64_t>(a));
-    }
-  for (const auto& [dim, n] : parts) {
+  std::set<int64_t> dims;
+  for (const Placement& p : spec.placements)
+    if (p.isShard()) dims.insert(p.dim);
+  for (int64_t dim : dims) {
     const ir::Dim& d = sizes[static_cast<size_t>(dim)];
+    int64_t n = sharding::shardCount(spec, dim, mesh);
     if (d.isStatic()) continue;
     std::string head = origin + ": " + t.what + ": dim " + std::to_string(dim) + " is symbolic (" + d.str() +
                        "); its trace-time size " + std::to_string(d.value());
     // The hint decides the program: one that divides compiles to s // n
     // (checked at run time), one that does not to torch.chunk sizes of s.
-    notes.push_back(d.value() % n == 0 ? head + " divides by " + std::to_string(n) +
-                                             ": at run time it must divide by " + std::to_string(n) + " too"
-                                       : head + " does not divide by " + std::to_string(n) +
-                                             ": split unevenly as torch.chunk does, each rank's size "
-                                             "computed from the symbol at run time");
+    notes.push_back(sharding::isEvenSymbolic(d, n)
+                        ? head + " divides by " + std::to_string(n) + ": at run time it must divide by " +
+                              std::to_string(n) + " too"
+                        : head + " does not divide by " + std::to_string(n) +
+                              ": split unevenly as torch.chunk does, each rank's size "
+                              "computed from the symbol at run time");
   }
 }
 
@@ -145,6 +146,16 @@ Expected<ShardingSpec> fitSpec(const std::string& origin, ShardingSpec spec, con
   // rule, which applies only where all divide.
   Status fits = even ? sharding::checkEvenlyDivisible(global, spec, mesh) : Status::ok();
   if (fits.isOk()) fits = sharding::checkShardable(global, spec, mesh);
+  for (const Placement& p : spec.placements) {  // symbolic strided shards: evenly (at the hint)
+    if (!fits.isOk() || !p.isStrided() || t.value->type().sizes[static_cast<size_t>(p.dim)].isStatic())
+      continue;
+    ShardingSpec only = spec;
+    for (Placement& q : only.placements)
+      if (!q.isShard(p.dim)) q = Placement::replicate();
+    fits = sharding::checkEvenlyDivisible(global, only, mesh);
+    if (!fits.isOk())
+      fits = Status::error(fits.message() + " (a strided shard of a symbolic dim must divide)");
+  }
   if (!fits.isOk())
     return Status::error(origin + " on " + t.what + " " + typeText(t) +
                          (symbolic ? " (symbolic sizes checked at their trace-time hint)" : "") + ": " +

@@ -269,8 +269,8 @@ namespace {
 /// Piece `index` of `cur` split by `p` over `n` ranks (see localChunks);
 /// nullopt where the pieces would not be runs of equal length.
 std::optional<Chunk> splitChunk(const Chunk& cur, const Placement& p, int64_t n, int64_t index) {
-  if (p.isStrided()) {
-    if (cur.blocks != 1 || cur.size % (p.splitFactor * n) != 0) return std::nullopt;
+  if (p.isStrided()) {  // each of the sf rows split as torch.chunk splits it
+    if (cur.blocks != 1 || cur.size % p.splitFactor != 0) return std::nullopt;
     int64_t row = cur.size / p.splitFactor;
     Chunk piece = chunkOf(row, n, index);
     if (piece.size == row) return cur;  // one rank (a size-1 axis): the runs touch
@@ -325,29 +325,36 @@ Status checkSplits(const std::vector<int64_t>& global, const ShardingSpec& spec,
   std::vector<Chunk> local(global.size());
   for (size_t d = 0; d < global.size(); ++d) local[d] = {0, global[d]};
   std::vector<std::string> splitBy(global.size());  // earlier axes that split each dim
+  std::vector<bool> uneven(global.size(), false);   // ranks' pieces of each dim differ
   for (size_t a = 0; a < spec.placements.size(); ++a) {
     const Placement& p = spec.placements[a];
     if (!p.isShard()) continue;
     size_t d = static_cast<size_t>(normalizedDim(p.dim, global.size()));
-    int64_t n = mesh.size(static_cast<int64_t>(a));
+    int64_t n = mesh.size(static_cast<int64_t>(a)), sf = p.splitFactor;
     const std::string& name = mesh.axisNames()[a];
     std::string where = "dim " + std::to_string(d) + " of size " + std::to_string(global[d]);
     if (!splitBy[d].empty())
       where += " (" + std::to_string(local[d].size) + " per shard after mesh axes " + splitBy[d] + ")";
-    // torch.chunk splits a plain run at any size; strided runs must divide.
-    bool plain = !p.isStrided() && local[d].blocks == 1;
-    if ((even || !plain) && local[d].size % (n * p.splitFactor) != 0)
+    // torch.chunk splits a plain run, or each of a strided shard's sf rows,
+    // at any size; a split of strided runs must divide them.
+    bool runs = !p.isStrided() && local[d].blocks != 1;
+    if ((p.isStrided() && local[d].size % sf != 0) || (even && local[d].size % (n * sf) != 0) ||
+        (runs && local[d].size % n != 0))
       return Status::error(where + " does not divide evenly over mesh axis '" + name + "' of size " +
-                           std::to_string(n) +
-                           (p.isStrided() ? " in " + std::to_string(p.splitFactor) + " rows" : "") +
-                           (even ? ": shard it over axes whose sizes divide it, or pad it"
-                                 : ": uneven strided shards are not supported; shard that dim on "
-                                   "axes whose sizes divide it, or pad it"));
+                           std::to_string(n) + (p.isStrided() ? " in " + std::to_string(sf) + " rows" : "") +
+                           (even || !runs ? ": shard it over axes whose sizes divide it, or pad it"
+                                          : ": the strided runs an earlier axis left do not split into "
+                                            "equal pieces; shard that dim on axes whose sizes divide it"));
+    if (uneven[d] && (p.isStrided() || runs))
+      return Status::error(where + ": " + p.str() + " on mesh axis '" + name +
+                           "' would split rows that earlier axes split unevenly (ranks' pieces differ); "
+                           "shard that dim on fewer axes, or on axes whose sizes divide it");
     std::optional<Chunk> piece = splitChunk(local[d], p, n, 0);
     if (!piece)
       return Status::error(where + ": " + p.str() + " on mesh axis '" + name +
                            "' would split the strided rows " +
                            "an earlier axis left into unequal runs; shard that dim on fewer axes");
+    uneven[d] = uneven[d] || (local[d].size / (p.isStrided() ? sf : 1)) % n != 0;
     local[d] = *piece;
     splitBy[d] += (splitBy[d].empty() ? "'" : ", '") + name + "'";
   }
@@ -379,6 +386,13 @@ int64_t paddingElements(const std::vector<int64_t>& global, const ShardingSpec& 
   int64_t most = *std::max_element(numel.begin(), numel.end()), pad = 0;
   for (int64_t n : numel) pad += most - n;
   return pad;
+}
+
+int64_t shardCount(const ShardingSpec& spec, int64_t dim, const Mesh& mesh) {
+  int64_t k = 1;
+  for (size_t a = 0; a < spec.placements.size(); ++a)
+    if (spec.placements[a].isShard(dim)) k *= mesh.size(static_cast<int64_t>(a));
+  return k;
 }
 
 std::vector<int64_t> pieceBefore(const std::vector<int64_t>& global, const ShardingSpec& spec,

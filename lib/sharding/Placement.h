@@ -172,6 +172,8 @@ bool isUneven(const std::vector<int64_t>& global, const ShardingSpec& spec, cons
 /// (rank 0's), as collectives over uneven shards do: the sum over ranks of
 /// the largest local numel minus the rank's. 0 for even layouts.
 int64_t paddingElements(const std::vector<int64_t>& global, const ShardingSpec& spec, const Mesh& mesh);
+/// Product of the sizes of the mesh axes that shard dim `dim` (1: none).
+int64_t shardCount(const ShardingSpec& spec, int64_t dim, const Mesh& mesh);
 /// The local shape at `coords` when only the axes before `axis` have split
 /// the tensor: the piece that axis `axis` and the later ones divide.
 std::vector<int64_t> pieceBefore(const std::vector<int64_t>& global, const ShardingSpec& spec,

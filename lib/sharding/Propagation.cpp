@@ -239,11 +239,12 @@ class NodePlanner {
   }
 
   // Whether factor f may split unevenly (torch.chunk): every dim it spans is
-  // its alone (no view merges it with other factors, so local rows stay the
-  // chunk), and it is no average but a one-operand mean's over static dims
-  // (expansion rescales that sum by the global count). Symbolic dims split
-  // unevenly at their trace-time size too: the program computes each rank's
-  // size from the symbol.
+  // its alone, or a static one where it is the minor-most factor (a view
+  // merged it under others: each of their rows splits as torch.chunk, an
+  // uneven strided shard), and it is no average but a one-operand mean's
+  // over static dims (expansion rescales that sum by the global count).
+  // Symbolic dims split unevenly at their trace-time size too: the program
+  // computes each rank's size from the symbol.
   bool unevenOk(int f) const {
     const Factor& fac = rule_.factors[static_cast<size_t>(f)];
     bool avg = fac.kind == FactorKind::Reduction && fac.reduce == ReduceOp::Avg;
@@ -251,9 +252,11 @@ class NodePlanner {
     auto alone = [&](const DimFactors& dims, const ir::Value& v) {
       for (size_t d = 0; d < dims.size(); ++d) {
         bool has = std::find(dims[d].begin(), dims[d].end(), f) != dims[d].end();
-        if (has &&
-            (dims[d].size() != 1 || d >= v.type().sizes.size() || (avg && !v.type().sizes[d].isStatic())))
-          return false;
+        if (!has) continue;
+        if (d >= v.type().sizes.size()) return false;
+        bool isStatic = v.type().sizes[d].isStatic();
+        if (dims[d].size() != 1 && (dims[d].back() != f || avg || !isStatic)) return false;
+        if (avg && !isStatic) return false;
       }
       return true;
     };
@@ -289,7 +292,8 @@ class NodePlanner {
       for (int64_t e = 0; e < a; ++e)
         if (axisFactor_[static_cast<size_t>(e)] == f) already *= mesh_.size(e);
       bool even = fac.size % (already * n * subsplit) == 0;
-      if (!even && (subsplit != 1 || !unevenOk(f))) return;
+      // Uneven: torch.chunk of the factor, or of each of its subsplit rows.
+      if (!even && (fac.size % subsplit != 0 || !unevenOk(f))) return;
       if (subsplit != 1 && already != 1) return;  // nested strided shards are not supported
       bool reduction = fac.kind == FactorKind::Reduction;
       Candidate c;

@@ -3,7 +3,11 @@
 loss parallelism, against eager PyTorch.
 
 Usage:
-    hf_llama_sp_lp.py SPMDC SPMD_RUN [--worlds 2,4] [--steps 5] [--json OUT]
+    hf_llama_sp_lp.py SPMDC SPMD_RUN [--worlds 2,4] [--steps 5] [--seq 16] [--json OUT]
+
+With --seq 7 at tp 4 the sequence splits unevenly (2, 2, 2, 1): the
+sequence-parallel regions, their reduce-scatters and all-gathers run on
+torch.chunk pieces.
 
 A 2-layer transformers LlamaForCausalLM (hidden 64, 4 heads, vocabulary 250:
 uneven over 4 ranks, 63/63/63/61) with random weights (seed 0) is exported as
@@ -159,7 +163,10 @@ def main():
     ap.add_argument("--worlds", default="2,4")
     ap.add_argument("--steps", type=int, default=5)
     ap.add_argument("--json")
+    ap.add_argument("--seq", type=int, default=CONFIG["seq"],
+                    help="sequence length (one that does not divide the tp degree splits as torch.chunk)")
     a = ap.parse_args()
+    CONFIG["seq"] = a.seq
     try:
         import transformers  # noqa: F401
     except ImportError:

@@ -70,6 +70,13 @@ TEST_CASE("hand-built data movement: cat, transpose, split, reshape, slice, sele
         .check(total, {"operands [S(0)] [S(0)] [S(0)] -> results [S(0)]",
                        "operands [P(sum)] [P(sum)] [P(sum)] -> results [P(sum)]"});
   }
+  {  // equal parts: sharded parts concatenate into a strided shard (fused QKV's gradient)
+    OneOp op;
+    auto a = op.in("a", randn({4, 6})), b = op.in("b", randn({4, 6})), c = op.in("c", randn({4, 6}));
+    op.node("aten.cat.default", {{"tensors", OneOp::list({a, b, c})}, {"dim", I(1)}}, {{"y", {4, 18}}})
+        .check(total, {"operands [S(1)] [S(1)] [S(1)] -> results [S(1,sf=3)]",
+                       "operands [S(0)] [S(0)] [S(0)] -> results [S(0)]"});
+  }
   {
     OneOp op;
     auto x = op.in("x", randn({4, 6, 8}));

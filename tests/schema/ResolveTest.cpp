@@ -356,17 +356,22 @@ TEST_CASE("bad rule: sharding a scalar", "[schema][resolve][bad]") {
         "no dims to shard; replicate it (R) or narrow the match");
 }
 
-TEST_CASE("a shard that does not divide splits unevenly; a strided one is refused", "[schema][resolve]") {
+TEST_CASE("a shard that does not divide splits unevenly, a strided one too; its rows must divide",
+          "[schema][resolve]") {
   ResolvedPlacements r = resolved(R"js({"version": 1, "mesh": {"shape": [2, 3], "axes": ["dp", "tp"]},
       "params": [{"match": "fc2.weight", "placements": {"tp": "S(0)"}}]})js",
                                   mlpProgram());
   CHECK(r.inputs[2] == spec({kR, S(0)}));  // 64 rows: 22, 22, 20
+  r = resolved(R"js({"version": 1, "mesh": {"shape": [2, 3], "axes": ["dp", "tp"]},
+      "params": [{"match": "fc2.weight", "placements": {"tp": "S(0,sf=2)"}}]})js",
+               mlpProgram());  // 2 rows of 32: 11, 11, 10 of each
+  CHECK(r.inputs[2] == ShardingSpec{{kR, Placement::stridedShard(0, 2)}});
   CHECK(resolveError(R"js({"version": 1, "mesh": {"shape": [2, 3], "axes": ["dp", "tp"]}, "params": [
-      {"match": "fc2.weight", "placements": {"tp": "S(0,sf=2)"}}]})js",
+      {"match": "fc2.weight", "placements": {"tp": "S(0,sf=3)"}}]})js",
                      mlpProgram()) ==
         "s.json: /params/0: rule 'fc2.weight' on parameter 'fc2.weight' f32[64, 256]: dim 0 of size 64 does "
-        "not divide evenly over mesh axis 'tp' of size 3 in 2 rows: uneven strided shards are not supported; "
-        "shard that dim on axes whose sizes divide it, or pad it");
+        "not divide evenly over mesh axis 'tp' of size 3 in 3 rows: shard it over axes whose sizes divide "
+        "it, or pad it");
 }
 
 TEST_CASE("preset dp: user inputs S(0) on every axis, parameters replicated", "[schema][preset]") {

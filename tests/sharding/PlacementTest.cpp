@@ -250,18 +250,33 @@ TEST_CASE("uneven shards follow torch.chunk; nested ones split axis by axis", "[
   CHECK(pieceBefore({5}, spec({"S(0)", "S(0)"}), m, {0, 1}, 1) == std::vector<int64_t>{3});
 }
 
-TEST_CASE("checkShardable takes uneven plain shards, refuses uneven strided ones", "[chunk][uneven]") {
+TEST_CASE("checkShardable takes uneven plain and strided shards, refuses uneven splits of runs",
+          "[chunk][uneven]") {
   Mesh m = *Mesh::create({2, 4}, {"dp", "tp"});
   CHECK(checkShardable({10, 8}, spec({"R", "S(0)"}), m).isOk());
   CHECK(checkShardable({5}, spec({"S(0)", "S(0)"}), m).isOk());
   CHECK(isUneven({10, 8}, spec({"R", "S(0)"}), m));
   CHECK_FALSE(isUneven({16, 8}, spec({"S(0)", "S(1)"}), m));
-  CHECK(checkShardable({12}, spec({"S(0,sf=4)", "R"}), m).message() ==
-        "dim 0 of size 12 does not divide evenly over mesh axis 'dp' of size 2 in 4 rows: uneven strided "
-        "shards "
-        "are not supported; shard that dim on axes whose sizes divide it, or pad it");
+  // 4 rows of 3 (a [4, 3] view flattened), each split as torch.chunk: 2 | 1.
+  CHECK(checkShardable({12}, spec({"S(0,sf=4)", "R"}), m).isOk());
+  CHECK(isUneven({12}, spec({"S(0,sf=4)", "R"}), m));
+  CHECK(localChunks({12}, spec({"S(0,sf=4)", "R"}), m, {0, 0})[0] == (Chunk{0, 8, 4, 3}));
+  CHECK(localChunks({12}, spec({"S(0,sf=4)", "R"}), m, {1, 0})[0] == (Chunk{2, 4, 4, 3}));
+  // 3 rows of 2 over 4 ranks: 1, 1, 0, 0 per row; the empty ranks hold none.
+  CHECK(localChunks({6}, spec({"R", "S(0,sf=3)"}), m, {0, 1})[0] == (Chunk{1, 3, 3, 2}));
+  CHECK(localShape({6}, spec({"R", "S(0,sf=3)"}), m, {0, 3}) == std::vector<int64_t>{0});
+  CHECK(paddingElements({6}, spec({"R", "S(0,sf=3)"}), m) == 2 * 3 * 2);
+  CHECK(checkShardable({12}, spec({"S(0,sf=5)", "R"}), m).message() ==
+        "dim 0 of size 12 does not divide evenly over mesh axis 'dp' of size 2 in 5 rows: shard it over axes "
+        "whose sizes divide it, or pad it");
   CHECK_THAT(checkShardable({24}, spec({"S(0,sf=3)", "S(0)"}), m).message(),
              Catch::Contains("would split the strided rows"));
+  // Rows split unevenly by dp cannot be split again.
+  CHECK(checkShardable({12}, spec({"S(0,sf=4)", "S(0)"}), m).message() ==
+        "dim 0 of size 12 (8 per shard after mesh axes 'dp'): S(0) on mesh axis 'tp' would split rows that "
+        "earlier axes split unevenly (ranks' pieces differ); shard that dim on fewer axes, or on axes whose "
+        "sizes divide it");
+  CHECK_FALSE(checkShardable({10}, spec({"S(0)", "S(0,sf=2)"}), m).isOk());
 }
 
 TEST_CASE("paddingElements: what padding every shard to the largest adds", "[chunk][uneven]") {

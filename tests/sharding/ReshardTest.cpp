@@ -276,14 +276,14 @@ TEST_CASE("axes of size one cost nothing", "[reshard]") {
 
 TEST_CASE("planReshard refuses bad input with a clear message", "[reshard]") {
   Mesh mesh = *Mesh::create({2, 4}, {"dp", "tp"});
-  // Uneven plain shards are planned (torch.chunk); uneven strided ones are refused.
+  // Uneven shards are planned (torch.chunk), strided ones too; a strided
+  // shard's rows must divide.
   CHECK(planReshard({10, 8}, 4, spec({"R", "S(0)"}), spec({"R", "R"}), mesh).hasValue());
-  auto strided = planReshard({6, 8}, 4, spec({"R", "S(0,sf=3)"}), spec({"R", "R"}), mesh);
-  CHECK(
-      strided.status().message() ==
-      "reshard [R, S(0,sf=3)] -> [R, R] of shape [6, 8]: dim 0 of size 6 does not divide evenly over mesh "
-      "axis 'tp' of size 4 in 3 rows: uneven strided shards are not supported; shard that dim on axes whose "
-      "sizes divide it, or pad it");
+  CHECK(planReshard({6, 8}, 4, spec({"R", "S(0,sf=3)"}), spec({"R", "R"}), mesh).hasValue());
+  auto strided = planReshard({6, 8}, 4, spec({"R", "S(0,sf=4)"}), spec({"R", "R"}), mesh);
+  CHECK(strided.status().message() ==
+        "reshard [R, S(0,sf=4)] -> [R, R] of shape [6, 8]: dim 0 of size 6 does not divide evenly over mesh "
+        "axis 'tp' of size 4 in 4 rows: shard it over axes whose sizes divide it, or pad it");
   CHECK(planReshard({8, 8}, 4, spec({"R"}), spec({"R", "R"}), mesh).status().message() ==
         "reshard [R] -> [R, R] of shape [8, 8]: sharding [R] has 1 placements but mesh 2x4 (dp, tp) has 2 "
         "axes: give one placement per mesh axis");

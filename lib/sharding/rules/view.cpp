@@ -193,6 +193,42 @@ Expected<OpShardingRule> splitRule(const ir::Node& node) {
   return b.linear(Linearity::Each).replicateRest().build();
 }
 
+// A cat of k equal parts of c along `dim` (the mirror of splitRule): the
+// result's dim is [k, c] with k whole (which part), so parts laid out S(dim)
+// give the result S(dim, sf=k) (the gradient of a fused QKV projection):
+//
+//   aten.cat.default([q[2, 3, 8], k[2, 3, 8], v[2, 3, 8]], 2)
+//     -> ([b, s, c], [b, s, c], [b, s, c]) -> ([b, s, k c]) {k=3 replicated}
+// Unequal parts keep the dim whole (allButDim).
+Expected<OpShardingRule> catRule(const ir::Node& node) {
+  RuleBuilder probe(node);
+  if (probe.numResults() < 1) return Status::error("cat rule: expected a tensor result");
+  int64_t rank = static_cast<int64_t>(probe.resultShape(0).size());
+  SPMD_ASSIGN_OR_RETURN(int64_t dim, checkDim("cat", "dim", rules::intArg(node, "dim", 0), rank));
+  int k = probe.numOperands();
+  bool equal = k > 1;
+  for (int i = 0; equal && i < k; ++i)
+    equal = probe.operandShape(i) == probe.operandShape(0) &&
+            static_cast<int64_t>(probe.operandShape(i).size()) == rank;
+  int64_t c = equal ? probe.operandShape(0)[static_cast<size_t>(dim)] : 0;
+  if (!equal || c <= 1 || c * k != probe.resultShape(0)[static_cast<size_t>(dim)])
+    return allButDim(node, dim, Linearity::Joint, "cat");
+  RuleBuilder b(node);
+  for (int64_t d = 0; d < rank; ++d) {
+    int64_t n = b.resultShape(0)[static_cast<size_t>(d)];
+    if (d == dim) {
+      b.result(0, d, b.factor(k, FactorKind::NeedReplication));
+      n = c;
+    } else if (n == 1) {
+      continue;
+    }
+    int f = b.factor(n);
+    for (int i = 0; i < k; ++i) b.operand(i, d, f);
+    b.result(0, d, f);
+  }
+  return b.linear(Linearity::Joint).replicateRest().build();
+}
+
 // start, end: absent, None or one int (a symbolic bound is not full).
 bool isFullSlice(const ir::Node& node, int64_t size) {
   const ir::Argument* start = node.input("start");
@@ -329,8 +365,7 @@ void registerViewRules(RuleRegistry& r) {
   r.add("aten._unsafe_view.default", reshapeRule);
   // Arbitrary strides over the storage: only the whole tensor means the same.
   r.add("aten.as_strided.default", [](const ir::Node& n) { return RuleBuilder(n).replicateRest().build(); });
-  r.add("aten.cat.default",
-        [](const ir::Node& n) { return allButDim(n, rules::intArg(n, "dim", 0), Linearity::Joint, "cat"); });
+  r.add("aten.cat.default", catRule);
   r.add("aten.chunk.default", splitRule);
   r.add("aten.diagonal.default", diagonalRule);
   r.add({"aten.expand.default", "aten.expand_as.default"}, expandRule);
