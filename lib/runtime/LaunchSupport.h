@@ -49,8 +49,9 @@ struct ScratchDir {
   std::string path;
 };
 
-/// Where this worker's Gloo transport listens: --bind-addr, else the
-/// address that reaches `masterAddr` (Distributed.cpp).
+/// Where this worker's Gloo transport listens: GLOO_SOCKET_IFNAME, else
+/// --bind-addr, else the address this machine reaches `masterAddr` from
+/// (Distributed.cpp).
 Status chooseBindAddress(const DistributedOptions& o, const std::string& masterAddr, CommOptions& comm);
 
 }  // namespace spmd::runtime

@@ -94,8 +94,8 @@ void noteSymbolicShards(const std::string& origin, const Target& t, const Shardi
     if (p.isShard()) dims.insert(p.dim);
   for (int64_t dim : dims) {
     const ir::Dim& d = sizes[static_cast<size_t>(dim)];
-    int64_t n = sharding::shardCount(spec, dim, mesh);
     if (d.isStatic()) continue;
+    int64_t n = sharding::shardCount(spec, dim, mesh);
     std::string head = origin + ": " + t.what + ": dim " + std::to_string(dim) + " is symbolic (" + d.str() +
                        "); its trace-time size " + std::to_string(d.value());
     // The hint decides the program: one that divides compiles to s // n
