@@ -57,8 +57,10 @@ std::string autoReportJson(const AutoResult& r, const std::optional<int64_t>& bu
   j["ilp"] = "not built: this build has no ILP solver (CBC); the search is exhaustive or local";
   j["groups"] = r.groups;
   j["evaluations"] = r.evaluations;
+  j["quick_evaluations"] = r.quickEvaluations;
   j["build_ms"] = r.buildMs;
   j["solve_ms"] = r.solveMs;
+  j["search_ms"] = r.searchMs;
   j["timed_out"] = r.timedOut;
   j["layouts_skipped_on_internal_errors"] = r.crashedLayouts;
   if (budget)
@@ -88,8 +90,9 @@ std::string autoReportJson(const AutoResult& r, const std::optional<int64_t>& bu
 std::vector<std::string> autoSummaryLines(const AutoResult& r, const std::optional<int64_t>& budget) {
   std::vector<std::string> out;
   const passes::LayoutCost& c = r.chosen.cost;
-  out.push_back("auto (" + r.method + ", " + std::to_string(r.evaluations) + " layouts of " +
-                std::to_string(r.groups) + " groups in " + fixed(r.buildMs + r.solveMs, 0) + " ms): peak " +
+  std::string quick = r.quickEvaluations ? std::to_string(r.quickEvaluations) + " layouts priced, " : "";
+  out.push_back("auto (" + r.method + ", " + quick + std::to_string(r.evaluations) + " compiled, " +
+                std::to_string(r.groups) + " groups, " + fixed(r.buildMs + r.solveMs, 0) + " ms): peak " +
                 withCommas(c.peakBytes) + " B/rank" +
                 (budget ? " of a " + withCommas(*budget) + " B budget" : " (no budget)") +
                 (r.timedOut ? "; time limit reached" : "") +

@@ -8,6 +8,7 @@
 #include "autoshard/AutoShard.h"
 
 #include "autoshard/Isolate.h"
+#include "autoshard/QuickModel.h"
 
 #include <algorithm>
 #include <chrono>
@@ -34,7 +35,9 @@ double msSince(Clock::time_point t) {
 // Compiles and models layouts, each schema once.
 class Evaluator {
  public:
-  Evaluator(std::string path, const AutoOptions& o) : path_(std::move(path)), o_(o) {
+  /// With `quick`, layouts are priced by the quick model, not compiled.
+  Evaluator(std::string path, const AutoOptions& o, QuickModel* quick = nullptr)
+      : path_(std::move(path)), o_(o), quick_(quick) {
     opts_ = o.compile;
     opts_.mesh = o.mesh.shape();
     if (o.profile) opts_.cost = sharding::costModelFor(*o.profile, o.mesh);
@@ -52,6 +55,10 @@ class Evaluator {
       ++count_;
       if (std::getenv("SPMD_AUTO_TRACE")) std::fprintf(stderr, "auto: evaluating %s\n", key.c_str());
       it = cache_.emplace(key, compileAndModel(s)).first;
+      if (std::getenv("SPMD_AUTO_TRACE") && it->second)
+        std::fprintf(stderr, "auto: %s %s: compute %.6g comm %.6g peak %lld\n", quick_ ? "quick" : "compiled",
+                     name.c_str(), it->second->computeSeconds * 1e3, it->second->commSeconds * 1e3,
+                     static_cast<long long>(it->second->peakBytes));
     }
     if (!it->second) return it->second.status();
     Evaluated e{name, s, *it->second, true};
@@ -65,6 +72,7 @@ class Evaluator {
   // In a child (Isolate.h) the compile may change its copy of the archive
   // read once here (appendOptimizer, gathers); in this process, a fresh one.
   Expected<passes::LayoutCost> compileAndModel(const schema::PlacementSchema& s) {
+    if (quick_) return quick_->evaluate(s);
     auto fresh = [&]() -> Expected<passes::LayoutCost> {
       SPMD_ASSIGN_OR_RETURN(pt2::Archive a, pt2::readArchive(path_, {.loadWeights = false}));
       SPMD_ASSIGN_OR_RETURN(passes::CompileResult r, passes::compile(a, s, opts_));
@@ -88,6 +96,7 @@ class Evaluator {
   std::string path_;
   std::optional<pt2::Archive> archive_;
   const AutoOptions& o_;
+  QuickModel* quick_;
   passes::CompileOptions opts_;
   std::map<std::string, Expected<passes::LayoutCost>> cache_;
   int64_t count_ = 0;
@@ -174,14 +183,18 @@ struct Search {
   std::optional<Evaluated> best, second, leanest;
   std::vector<size_t> bestChoice;
   bool timedOut = false;
+  /// Every distinct layout that compiled, with its assignment, by schema text.
+  std::map<std::string, std::pair<Evaluated, std::vector<size_t>>> seen;
 
   // Evaluates one assignment and keeps the best two and the leanest;
   // nullopt when it does not compile.
   std::optional<Evaluated> tryChoice(const std::vector<size_t>& c, const std::string& name) {
     auto e = ev.evaluate(name, schemaFor(groups, c, o.mesh, o.pins));
     if (!e) return std::nullopt;
+    std::string key = schemaJson(e->schema, "");
+    seen.emplace(key, std::make_pair(*e, c));
     if (!leanest || e->cost.peakBytes < leanest->cost.peakBytes) leanest = *e;
-    bool same = best && schemaJson(best->schema, "") == schemaJson(e->schema, "");
+    bool same = best && schemaJson(best->schema, "") == key;
     if (!best || better(*e, *best)) {
       if (best && !same) second = best;
       best = *e;
@@ -237,6 +250,26 @@ int64_t searchSpace(const std::vector<Group>& gs, int64_t limit) {
   return n > static_cast<double>(limit) ? limit + 1 : static_cast<int64_t>(n);
 }
 
+// The assignments of the layouts `s` ranks best (better()), at most k.
+std::vector<std::vector<size_t>> finalists(const Search& s, size_t k) {
+  std::vector<const std::pair<Evaluated, std::vector<size_t>>*> all;
+  for (const auto& [key, e] : s.seen) all.push_back(&e);
+  std::stable_sort(all.begin(), all.end(),
+                   [](const auto* x, const auto* y) { return better(x->first, y->first); });
+  std::vector<std::vector<size_t>> out;
+  for (size_t i = 0; i < all.size() && i < k; ++i) out.push_back(all[i]->second);
+  return out;
+}
+
+// The quick model when the search will not be exhaustive and it covers the
+// pins; null otherwise (or when it cannot be built: every layout is then
+// compiled).
+std::unique_ptr<QuickModel> quickModelFor(const std::string& path, const AutoOptions& o, bool exhaustive) {
+  if (exhaustive || o.finalists <= 0 || (o.pins && !QuickModel::covers(*o.pins))) return nullptr;
+  auto q = QuickModel::create(path, o);
+  return q ? std::move(*q) : nullptr;
+}
+
 }  // namespace
 
 Expected<AutoResult> autoShard(const std::string& modelPath, const AutoOptions& o) {
@@ -245,25 +278,36 @@ Expected<AutoResult> autoShard(const std::string& modelPath, const AutoOptions& 
   SPMD_ASSIGN_OR_RETURN(pt2::Archive a, pt2::readArchive(modelPath, {.loadWeights = false}));
   std::vector<Group> groups = buildGroups(a.program, o.mesh, pinnedNames(a.program, o.pins), o.allowGather);
   r.groups = static_cast<int64_t>(groups.size());
+  bool exhaustive = searchSpace(groups, o.exhaustiveLimit) <= o.exhaustiveLimit;
+  std::unique_ptr<QuickModel> quick = quickModelFor(modelPath, o, exhaustive);
   r.buildMs = msSince(start);
   start = Clock::now();
-  Evaluator ev(modelPath, o);
-  Search s{groups, o,  ev, start + std::chrono::milliseconds(static_cast<int64_t>(o.timeLimitSeconds * 1e3)),
-           {},     {}, {}, {},
-           false};
+  auto deadline = start + std::chrono::milliseconds(static_cast<int64_t>(o.timeLimitSeconds * 1e3));
+  Evaluator ev(modelPath, o), quickEv(modelPath, o, quick.get());
+  Search search{groups, o, quick ? quickEv : ev, deadline, {}, {}, {}, {}, false, {}};
   std::vector<std::pair<Evaluated, std::vector<size_t>>> starts;
   for (const auto& [name, choice] : seeds(groups, o.mesh, rowParallelWeights(a.program)))
-    if (auto e = s.tryChoice(choice, name)) starts.emplace_back(*e, choice);
+    if (auto e = search.tryChoice(choice, name)) starts.emplace_back(*e, choice);
   std::stable_sort(starts.begin(), starts.end(),
                    [](const auto& x, const auto& y) { return better(x.first, y.first); });
-  if (searchSpace(groups, o.exhaustiveLimit) <= o.exhaustiveLimit) {
+  if (exhaustive) {
     r.method = "exhaustive";
-    s.exhaustive();
+    search.exhaustive();
   } else {
     r.method = "local search";
     for (const auto& [e, choice] : starts)
-      if (!s.timedOut) s.localSearch(choice, e);
+      if (!search.timedOut) search.localSearch(choice, e);
   }
+  // The quick model's best few, compiled and priced exactly.
+  r.searchMs = msSince(start);
+  Search compiled{groups, o, ev, deadline, {}, {}, {}, {}, false, {}};
+  if (quick) {
+    for (const auto& choice : finalists(search, static_cast<size_t>(o.finalists)))
+      compiled.tryChoice(choice, "auto");
+    r.quickEvaluations = quickEv.count();
+    r.method += " on the quick model, " + std::to_string(ev.count()) + " best compiled";
+  }
+  Search& s = quick ? compiled : search;
   if (!s.best) {
     auto e =
         ev.evaluate("replicated", schemaFor(groups, std::vector<size_t>(groups.size(), 0), o.mesh, o.pins));
@@ -290,7 +334,7 @@ Expected<AutoResult> autoShard(const std::string& modelPath, const AutoOptions& 
   }
   r.evaluations = ev.count();
   r.crashedLayouts = ev.crashed();
-  r.timedOut = s.timedOut;
+  r.timedOut = search.timedOut;
   r.solveMs = msSince(start);
   return r;
 }

@@ -56,6 +56,10 @@ struct AutoOptions {
   /// Local search stops after this many seconds (the seeds are always
   /// evaluated).
   double timeLimitSeconds = 20;
+  /// When the search is not exhaustive: rank layouts with the quick model
+  /// (QuickModel.h) and compile this many of its best; 0 compiles every
+  /// layout the search visits.
+  int64_t finalists = 4;
 };
 
 /// One evaluated layout.
@@ -73,11 +77,15 @@ struct AutoResult {
   std::vector<Evaluated> alternatives;
   /// The option each group got: (group match, option text).
   std::vector<std::pair<std::string, std::string>> choices;
-  std::string method;  ///< "exhaustive" or "local search"
-  int64_t evaluations = 0;
+  /// "exhaustive", "local search", or "local search on the quick model, N
+  /// best compiled".
+  std::string method;
+  int64_t evaluations = 0;       ///< layouts compiled
+  int64_t quickEvaluations = 0;  ///< layouts priced by the quick model
   int64_t groups = 0;
-  double buildMs = 0;  ///< reading the model, building the groups
-  double solveMs = 0;  ///< evaluating layouts
+  double buildMs = 0;   ///< reading the model, building the groups
+  double solveMs = 0;   ///< evaluating layouts
+  double searchMs = 0;  ///< of solveMs: the search (the rest: compiling the best and the presets)
   bool timedOut = false;
   /// Layouts skipped because compiling them stopped on an internal error.
   int64_t crashedLayouts = 0;

@@ -7,6 +7,7 @@
 // (As torch.distributed._spmd's _dedup_collectives did.)
 #include <map>
 #include <set>
+#include <unordered_map>
 
 #include "ir/Collectives.h"
 #include "passes/Passes.h"
@@ -16,7 +17,7 @@ namespace spmd::passes {
 Status DedupCollectives::run(program::Program& program) {
   ir::Graph& g = program.graph.graph;
   std::map<std::string, ir::Value*> seen;
-  std::vector<std::pair<ir::Value*, ir::Value*>> replace;
+  std::unordered_map<ir::Value*, ir::Value*> replace;
   for (const auto& n : g.nodes()) {
     if (!ir::isSpmdOp(n->target()) || n->target() == ir::kWait) continue;
     std::string key = n->target();
@@ -24,10 +25,10 @@ Status DedupCollectives::run(program::Program& program) {
     auto outs = n->outputValues();
     if (outs.size() != 1) continue;
     auto [it, fresh] = seen.emplace(key, outs[0]);
-    if (!fresh) replace.emplace_back(outs[0], it->second);
+    if (!fresh) replace.emplace(outs[0], it->second);
   }
   if (replace.empty()) return Status::ok();
-  for (auto [from, to] : replace) g.replaceUses(from, to);
+  g.replaceUses(replace, [](const ir::Node&) { return false; });  // one walk for all
   std::set<const ir::Node*> dead;
   for (auto [from, to] : replace) dead.insert(from->producer());
   g.eraseNodes([&](const ir::Node& n) { return dead.count(&n) > 0; });

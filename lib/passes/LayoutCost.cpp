@@ -51,8 +51,9 @@ double attentionFlops(const ir::Node& n) {
   return n.target().find("backward") != std::string::npos ? 2.5 * f : f;
 }
 
-// Ops that return a view (no bytes move): free.
-bool isView(std::string_view t) {
+}  // namespace
+
+bool isViewOp(std::string_view t) {
   static constexpr std::string_view kViews[] = {"aten.view.default",
                                                 "aten._unsafe_view.default",
                                                 "aten.permute.default",
@@ -73,7 +74,10 @@ bool isView(std::string_view t) {
   return std::find(std::begin(kViews), std::end(kViews), t) != std::end(kViews);
 }
 
-}  // namespace
+double opSeconds(double bytes, double flops, ir::ScalarType dtype, const sharding::DeviceProfile& profile) {
+  double seconds = bytes / profile.memoryBytesPerSecond;
+  return flops > 0 ? std::max(seconds, flops / profile.flopsFor(dtype)) : seconds;
+}
 
 double nodeFlops(const ir::Node& n) {
   const std::string& t = n.target();
@@ -141,16 +145,12 @@ LayoutCost modelLayout(const program::Program& p, const sharding::DeviceProfile&
       c.commSeconds += s;
       continue;
     }
-    if (t == ir::kWait || sharding::isSymbolicOp(t) || isView(t)) continue;
+    if (t == ir::kWait || sharding::isSymbolicOp(t) || isViewOp(t)) continue;
     double bytes = 0;
     for (const ir::Value* v : ins) bytes += bytesOf(v);
     for (const ir::Value* v : outs) bytes += bytesOf(v);
-    double seconds = bytes / profile.memoryBytesPerSecond;
-    if (double f = nodeFlops(*node); f > 0) {
-      ir::ScalarType dt = outs.empty() ? ir::ScalarType::Float : outs[0]->type().dtype;
-      seconds = std::max(seconds, f / profile.flopsFor(dt));
-    }
-    c.computeSeconds += seconds;
+    ir::ScalarType dt = outs.empty() ? ir::ScalarType::Float : outs[0]->type().dtype;
+    c.computeSeconds += opSeconds(bytes, nodeFlops(*node), dt, profile);
   }
   MemoryEstimate m = estimateMemory(p);
   c.paramBytes = m.paramBytes;

@@ -19,6 +19,7 @@
 
 #include <cstdint>
 #include <string>
+#include <string_view>
 #include <utility>
 #include <vector>
 
@@ -54,5 +55,12 @@ LayoutCost modelLayout(const program::Program& program, const sharding::DevicePr
 
 /// FLOPs of one node on its (local) shapes; 0 for ops counted bytes-bound.
 double nodeFlops(const ir::Node& node);
+
+/// True for ops that return a view of an operand (no bytes move: free).
+bool isViewOp(std::string_view target);
+
+/// Seconds of one op that moves `bytes` and computes `flops` (0: bytes-bound)
+/// in `dtype`: max(bytes / memory bandwidth, flops / peak).
+double opSeconds(double bytes, double flops, ir::ScalarType dtype, const sharding::DeviceProfile& profile);
 
 }  // namespace spmd::passes

@@ -15,6 +15,8 @@
 // gathering its result later, so sharding spreads only where it is free.
 #pragma once
 
+#include <map>
+#include <memory>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -43,6 +45,15 @@ struct PropagationOptions {
   /// Run ops without a rule replicated (with a warning each) instead of
   /// refusing the program.
   bool replicateUnknown = false;
+  /// Fill NodeSharding::rule (the rule text, for --report and explain) and
+  /// the gather warnings; auto-sharding's quick model leaves them out.
+  bool details = true;
+  /// Run the second pass (see propagate()); the quick model skips it.
+  bool secondPass = true;
+  /// By node index: the layout a fixed layout anchor (kLayoutKey) takes
+  /// instead of the one its metadata names (auto-sharding prices gathered
+  /// and not gathered parameters on one graph).
+  std::map<int, ShardingSpec> layoutOverrides;
 };
 
 /// The layouts one node works with.
@@ -65,6 +76,34 @@ struct Propagation {
   std::vector<std::string> warnings;
 };
 
+/// Propagation of one program under many input layouts: the operand lists,
+/// anchors and rules of its nodes are read once.
+///
+///   Propagator prop(program, registry);
+///   for (const auto& specs : layouts) auto p = prop.run(specs, mesh);
+class Propagator {
+ public:
+  /// `program` and `registry` must outlive it, and the graph must not change.
+  Propagator(const ir::ExportedProgram& program, const RuleRegistry& registry);
+  ~Propagator();
+  Propagator(const Propagator&) = delete;
+  Propagator& operator=(const Propagator&) = delete;
+
+  /// What propagate() returns for these arguments. Nodes that plan alike
+  /// (same rule, types and operand layouts: repeated layers) plan once per
+  /// Propagator; every run on one mesh must use the same options.cost.
+  Expected<Propagation> run(const std::vector<ShardingSpec>& inputSpecs, const Mesh& mesh,
+                            const PropagationOptions& options = PropagationOptions());
+  /// run(), into `out`, whose storage an earlier run of this Propagator left
+  /// is reused (auto-sharding prices many layouts).
+  Status runInto(const std::vector<ShardingSpec>& inputSpecs, const Mesh& mesh,
+                 const PropagationOptions& options, Propagation& out);
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
 /// Propagates `inputSpecs` (one per graph input) through `program`.
 /// Errors: ops without a rule (all listed in one message, each with the
 /// user's source line), a rule that fails on its node.
@@ -72,6 +111,11 @@ Expected<Propagation> propagate(const ir::ExportedProgram& program,
                                 const std::vector<ShardingSpec>& inputSpecs, const Mesh& mesh,
                                 const RuleRegistry& registry,
                                 const PropagationOptions& options = PropagationOptions());
+
+/// Bytes of one rank's piece of `v` laid out as `s` on `mesh`: the element
+/// count divided by the size of each axis that shards it (at least 1
+/// element; symbolic sizes at their hint), times the element size.
+int64_t localBytes(const ir::Value& v, const ShardingSpec& s, const Mesh& mesh);
 
 /// Every strategy the rule of `node` offers on the 1-D `mesh`: replicated,
 /// one per shardable factor, and the pending-sum pass-throughs of linear

@@ -62,9 +62,16 @@ TEST_CASE("auto finds the exhaustive optimum of mlp on 2 and 4 ranks, by enumera
     autoshard::AutoOptions local;
     local.exhaustiveLimit = 0;
     auto l = autoOrFail("mlp", {n}, {}, local);
-    CHECK(l.method == "local search");
+    CHECK(l.method == "local search on the quick model, 4 best compiled");
+    CHECK(l.quickEvaluations > 0);
+    CHECK(l.evaluations <= 4 + 2);  // the 4 finalists, then dp and fsdp for the report
     CHECK(l.chosen.cost.stepSeconds() == Approx(optimum).epsilon(1e-12));
-    CHECK(l.evaluations < count);
+    local.finalists = 0;  // every layout the search visits compiled
+    auto every = autoOrFail("mlp", {n}, {}, local);
+    CHECK(every.method == "local search");
+    CHECK(every.quickEvaluations == 0);
+    CHECK(every.chosen.cost.stepSeconds() == Approx(optimum).epsilon(1e-12));
+    CHECK(every.evaluations < count);
   }
 }
 

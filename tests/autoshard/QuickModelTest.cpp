@@ -1,0 +1,121 @@
+// The quick model (autoshard/QuickModel.h) against the compiled program's
+// cost (passes::modelLayout): on layouts it was not tuned for, of models
+// forward and train, it prices compute, communication and memory close to
+// what compiling gives, and ranks the layouts the same way.
+#include <random>
+
+#include "AutoTestUtil.h"
+#include "autoshard/QuickModel.h"
+
+using namespace spmd;
+using spmd::testing::costOf;
+using spmd::testing::examplePath;
+using spmd::testing::modelPath;
+
+namespace {
+
+struct Priced {
+  std::string name;
+  double quick, compiled;
+};
+
+// Random assignments of the groups' options (fixed seed), plus the presets.
+std::vector<std::pair<std::string, schema::PlacementSchema>> layouts(const std::string& m,
+                                                                     const sharding::Mesh& mesh, int count) {
+  auto archive = pt2::readArchive(modelPath(m), {.loadWeights = false});
+  REQUIRE(archive.hasValue());
+  auto groups = autoshard::buildGroups(archive->program, mesh, {}, true);
+  std::mt19937 rng(1234);
+  std::vector<std::pair<std::string, schema::PlacementSchema>> out;
+  for (const char* preset : {"dp", "fsdp"}) {
+    auto ps = schema::presetSchema(preset);
+    REQUIRE(ps.hasValue());
+    ps->meshAxes = mesh.axisNames();
+    out.emplace_back(preset, *ps);
+  }
+  for (int i = 0; i < count; ++i) {
+    std::vector<size_t> c;
+    for (const auto& g : groups)
+      c.push_back(std::uniform_int_distribution<size_t>(0, g.options.size() - 1)(rng));
+    out.emplace_back("random " + std::to_string(i), autoshard::schemaFor(groups, c, mesh, nullptr));
+  }
+  return out;
+}
+
+}  // namespace
+
+TEST_CASE("the quick model prices layouts as compiling them does") {
+  struct Case {
+    std::string model, optimizer;
+    std::vector<int64_t> mesh;
+  };
+  for (const Case& k : {Case{"llama", "", {4}}, Case{"llama_train", "adamw", {2, 2}},
+                        Case{"gpt_block", "", {2}}, Case{"mlp_train", "sgd", {4}}}) {
+    INFO(k.model << " on " << k.mesh.size() << "-D mesh");
+    auto mesh = sharding::Mesh::create(k.mesh);
+    REQUIRE(mesh.hasValue());
+    autoshard::AutoOptions o;
+    o.mesh = *mesh;
+    o.compile.optimizer.kind = k.optimizer;
+    auto quick = autoshard::QuickModel::create(modelPath(k.model), o);
+    REQUIRE(quick.hasValue());
+    std::vector<Priced> priced;
+    for (const auto& [name, s] : layouts(k.model, *mesh, 12)) {
+      auto full = costOf(k.model, s, k.mesh, k.optimizer);
+      auto q = (*quick)->evaluate(s);
+      INFO(name << (q ? std::string() : ": " + q.status().message()));
+      CHECK(q.hasValue() == full.has_value());
+      if (!full || !q) continue;
+      // Weights exactly; compute near (the same ops on the same local
+      // shapes, without the expansion's and passes' copies); peak memory
+      // from below (no redistribution buffers, gathers not issued early).
+      CHECK(q->paramBytes == full->paramBytes);
+      CHECK(q->computeSeconds == Approx(full->computeSeconds).epsilon(0.5));
+      CHECK(q->peakBytes <= full->peakBytes * 13 / 10);
+      CHECK(q->peakBytes >= full->peakBytes / 3);
+      priced.push_back({name, q->stepSeconds(), full->stepSeconds()});
+    }
+    REQUIRE(priced.size() >= 8);
+    // Ranks: Spearman's rho over the layouts, ties broken by order.
+    auto ranks = [&](auto key) {
+      std::vector<size_t> idx(priced.size());
+      for (size_t i = 0; i < idx.size(); ++i) idx[i] = i;
+      std::stable_sort(idx.begin(), idx.end(),
+                       [&](size_t a, size_t b) { return key(priced[a]) < key(priced[b]); });
+      std::vector<double> r(idx.size());
+      for (size_t i = 0; i < idx.size(); ++i) r[idx[i]] = static_cast<double>(i);
+      return r;
+    };
+    auto rq = ranks([](const Priced& p) { return p.quick; });
+    auto rc = ranks([](const Priced& p) { return p.compiled; });
+    double d2 = 0, n = static_cast<double>(priced.size());
+    for (size_t i = 0; i < priced.size(); ++i) d2 += (rq[i] - rc[i]) * (rq[i] - rc[i]);
+    double rho = 1 - 6 * d2 / (n * (n * n - 1));
+    for (const auto& p : priced)
+      UNSCOPED_INFO(p.name << ": quick " << p.quick << " s, compiled " << p.compiled << " s");
+    UNSCOPED_INFO("rho " << rho);
+    CHECK(rho >= 0.6);
+  }
+}
+
+TEST_CASE("the quick model refuses what compiling refuses, and leaves sequence parallelism to compiling") {
+  auto mesh = sharding::Mesh::create({3});
+  REQUIRE(mesh.hasValue());
+  autoshard::AutoOptions o;
+  o.mesh = *mesh;
+  auto quick = autoshard::QuickModel::create(modelPath("llama"), o);
+  REQUIRE(quick.hasValue());
+  schema::PlacementSchema typo;
+  typo.source = "typo";
+  typo.params.push_back({.match = "no.such.*"});
+  auto r = (*quick)->evaluate(typo);
+  REQUIRE_FALSE(r.hasValue());
+  CHECK(r.status().message().find("no.such") != std::string::npos);
+  auto sp = schema::loadPlacementSchema(examplePath("llama_tp_sp.json"));
+  REQUIRE(sp.hasValue());
+  CHECK_FALSE(autoshard::QuickModel::covers(*sp));
+  CHECK(autoshard::QuickModel::covers(*schema::presetSchema("dp")));
+  auto missing = autoshard::QuickModel::create("/nonexistent/model.pt2", o);
+  REQUIRE_FALSE(missing.hasValue());
+  CHECK(missing.status().message().find("/nonexistent/model.pt2") != std::string::npos);
+}
