@@ -7,7 +7,9 @@
 
 #include <nlohmann/json.hpp>
 
+#include "autoshard/QuickModel.h"
 #include "io/Zip.h"
+#include "passes/LayoutCost.h"
 #include "passes/Pipeline.h"
 #include "program/WeightSource.h"
 #include "program/Writer.h"
@@ -97,6 +99,45 @@ BENCHMARK_CAPTURE(compileBench, llama_train_megatron_4, "llama_train", example("
     ->Unit(benchmark::kMillisecond);
 BENCHMARK_CAPTURE(compileBench, llama_deep_train_megatron_4, "llama_deep_train", example("llama_tp.json"),
                   {4})
+    ->Unit(benchmark::kMillisecond);
+
+// One layout of llama_deep_train + AdamW on mesh 8 priced two ways: by
+// auto-sharding's quick model, and by compiling and modeling it (what the
+// search did before; its finalists still are). us_per_node on the quick one.
+void priceBench(benchmark::State& state, bool quick, const std::string& layout) {
+  auto schema = schema::loadSchemaOrPreset(layout);
+  if (!schema) return state.SkipWithError(schema.status().message().c_str());
+  autoshard::AutoOptions o;
+  o.mesh = *sharding::Mesh::create({8});
+  o.compile.optimizer.kind = "adamw";
+  auto model = autoshard::QuickModel::create(modelPath("llama_deep_train"), o);
+  if (!model) return state.SkipWithError(model.status().message().c_str());
+  auto archive = pt2::readArchive(modelPath("llama_deep_train"), {.loadWeights = false});
+  if (!archive) return state.SkipWithError(archive.status().message().c_str());
+  double step = 0;
+  for (auto _ : state) {
+    if (quick) {
+      auto c = (*model)->evaluate(*schema);
+      if (!c) return state.SkipWithError(c.status().message().c_str());
+      step = c->stepSeconds();
+    } else {
+      state.PauseTiming();
+      auto copy = pt2::readArchive(modelPath("llama_deep_train"), {.loadWeights = false});
+      state.ResumeTiming();
+      passes::CompileOptions opts;
+      opts.mesh = std::vector<int64_t>{8};
+      opts.optimizer.kind = "adamw";
+      auto r = passes::compile(*copy, *schema, opts);
+      if (!r) return state.SkipWithError(r.status().message().c_str());
+      step = passes::modelLayout(r->program, sharding::defaultDeviceProfile()).stepSeconds();
+    }
+  }
+  state.counters["modeled_step_ms"] = step * 1e3;
+}
+BENCHMARK_CAPTURE(priceBench, quick_fsdp, true, "fsdp")->Unit(benchmark::kMillisecond);
+BENCHMARK_CAPTURE(priceBench, compiled_fsdp, false, "fsdp")->Unit(benchmark::kMillisecond);
+BENCHMARK_CAPTURE(priceBench, quick_megatron, true, example("llama_tp.json"))->Unit(benchmark::kMillisecond);
+BENCHMARK_CAPTURE(priceBench, compiled_megatron, false, example("llama_tp.json"))
     ->Unit(benchmark::kMillisecond);
 
 }  // namespace

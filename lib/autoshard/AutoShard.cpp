@@ -17,6 +17,7 @@
 #include <cstdlib>
 #include <map>
 #include <nlohmann/json.hpp>
+#include <thread>
 
 #include "passes/Report.h"
 #include "pt2/Archive.h"
@@ -49,7 +50,7 @@ class Evaluator {
 
   /// The cost of `s`, or an error when it does not compile.
   Expected<Evaluated> evaluate(const std::string& name, const schema::PlacementSchema& s) {
-    std::string key = std::to_string(static_cast<int>(s.preset)) + schemaJson(s, "");
+    std::string key = keyOf(s);
     auto it = cache_.find(key);
     if (it == cache_.end()) {
       ++count_;
@@ -65,25 +66,70 @@ class Evaluator {
     e.fits = !o_.memoryBudget || e.cost.peakBytes <= *o_.memoryBudget;
     return e;
   }
+  /// Compiles and models the schemas not evaluated yet, as many at a time
+  /// as the machine has cores (at most 4, each in its own child);
+  /// evaluate() then finds them. With the quick model, without isolation or
+  /// on a single core, does nothing.
+  void prefetch(const std::vector<schema::PlacementSchema>& schemas) {
+    size_t cores = std::max(1U, std::thread::hardware_concurrency());
+    // Quick evaluations are not forked: a child's start-up (copying the
+    // page tables of this process) costs about what one evaluation does.
+    if (quick_ || !o_.isolate || cores < 2) return;
+    std::vector<std::string> keys;
+    std::vector<const schema::PlacementSchema*> todo;
+    for (const auto& s : schemas) {
+      std::string key = keyOf(s);
+      if (cache_.count(key) || std::find(keys.begin(), keys.end(), key) != keys.end()) continue;
+      keys.push_back(key);
+      todo.push_back(&s);
+    }
+    if (todo.size() < 2 || !readOnce().isOk()) return;
+    std::vector<std::function<Expected<passes::LayoutCost>()>> jobs;
+    jobs.reserve(todo.size());
+    for (const auto* s : todo)
+      jobs.emplace_back([this, s]() -> Expected<passes::LayoutCost> {
+        SPMD_ASSIGN_OR_RETURN(passes::CompileResult r, passes::compile(*archive_, *s, opts_));
+        return passes::modelLayout(r.program, profile());
+      });
+    auto inProcess = [&](size_t j) { return fresh(*todo[j]); };
+    auto results = runIsolatedAll(jobs, inProcess, std::min<size_t>(cores, 4));
+    for (size_t j = 0; j < todo.size(); ++j) {
+      ++count_;
+      if (!results[j] && results[j].status().message().starts_with("the compiler stopped")) ++crashed_;
+      cache_.emplace(keys[j], std::move(results[j]));
+    }
+  }
   int64_t count() const { return count_; }
   int64_t crashed() const { return crashed_; }
 
  private:
   // In a child (Isolate.h) the compile may change its copy of the archive
   // read once here (appendOptimizer, gathers); in this process, a fresh one.
+  static std::string keyOf(const schema::PlacementSchema& s) {
+    return std::to_string(static_cast<int>(s.preset)) + schemaJson(s, "");
+  }
+
+  // Compiles in this process, on an archive read for it.
+  Expected<passes::LayoutCost> fresh(const schema::PlacementSchema& s) {
+    SPMD_ASSIGN_OR_RETURN(pt2::Archive a, pt2::readArchive(path_, {.loadWeights = false}));
+    SPMD_ASSIGN_OR_RETURN(passes::CompileResult r, passes::compile(a, s, opts_));
+    return passes::modelLayout(r.program, profile());
+  }
+
+  // The archive children compile (read once, without weights).
+  Status readOnce() {
+    if (archive_) return Status::ok();
+    auto a = pt2::readArchive(path_, {.loadWeights = false});
+    if (!a) return a.status();
+    archive_.emplace(std::move(*a));
+    return Status::ok();
+  }
+
   Expected<passes::LayoutCost> compileAndModel(const schema::PlacementSchema& s) {
     if (quick_) return quick_->evaluate(s);
-    auto fresh = [&]() -> Expected<passes::LayoutCost> {
-      SPMD_ASSIGN_OR_RETURN(pt2::Archive a, pt2::readArchive(path_, {.loadWeights = false}));
-      SPMD_ASSIGN_OR_RETURN(passes::CompileResult r, passes::compile(a, s, opts_));
-      return passes::modelLayout(r.program, profile());
-    };
+    auto fresh = [&]() { return this->fresh(s); };
     if (!o_.isolate) return fresh();
-    if (!archive_) {
-      auto a = pt2::readArchive(path_, {.loadWeights = false});
-      if (!a) return a.status();
-      archive_.emplace(std::move(*a));
-    }
+    SPMD_RETURN_IF_ERROR(readOnce());
     auto inChild = [&]() -> Expected<passes::LayoutCost> {
       SPMD_ASSIGN_OR_RETURN(passes::CompileResult r, passes::compile(*archive_, s, opts_));
       return passes::modelLayout(r.program, profile());
@@ -205,16 +251,25 @@ struct Search {
     return *e;
   }
 
+  // Every assignment, priced 16 at a time (Evaluator::prefetch).
   void exhaustive() {
     std::vector<size_t> c(groups.size(), 0);
-    while (true) {
-      tryChoice(c, "auto");
-      size_t i = 0;
-      for (; i < groups.size(); ++i) {
-        if (++c[i] < groups[i].options.size()) break;
-        c[i] = 0;
+    for (bool more = true; more;) {
+      std::vector<std::vector<size_t>> chunk;
+      while (more && chunk.size() < 16) {
+        chunk.push_back(c);
+        size_t i = 0;
+        for (; i < groups.size(); ++i) {
+          if (++c[i] < groups[i].options.size()) break;
+          c[i] = 0;
+        }
+        more = i != groups.size();
       }
-      if (i == groups.size()) return;
+      std::vector<schema::PlacementSchema> batch;
+      batch.reserve(chunk.size());
+      for (const auto& x : chunk) batch.push_back(schemaFor(groups, x, o.mesh, o.pins));
+      ev.prefetch(batch);
+      for (const auto& x : chunk) tryChoice(x, "auto");
     }
   }
 
@@ -225,6 +280,20 @@ struct Search {
       improved = false;
       for (size_t g = 0; g < groups.size(); ++g) {
         std::vector<size_t> c = cur;
+        // Every option of g is tried against the same rest: price them at once.
+        std::vector<schema::PlacementSchema> batch;
+        batch.reserve(groups[g].options.size());
+        for (size_t opt = 0; opt < groups[g].options.size(); ++opt) {
+          if (opt == cur[g]) continue;
+          c[g] = opt;
+          batch.push_back(schemaFor(groups, c, o.mesh, o.pins));
+        }
+        if (Clock::now() > deadline) {
+          timedOut = true;
+          return;
+        }
+        ev.prefetch(batch);
+        c = cur;
         for (size_t opt = 0; opt < groups[g].options.size(); ++opt) {
           if (opt == cur[g]) continue;
           if (Clock::now() > deadline) {
@@ -261,6 +330,20 @@ std::vector<std::vector<size_t>> finalists(const Search& s, size_t k) {
   return out;
 }
 
+// The presets the report compares the choice with: dp, fsdp, and hsdp on
+// 2-D meshes.
+std::vector<std::pair<std::string, schema::PlacementSchema>> presetAlternatives(const sharding::Mesh& mesh) {
+  std::vector<std::pair<std::string, schema::PlacementSchema>> out;
+  for (const char* preset : {"dp", "fsdp", "hsdp"}) {
+    if (std::string(preset) == "hsdp" && mesh.numAxes() != 2) continue;
+    auto ps = schema::presetSchema(preset);
+    if (!ps) continue;
+    ps->meshAxes = mesh.axisNames();
+    out.emplace_back(preset, std::move(*ps));
+  }
+  return out;
+}
+
 // The quick model when the search will not be exhaustive and it covers the
 // pins; null otherwise (or when it cannot be built: every layout is then
 // compiled).
@@ -286,7 +369,13 @@ Expected<AutoResult> autoShard(const std::string& modelPath, const AutoOptions& 
   Evaluator ev(modelPath, o), quickEv(modelPath, o, quick.get());
   Search search{groups, o, quick ? quickEv : ev, deadline, {}, {}, {}, {}, false, {}};
   std::vector<std::pair<Evaluated, std::vector<size_t>>> starts;
-  for (const auto& [name, choice] : seeds(groups, o.mesh, rowParallelWeights(a.program)))
+  auto seedList = seeds(groups, o.mesh, rowParallelWeights(a.program));
+  std::vector<schema::PlacementSchema> seedSchemas;
+  seedSchemas.reserve(seedList.size());
+  for (const auto& [name, choice] : seedList)
+    seedSchemas.push_back(schemaFor(groups, choice, o.mesh, o.pins));
+  (quick ? quickEv : ev).prefetch(seedSchemas);
+  for (const auto& [name, choice] : seedList)
     if (auto e = search.tryChoice(choice, name)) starts.emplace_back(*e, choice);
   std::stable_sort(starts.begin(), starts.end(),
                    [](const auto& x, const auto& y) { return better(x.first, y.first); });
@@ -296,16 +385,26 @@ Expected<AutoResult> autoShard(const std::string& modelPath, const AutoOptions& 
   } else {
     r.method = "local search";
     for (const auto& [e, choice] : starts)
-      if (!search.timedOut) search.localSearch(choice, e);
+      if (!search.timedOut) {
+        if (std::getenv("SPMD_AUTO_TRACE"))
+          std::fprintf(stderr, "auto: descent from %s (%.6g ms)\n", e.name.c_str(),
+                       e.cost.stepSeconds() * 1e3);
+        search.localSearch(choice, e);
+      }
   }
   // The quick model's best few, compiled and priced exactly.
   r.searchMs = msSince(start);
   Search compiled{groups, o, ev, deadline, {}, {}, {}, {}, false, {}};
   if (quick) {
-    for (const auto& choice : finalists(search, static_cast<size_t>(o.finalists)))
-      compiled.tryChoice(choice, "auto");
+    auto best = finalists(search, static_cast<size_t>(o.finalists));
+    std::vector<schema::PlacementSchema> all;
+    all.reserve(best.size() + 3);
+    for (const auto& choice : best) all.push_back(schemaFor(groups, choice, o.mesh, o.pins));
+    for (auto& p : presetAlternatives(o.mesh)) all.push_back(std::move(p.second));
+    ev.prefetch(all);  // in parallel
+    for (const auto& choice : best) compiled.tryChoice(choice, "auto");
     r.quickEvaluations = quickEv.count();
-    r.method += " on the quick model, " + std::to_string(ev.count()) + " best compiled";
+    r.method += " on the quick model, " + std::to_string(best.size()) + " best compiled";
   }
   Search& s = quick ? compiled : search;
   if (!s.best) {
@@ -321,13 +420,8 @@ Expected<AutoResult> autoShard(const std::string& modelPath, const AutoOptions& 
   r.chosen.name = "auto";
   for (size_t g = 0; g < groups.size(); ++g)
     r.choices.emplace_back(groups[g].match, groups[g].options[s.bestChoice[g]].str());
-  for (const char* preset : {"dp", "fsdp", "hsdp"}) {
-    if (std::string(preset) == "hsdp" && o.mesh.numAxes() != 2) continue;
-    auto ps = schema::presetSchema(preset);
-    if (!ps) continue;
-    ps->meshAxes = o.mesh.axisNames();
-    if (auto e = ev.evaluate(preset, *ps)) r.alternatives.push_back(*e);
-  }
+  for (const auto& [preset, ps] : presetAlternatives(o.mesh))
+    if (auto e = ev.evaluate(preset, ps)) r.alternatives.push_back(*e);
   if (s.second) {
     r.alternatives.push_back(*s.second);
     r.alternatives.back().name = "runner-up";

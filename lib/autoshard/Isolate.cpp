@@ -12,6 +12,8 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
+#include <cerrno>
 #include <cstdlib>
 #include <cstring>
 #include <sstream>
@@ -61,15 +63,18 @@ Expected<passes::LayoutCost> decode(const std::string& text) {
 
 }  // namespace
 
-Expected<passes::LayoutCost> runIsolated(const std::function<Expected<passes::LayoutCost>()>& evaluate,
-                                         const std::function<Expected<passes::LayoutCost>()>& fallback) {
+namespace {
+
+// Forks a child that runs `evaluate` and writes its encoded result to a
+// pipe; -1 when fork or pipe fail. `fd` gets the pipe's read end.
+pid_t spawn(const std::function<Expected<passes::LayoutCost>()>& evaluate, int& fd) {
   int fds[2];
-  if (::pipe(fds) != 0) return fallback();
+  if (::pipe(fds) != 0) return -1;
   pid_t pid = ::fork();
   if (pid < 0) {
     ::close(fds[0]);
     ::close(fds[1]);
-    return fallback();
+    return -1;
   }
   if (pid == 0) {
     ::close(fds[0]);
@@ -88,14 +93,20 @@ Expected<passes::LayoutCost> runIsolated(const std::function<Expected<passes::La
     ::_exit(0);
   }
   ::close(fds[1]);
+  fd = fds[0];
+  return pid;
+}
+
+// Reads the child's result to the end of its pipe and reaps it.
+Expected<passes::LayoutCost> collect(pid_t pid, int fd) {
   std::string text;
   char buf[4096];
-  for (ssize_t n; (n = ::read(fds[0], buf, sizeof buf)) != 0;) {
+  for (ssize_t n; (n = ::read(fd, buf, sizeof buf)) != 0;) {
     if (n < 0 && errno == EINTR) continue;
     if (n < 0) break;
     text.append(buf, static_cast<size_t>(n));
   }
-  ::close(fds[0]);
+  ::close(fd);
   int status = 0;
   while (::waitpid(pid, &status, 0) < 0 && errno == EINTR) {
   }
@@ -103,6 +114,37 @@ Expected<passes::LayoutCost> runIsolated(const std::function<Expected<passes::La
     return Status::error(std::string("the compiler stopped on an internal error (") +
                          ::strsignal(WTERMSIG(status)) + ")");
   return decode(text);
+}
+
+}  // namespace
+
+Expected<passes::LayoutCost> runIsolated(const std::function<Expected<passes::LayoutCost>()>& evaluate,
+                                         const std::function<Expected<passes::LayoutCost>()>& fallback) {
+  int fd = -1;
+  pid_t pid = spawn(evaluate, fd);
+  return pid < 0 ? fallback() : collect(pid, fd);
+}
+
+std::vector<Expected<passes::LayoutCost>> runIsolatedAll(
+    const std::vector<std::function<Expected<passes::LayoutCost>()>>& jobs,
+    const std::function<Expected<passes::LayoutCost>(size_t)>& fallback, size_t parallel) {
+  std::vector<Expected<passes::LayoutCost>> out(jobs.size(), Status::error("not run"));
+  parallel = std::max<size_t>(parallel, 1);
+  for (size_t start = 0; start < jobs.size(); start += parallel) {
+    size_t end = std::min(jobs.size(), start + parallel);
+    std::vector<std::pair<pid_t, int>> running;
+    for (size_t j = start; j < end; ++j) {
+      int fd = -1;
+      running.emplace_back(spawn(jobs[j], fd), fd);
+    }
+    // A child's result is small (well under a pipe's buffer): it never
+    // waits for its parent, so reading the children in turn cannot stall.
+    for (size_t j = start; j < end; ++j) {
+      auto [pid, fd] = running[j - start];
+      out[j] = pid < 0 ? fallback(j) : collect(pid, fd);
+    }
+  }
+  return out;
 }
 
 }  // namespace spmd::autoshard

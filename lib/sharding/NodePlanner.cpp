@@ -414,9 +414,9 @@ size_t PlanMemo::KeyHash::operator()(const std::vector<uint64_t>& k) const {
   return static_cast<size_t>(h);
 }
 
-int PlanMemo::classOf(const OpShardingRule& rule, const std::vector<ir::Value*>& operands,
-                      const std::vector<ir::Value*>& results) {
-  std::string k = rule.str();
+int PlanMemo::classOf(const std::string& ruleText, const OpShardingRule& rule,
+                      const std::vector<ir::Value*>& operands, const std::vector<ir::Value*>& results) {
+  std::string k = ruleText;
   k += '|';
   for (bool a : rule.additiveOperands) k += a ? '1' : '0';
   k += '|';

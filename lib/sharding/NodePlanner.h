@@ -47,9 +47,10 @@ std::vector<NodeSharding> allNodeLayouts(const std::vector<ir::Value*>& operands
 /// mesh and cost model (the owner clears it when those change).
 class PlanMemo {
  public:
-  /// The interned class of a node with `rule` over these values.
-  int classOf(const OpShardingRule& rule, const std::vector<ir::Value*>& operands,
-              const std::vector<ir::Value*>& results);
+  /// The interned class of a node with `rule` (whose str() is `ruleText`)
+  /// over these values.
+  int classOf(const std::string& ruleText, const OpShardingRule& rule,
+              const std::vector<ir::Value*>& operands, const std::vector<ir::Value*>& results);
   /// planNodeLayouts(...) for a node of class `cls`, from the memo when an
   /// alike node was planned before.
   const NodeSharding& plan(int cls, const std::vector<ir::Value*>& operands,

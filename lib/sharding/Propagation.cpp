@@ -30,6 +30,7 @@ struct NodeInfo {
   const RuleFn* fn = nullptr;             // the registry's rule, if any
   std::optional<OpShardingRule> rule;     // built by the first pass that needs it
   int planClass = -1;                     // detail::PlanMemo's class, with the rule
+  std::string ruleText;                   // rule->str(), with the rule
   const ir::Value* like = nullptr;        // the value layoutAs names
   bool symbolic = false;                  // isSymbolicOp(target)
 };
@@ -109,7 +110,8 @@ Status planNode(const PassInputs& in, const ir::Node& n, const RuleFn& fn,
                            std::to_string(rule->operands.size()) + " operands, the node has " +
                            std::to_string(current.size()));
     info.rule.emplace(std::move(*rule));
-    info.planClass = in.memo.classOf(*info.rule, info.operands, info.results);
+    info.ruleText = info.rule->str();
+    info.planClass = in.memo.classOf(info.ruleText, *info.rule, info.operands, info.results);
   }
   bool resultsSink = true;
   for (ir::Value* r : info.results) resultsSink = resultsSink && in.sink[static_cast<size_t>(r->id())];
@@ -333,7 +335,7 @@ Status Propagator::runInto(const std::vector<ShardingSpec>& inputSpecs, const Me
   Propagation& p = out;
   if (options.details) {
     for (size_t i = 0; i < impl_->infos.size(); ++i)
-      if (impl_->infos[i].rule) p.nodes[i].rule = impl_->infos[i].rule->str();
+      if (impl_->infos[i].rule) p.nodes[i].rule = impl_->infos[i].ruleText;
     addGatherWarnings(g, impl_->infos, mesh, p);
   }
   return Status::ok();
