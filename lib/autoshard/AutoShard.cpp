@@ -347,9 +347,9 @@ std::vector<std::pair<std::string, schema::PlacementSchema>> presetAlternatives(
 // The quick model when the search will not be exhaustive and it covers the
 // pins; null otherwise (or when it cannot be built: every layout is then
 // compiled).
-std::unique_ptr<QuickModel> quickModelFor(const std::string& path, const AutoOptions& o, bool exhaustive) {
+std::unique_ptr<QuickModel> quickModelFor(pt2::Archive& archive, const AutoOptions& o, bool exhaustive) {
   if (exhaustive || o.finalists <= 0 || (o.pins && !QuickModel::covers(*o.pins))) return nullptr;
-  auto q = QuickModel::create(path, o);
+  auto q = QuickModel::create(std::move(archive), o);
   return q ? std::move(*q) : nullptr;
 }
 
@@ -362,14 +362,14 @@ Expected<AutoResult> autoShard(const std::string& modelPath, const AutoOptions& 
   std::vector<Group> groups = buildGroups(a.program, o.mesh, pinnedNames(a.program, o.pins), o.allowGather);
   r.groups = static_cast<int64_t>(groups.size());
   bool exhaustive = searchSpace(groups, o.exhaustiveLimit) <= o.exhaustiveLimit;
-  std::unique_ptr<QuickModel> quick = quickModelFor(modelPath, o, exhaustive);
+  auto seedList = seeds(groups, o.mesh, rowParallelWeights(a.program));
+  std::unique_ptr<QuickModel> quick = quickModelFor(a, o, exhaustive);  // takes `a`
   r.buildMs = msSince(start);
   start = Clock::now();
   auto deadline = start + std::chrono::milliseconds(static_cast<int64_t>(o.timeLimitSeconds * 1e3));
   Evaluator ev(modelPath, o), quickEv(modelPath, o, quick.get());
   Search search{groups, o, quick ? quickEv : ev, deadline, {}, {}, {}, {}, false, {}};
   std::vector<std::pair<Evaluated, std::vector<size_t>>> starts;
-  auto seedList = seeds(groups, o.mesh, rowParallelWeights(a.program));
   std::vector<schema::PlacementSchema> seedSchemas;
   seedSchemas.reserve(seedList.size());
   for (const auto& [name, choice] : seedList)

@@ -389,6 +389,10 @@ QuickModel::~QuickModel() = default;
 
 Expected<std::unique_ptr<QuickModel>> QuickModel::create(const std::string& modelPath, const AutoOptions& o) {
   SPMD_ASSIGN_OR_RETURN(pt2::Archive a, pt2::readArchive(modelPath, {.loadWeights = false}));
+  return create(std::move(a), o);
+}
+
+Expected<std::unique_ptr<QuickModel>> QuickModel::create(pt2::Archive a, const AutoOptions& o) {
   auto impl = std::make_unique<Impl>(Impl(std::move(a), o.mesh));
   SPMD_RETURN_IF_ERROR(impl->prepare(o));
   return std::unique_ptr<QuickModel>(new QuickModel(std::move(impl)));

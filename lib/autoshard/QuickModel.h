@@ -21,6 +21,7 @@
 
 #include "autoshard/AutoShard.h"
 #include "passes/LayoutCost.h"
+#include "pt2/Archive.h"
 #include "schema/PlacementSchema.h"
 
 namespace spmd::autoshard {
@@ -32,6 +33,8 @@ class QuickModel {
   /// the compile options and mesh of `o`. Errors: the model does not read,
   /// the optimizer cannot be appended.
   static Expected<std::unique_ptr<QuickModel>> create(const std::string& modelPath, const AutoOptions& o);
+  /// The same on an archive already read (without weights), which it keeps.
+  static Expected<std::unique_ptr<QuickModel>> create(pt2::Archive archive, const AutoOptions& o);
   ~QuickModel();
   QuickModel(const QuickModel&) = delete;
   QuickModel& operator=(const QuickModel&) = delete;
