@@ -66,15 +66,17 @@ class Evaluator {
     e.fits = !o_.memoryBudget || e.cost.peakBytes <= *o_.memoryBudget;
     return e;
   }
+  /// True when prefetch() prices in parallel: compiled layouts, isolated,
+  /// on more than one core. Quick evaluations are not forked: a child's
+  /// start-up (copying the page tables of this process) costs about what
+  /// one evaluation does.
+  bool prefetches() const { return !quick_ && o_.isolate && cores() > 1; }
+
   /// Compiles and models the schemas not evaluated yet, as many at a time
   /// as the machine has cores (at most 4, each in its own child);
-  /// evaluate() then finds them. With the quick model, without isolation or
-  /// on a single core, does nothing.
+  /// evaluate() then finds them. Does nothing unless prefetches().
   void prefetch(const std::vector<schema::PlacementSchema>& schemas) {
-    size_t cores = std::max(1U, std::thread::hardware_concurrency());
-    // Quick evaluations are not forked: a child's start-up (copying the
-    // page tables of this process) costs about what one evaluation does.
-    if (quick_ || !o_.isolate || cores < 2) return;
+    if (!prefetches()) return;
     std::vector<std::string> keys;
     std::vector<const schema::PlacementSchema*> todo;
     for (const auto& s : schemas) {
@@ -86,16 +88,12 @@ class Evaluator {
     if (todo.size() < 2 || !readOnce().isOk()) return;
     std::vector<std::function<Expected<passes::LayoutCost>()>> jobs;
     jobs.reserve(todo.size());
-    for (const auto* s : todo)
-      jobs.emplace_back([this, s]() -> Expected<passes::LayoutCost> {
-        SPMD_ASSIGN_OR_RETURN(passes::CompileResult r, passes::compile(*archive_, *s, opts_));
-        return passes::modelLayout(r.program, profile());
-      });
+    for (const auto* s : todo) jobs.emplace_back([this, s]() { return compileShared(*s); });
     auto inProcess = [&](size_t j) { return fresh(*todo[j]); };
-    auto results = runIsolatedAll(jobs, inProcess, std::min<size_t>(cores, 4));
+    auto results = runIsolatedAll(jobs, inProcess, std::min<size_t>(cores(), 4));
     for (size_t j = 0; j < todo.size(); ++j) {
       ++count_;
-      if (!results[j] && results[j].status().message().starts_with("the compiler stopped")) ++crashed_;
+      noteCrash(results[j]);
       cache_.emplace(keys[j], std::move(results[j]));
     }
   }
@@ -103,8 +101,8 @@ class Evaluator {
   int64_t crashed() const { return crashed_; }
 
  private:
-  // In a child (Isolate.h) the compile may change its copy of the archive
-  // read once here (appendOptimizer, gathers); in this process, a fresh one.
+  static size_t cores() { return std::max(1U, std::thread::hardware_concurrency()); }
+
   static std::string keyOf(const schema::PlacementSchema& s) {
     return std::to_string(static_cast<int>(s.preset)) + schemaJson(s, "");
   }
@@ -125,17 +123,23 @@ class Evaluator {
     return Status::ok();
   }
 
+  // Compiles on the archive read once: only in a child (Isolate.h), where
+  // the compile may change its copy (appendOptimizer, gathers).
+  Expected<passes::LayoutCost> compileShared(const schema::PlacementSchema& s) {
+    SPMD_ASSIGN_OR_RETURN(passes::CompileResult r, passes::compile(*archive_, s, opts_));
+    return passes::modelLayout(r.program, profile());
+  }
+
+  void noteCrash(const Expected<passes::LayoutCost>& r) {
+    if (!r && r.status().message().starts_with("the compiler stopped")) ++crashed_;
+  }
+
   Expected<passes::LayoutCost> compileAndModel(const schema::PlacementSchema& s) {
     if (quick_) return quick_->evaluate(s);
-    auto fresh = [&]() { return this->fresh(s); };
-    if (!o_.isolate) return fresh();
+    if (!o_.isolate) return fresh(s);
     SPMD_RETURN_IF_ERROR(readOnce());
-    auto inChild = [&]() -> Expected<passes::LayoutCost> {
-      SPMD_ASSIGN_OR_RETURN(passes::CompileResult r, passes::compile(*archive_, s, opts_));
-      return passes::modelLayout(r.program, profile());
-    };
-    auto r = runIsolated(inChild, fresh);
-    if (!r && r.status().message().starts_with("the compiler stopped")) ++crashed_;
+    auto r = runIsolated([&]() { return compileShared(s); }, [&]() { return fresh(s); });
+    noteCrash(r);
     return r;
   }
 
@@ -265,12 +269,29 @@ struct Search {
         }
         more = i != groups.size();
       }
-      std::vector<schema::PlacementSchema> batch;
-      batch.reserve(chunk.size());
-      for (const auto& x : chunk) batch.push_back(schemaFor(groups, x, o.mesh, o.pins));
-      ev.prefetch(batch);
+      if (ev.prefetches()) {
+        std::vector<schema::PlacementSchema> batch;
+        batch.reserve(chunk.size());
+        for (const auto& x : chunk) batch.push_back(schemaFor(groups, x, o.mesh, o.pins));
+        ev.prefetch(batch);
+      }
       for (const auto& x : chunk) tryChoice(x, "auto");
     }
+  }
+
+  // Every option of group g is tried against the same rest `cur`: compiles
+  // them at once.
+  void prefetchOptions(size_t g, std::vector<size_t> c) {
+    std::vector<schema::PlacementSchema> batch;
+    batch.reserve(groups[g].options.size());
+    for (size_t opt = 0; opt < groups[g].options.size(); ++opt) {
+      if (opt == c[g]) continue;
+      size_t keep = c[g];
+      c[g] = opt;
+      batch.push_back(schemaFor(groups, c, o.mesh, o.pins));
+      c[g] = keep;
+    }
+    ev.prefetch(batch);
   }
 
   // Descends from `cur`: each group in turn takes its best option, until
@@ -280,20 +301,11 @@ struct Search {
       improved = false;
       for (size_t g = 0; g < groups.size(); ++g) {
         std::vector<size_t> c = cur;
-        // Every option of g is tried against the same rest: price them at once.
-        std::vector<schema::PlacementSchema> batch;
-        batch.reserve(groups[g].options.size());
-        for (size_t opt = 0; opt < groups[g].options.size(); ++opt) {
-          if (opt == cur[g]) continue;
-          c[g] = opt;
-          batch.push_back(schemaFor(groups, c, o.mesh, o.pins));
-        }
+        if (ev.prefetches()) prefetchOptions(g, cur);
         if (Clock::now() > deadline) {
           timedOut = true;
           return;
         }
-        ev.prefetch(batch);
-        c = cur;
         for (size_t opt = 0; opt < groups[g].options.size(); ++opt) {
           if (opt == cur[g]) continue;
           if (Clock::now() > deadline) {
@@ -370,11 +382,13 @@ Expected<AutoResult> autoShard(const std::string& modelPath, const AutoOptions& 
   Evaluator ev(modelPath, o), quickEv(modelPath, o, quick.get());
   Search search{groups, o, quick ? quickEv : ev, deadline, {}, {}, {}, {}, false, {}};
   std::vector<std::pair<Evaluated, std::vector<size_t>>> starts;
-  std::vector<schema::PlacementSchema> seedSchemas;
-  seedSchemas.reserve(seedList.size());
-  for (const auto& [name, choice] : seedList)
-    seedSchemas.push_back(schemaFor(groups, choice, o.mesh, o.pins));
-  (quick ? quickEv : ev).prefetch(seedSchemas);
+  if (search.ev.prefetches()) {
+    std::vector<schema::PlacementSchema> seedSchemas;
+    seedSchemas.reserve(seedList.size());
+    for (const auto& [name, choice] : seedList)
+      seedSchemas.push_back(schemaFor(groups, choice, o.mesh, o.pins));
+    search.ev.prefetch(seedSchemas);
+  }
   for (const auto& [name, choice] : seedList)
     if (auto e = search.tryChoice(choice, name)) starts.emplace_back(*e, choice);
   std::stable_sort(starts.begin(), starts.end(),

@@ -15,6 +15,7 @@
 
 #include "passes/GatherParams.h"
 #include "passes/Optimizer.h"
+#include "passes/Passes.h"
 #include "pt2/Archive.h"
 #include "schema/Resolve.h"
 #include "sharding/Propagation.h"
@@ -31,23 +32,10 @@ struct NodeFacts {
   ir::ScalarType dtype = ir::ScalarType::Float;
   std::vector<ir::Value*> operands, results;  // tensorOperands / tensorResults
   /// Layout anchors: the bucket group their collectives are fused in
-  /// (a parameter's module group, "grad" for gradients); else empty.
+  /// ("param:" and a parameter's passes::moduleGroup, "grad" for
+  /// gradients); else empty.
   std::string bucket;
 };
-
-// A parameter's module group (BucketShardCollectives.cpp): its FQN up to its
-// first numeric component, "root" for the others.
-std::string moduleGroup(const std::string& fqn) {
-  size_t start = 0;
-  while (start < fqn.size()) {
-    size_t end = fqn.find('.', start);
-    if (end == std::string::npos) end = fqn.size();
-    std::string part = fqn.substr(start, end - start);
-    if (!part.empty() && part.find_first_not_of("0123456789") == std::string::npos) return fqn.substr(0, end);
-    start = end + 1;
-  }
-  return "root";
-}
 
 // A tensor's live range over node indices (passes::liveRanges' rule).
 struct Range {
@@ -125,7 +113,7 @@ Status QuickModel::Impl::prepare(const AutoOptions& o) {
   readFacts();
   const auto& ins = archive.program.signature.inputs;
   for (const auto& [node, input] : anchors)
-    nodes[static_cast<size_t>(node)].bucket = moduleGroup(ins[input].target);
+    nodes[static_cast<size_t>(node)].bucket = "param:" + passes::moduleGroup(ins[input].target);
   propagator = std::make_unique<sharding::Propagator>(archive.program, registry);
   return Status::ok();
 }

@@ -64,20 +64,6 @@ ir::TensorType withSizes(ir::TensorType t, const std::vector<int64_t>& sizes) {
   return t;
 }
 
-// The module group of a parameter FQN: up to its first numeric component.
-std::string moduleGroup(const std::string& fqn) {
-  size_t start = 0;
-  while (start < fqn.size()) {
-    size_t end = std::min(fqn.find('.', start), fqn.size());
-    bool numeric = end > start && std::all_of(fqn.begin() + static_cast<std::ptrdiff_t>(start),
-                                              fqn.begin() + static_cast<std::ptrdiff_t>(end),
-                                              [](char c) { return c >= '0' && c <= '9'; });
-    if (numeric) return fqn.substr(0, end);
-    start = end + 1;
-  }
-  return "";
-}
-
 struct Bucket {
   std::vector<ir::Node*> members;
   int64_t bytes = 0;
@@ -462,6 +448,19 @@ Status ShardBucketer::rewrite() {
 }
 
 }  // namespace
+
+std::string moduleGroup(const std::string& fqn) {
+  size_t start = 0;
+  while (start < fqn.size()) {
+    size_t end = std::min(fqn.find('.', start), fqn.size());
+    bool numeric = end > start && std::all_of(fqn.begin() + static_cast<std::ptrdiff_t>(start),
+                                              fqn.begin() + static_cast<std::ptrdiff_t>(end),
+                                              [](char c) { return c >= '0' && c <= '9'; });
+    if (numeric) return fqn.substr(0, end);
+    start = end + 1;
+  }
+  return "";
+}
 
 Status BucketShardCollectives::run(program::Program& program) {
   if (bucketBytes_ <= 0) return Status::ok();

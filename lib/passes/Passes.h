@@ -36,6 +36,11 @@ class BucketCollectives : public Pass {
   int64_t bucketBytes_;
 };
 
+/// The module group bucket-shard-collectives buckets a parameter in: its FQN
+/// up to its first numeric component ("model.layers.0.wq.weight" ->
+/// "model.layers.0"), "" (the root) when it has none.
+std::string moduleGroup(const std::string& fqn);
+
 /// Fuses parameter all-gathers and gradient reduce-scatters along dim 0
 /// into one collective per module group and bucket of up to `bucketBytes`,
 /// as FSDP2's flat buffers (BucketShardCollectives.cpp); 0 disables it.
