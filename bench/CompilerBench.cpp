@@ -3,7 +3,9 @@
 //
 //   build/bench/bench_compiler --benchmark_filter=Read
 #include <benchmark/benchmark.h>
+
 #include <simdjson.h>
+#include <chrono>
 
 #include <nlohmann/json.hpp>
 
@@ -139,6 +141,40 @@ BENCHMARK_CAPTURE(priceBench, compiled_fsdp, false, "fsdp")->Unit(benchmark::kMi
 BENCHMARK_CAPTURE(priceBench, quick_megatron, true, example("llama_tp.json"))->Unit(benchmark::kMillisecond);
 BENCHMARK_CAPTURE(priceBench, compiled_megatron, false, example("llama_tp.json"))
     ->Unit(benchmark::kMillisecond);
+
+// The search's access pattern: from fsdp, every option of every group in
+// turn (one group changed at a time), priced by one quick model; the time
+// is per layout.
+void quickWalkBench(benchmark::State& state, std::vector<int64_t> shape) {
+  autoshard::AutoOptions o;
+  o.mesh = *sharding::Mesh::create(shape);
+  o.compile.optimizer.kind = "adamw";
+  auto model = autoshard::QuickModel::create(modelPath("llama_deep_train"), o);
+  if (!model) return state.SkipWithError(model.status().message().c_str());
+  auto archive = pt2::readArchive(modelPath("llama_deep_train"), {.loadWeights = false});
+  if (!archive) return state.SkipWithError(archive.status().message().c_str());
+  auto groups = autoshard::buildGroups(archive->program, o.mesh, {}, true);
+  std::vector<schema::PlacementSchema> walk;
+  std::vector<size_t> c(groups.size(), 0);
+  for (size_t g = 0; g < groups.size(); ++g)
+    for (size_t opt = 0; opt < groups[g].options.size(); ++opt) {
+      c[g] = opt;
+      walk.push_back(autoshard::schemaFor(groups, c, o.mesh, nullptr));
+    }
+  int64_t priced = 0;
+  auto start = std::chrono::steady_clock::now();
+  for (auto _ : state)
+    for (const auto& s : walk) {
+      auto r = (*model)->evaluate(s);
+      benchmark::DoNotOptimize(r);
+      ++priced;
+    }
+  double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
+  state.counters["layouts"] = static_cast<double>(walk.size());
+  state.counters["ms_per_layout"] = ms / static_cast<double>(std::max<int64_t>(priced, 1));
+}
+BENCHMARK_CAPTURE(quickWalkBench, mesh_8, std::vector<int64_t>{8})->Unit(benchmark::kMillisecond);
+BENCHMARK_CAPTURE(quickWalkBench, mesh_2x4, std::vector<int64_t>{2, 4})->Unit(benchmark::kMillisecond);
 
 }  // namespace
 

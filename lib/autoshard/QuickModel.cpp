@@ -21,6 +21,7 @@
 #include "sharding/Propagation.h"
 #include "sharding/Reshard.h"
 #include "sharding/RuleText.h"
+#include "support/Hash.h"
 
 namespace spmd::autoshard {
 namespace {
@@ -41,6 +42,28 @@ struct NodeFacts {
 struct Range {
   const ir::Value* value;
   int first, last;
+};
+
+// One step of planReshard's plan, in bytes per rank.
+struct PlannedStep {
+  int64_t axis = 0;
+  sharding::CollectiveKind kind = sharding::CollectiveKind::AllGather;
+  double cost = 0, in = 0, out = 0;
+};
+
+// One collective step of a redistribution.
+struct Move {
+  int64_t axis = 0;
+  sharding::CollectiveKind kind = sharding::CollectiveKind::AllGather;
+  double seconds = 0;  // without the alpha when bucketed
+  int bucket = -1;     // bucket group of the node that asked for it; -1: none
+  double bytes = 0;    // its input, per rank
+};
+
+// What the redistributions of one value cost.
+struct ValueComm {
+  std::vector<Move> moves;
+  double computeSeconds = 0;  // local steps, bucket packing
 };
 
 std::vector<int64_t> hintShape(const ir::Value& v) {
@@ -70,10 +93,25 @@ struct QuickModel::Impl {
   std::vector<std::pair<int, size_t>> anchors;  // (node index, signature input index)
   std::vector<NodeFacts> nodes;
   std::vector<Range> ranges;
-  sharding::Propagation scratch;                // reused by every evaluation
-  std::vector<int64_t> elements, elementBytes;  // by value id, symbolic sizes at their hint
-  // By value id: the layouts priceComm() redistributed it into (emptied after each evaluation).
-  mutable std::vector<std::vector<const sharding::ShardingSpec*>> done;
+  sharding::Propagation scratch;                          // reused by every evaluation
+  std::vector<int64_t> elements, elementBytes;            // by value id, symbolic sizes at their hint
+  std::vector<std::vector<std::pair<int, size_t>>> uses;  // by value id: (node index, operand slot)
+  std::vector<int> bucketOf;                              // by node: index of its bucket group, -1: none
+  std::vector<int> valueClass;                            // by value id: values of one type share a class
+  // Reshard plans by (value class, current layout, asked layout).
+  mutable std::unordered_map<std::vector<uint64_t>, std::vector<PlannedStep>, WordsHash> plans;
+  mutable std::vector<uint64_t> key;  // scratch of addMoves()
+
+  // The last evaluation's figures (update() brings them to the next one):
+  std::vector<double> computeOf;                     // by node
+  std::vector<ValueComm> comm;                       // by value id: its redistributions
+  ValueComm outputComm;                              // the outputs' redistributions
+  std::vector<int64_t> rangeBytes, delta;            // by range; by node: live bytes starting - ending there
+  std::vector<int> rangeOf;                          // by value id: its range, -1: none
+  size_t inputRanges = 0;                            // ranges[0, inputRanges): user inputs
+  bool cached = false;                               // the figures are the last propagation's
+  std::vector<const sharding::ShardingSpec*> asked;  // scratch of priceValue()
+  std::vector<size_t> dirty;                         // scratch of update()
 
   /// sharding::localBytes, from the element counts read once.
   int64_t localBytes(const ir::Value& v, const sharding::ShardingSpec& s) const {
@@ -87,11 +125,19 @@ struct QuickModel::Impl {
   Status prepare(const AutoOptions& o);
   void addAnchors();
   void readFacts();
-  Status priceComm(const sharding::Propagation& p, const schema::ResolvedPlacements& pl,
-                   passes::LayoutCost& c) const;
-  void priceCompute(const sharding::Propagation& p, passes::LayoutCost& c) const;
-  void priceMemory(const sharding::Propagation& p, const schema::ResolvedPlacements& pl,
-                   passes::LayoutCost& c) const;
+  Expected<sharding::ReshardPlan> planFor(const ir::Value& v, const sharding::ShardingSpec& cur,
+                                          const sharding::ShardingSpec& req) const;
+  sharding::ReshardPlan gatherEachAxis(const ir::Value& v, sharding::ShardingSpec spec) const;
+  Status addMoves(const ir::Value& v, const sharding::ShardingSpec& cur, const sharding::ShardingSpec& req,
+                  int bucket, ValueComm& out) const;
+  Status priceValue(const sharding::Propagation& p, const ir::Value& v, ValueComm& out,
+                    std::vector<const sharding::ShardingSpec*>& asked, bool price = true) const;
+  Status priceOutputs(const sharding::Propagation& p, const schema::ResolvedPlacements& pl);
+  double nodeSeconds(const sharding::Propagation& p, size_t n) const;
+  void setRangeBytes(const sharding::Propagation& p, size_t r);
+  Status update(const sharding::Propagation& p, const std::vector<int>* replanned);
+  void sumComm(passes::LayoutCost& c) const;
+  void sumMemory(const schema::ResolvedPlacements& pl, passes::LayoutCost& c) const;
 };
 
 Status QuickModel::Impl::prepare(const AutoOptions& o) {
@@ -114,6 +160,11 @@ Status QuickModel::Impl::prepare(const AutoOptions& o) {
   const auto& ins = archive.program.signature.inputs;
   for (const auto& [node, input] : anchors)
     nodes[static_cast<size_t>(node)].bucket = "param:" + passes::moduleGroup(ins[input].target);
+  std::map<std::string, int> groups;
+  bucketOf.assign(nodes.size(), -1);
+  for (size_t n = 0; n < nodes.size(); ++n)
+    if (!nodes[n].bucket.empty())
+      bucketOf[n] = groups.emplace(nodes[n].bucket, static_cast<int>(groups.size())).first->second;
   propagator = std::make_unique<sharding::Propagator>(archive.program, registry);
   return Status::ok();
 }
@@ -146,10 +197,17 @@ void QuickModel::Impl::readFacts() {
   std::vector<int> lastUse(g.numValues(), -1);
   elements.assign(g.numValues(), 1);
   elementBytes.assign(g.numValues(), 1);
-  done.resize(g.numValues());
+  uses.assign(g.numValues(), {});
+  comm.assign(g.numValues(), {});
+  rangeOf.assign(g.numValues(), -1);
+  computeOf.assign(g.nodes().size(), 0);
+  valueClass.assign(g.numValues(), -1);
+  std::map<std::pair<int, std::vector<int64_t>>, int> classes;
   for (size_t id = 0; id < g.numValues(); ++id) {
     const ir::Value* v = g.valueById(static_cast<int>(id));
     if (!v || !v->isTensor()) continue;
+    auto cls = std::make_pair(static_cast<int>(v->type().dtype), hintShape(*v));
+    valueClass[id] = classes.emplace(std::move(cls), static_cast<int>(classes.size())).first->second;
     for (const auto& d : v->type().sizes) elements[id] *= std::max<int64_t>(d.value(), 1);
     elementBytes[id] = std::max<int64_t>(ir::elementSize(v->type().dtype), 1);
   }
@@ -164,6 +222,8 @@ void QuickModel::Impl::readFacts() {
     f.flops = f.priced ? passes::nodeFlops(*n) : 0;
     if (!f.results.empty()) f.dtype = f.results[0]->type().dtype;
     for (ir::Value* v : n->inputValues()) lastUse[static_cast<size_t>(v->id())] = n->index();
+    for (size_t i = 0; i < f.operands.size(); ++i)
+      uses[static_cast<size_t>(f.operands[i]->id())].emplace_back(n->index(), i);
   }
   const int lastNode = std::max(0, static_cast<int>(g.nodes().size()) - 1);
   for (const auto& o : g.outputs())
@@ -172,198 +232,256 @@ void QuickModel::Impl::readFacts() {
   for (const auto& in : archive.program.signature.inputs)
     if (in.kind == ir::InputKind::UserInput && in.value && in.value->isTensor())
       ranges.push_back({in.value, 0, lastNode});
+  inputRanges = ranges.size();
   for (const auto& n : g.nodes())
     for (ir::Value* v : n->outputValues()) {
       if (!v->isTensor()) continue;
       int last = lastUse[static_cast<size_t>(v->id())];
       ranges.push_back({v, n->index(), last < 0 ? n->index() : last});
     }
+  for (size_t r = 0; r < ranges.size(); ++r)
+    rangeOf[static_cast<size_t>(ranges[r].value->id())] = static_cast<int>(r);
+  rangeBytes.assign(ranges.size(), 0);
+  delta.assign(g.nodes().size() + 1, 0);
 }
 
-// A bucket of the collectives the bucket passes fuse: those of one kind on
-// one axis that layout anchors (parameter gathers, gradients) issue, per
-// module group; one alpha per bucketBytes of buffer.
-struct Bucket {
-  int64_t axis = 0;
-  double bytes = 0;
-};
+// Where no direct plan exists (strided shards the expansion gathers
+// first), through replicated: gather, then slice.
+Expected<sharding::ReshardPlan> QuickModel::Impl::planFor(const ir::Value& v,
+                                                          const sharding::ShardingSpec& cur,
+                                                          const sharding::ShardingSpec& req) const {
+  std::vector<int64_t> shape = hintShape(v);
+  int64_t elem = ir::elementSize(v.type().dtype);
+  auto direct = sharding::planReshard(shape, elem, cur, req, mesh, linkCost);
+  if (direct) return direct;
+  auto rep = sharding::ShardingSpec::replicated(mesh.numAxes());
+  auto a = sharding::planReshard(shape, elem, cur, rep, mesh, linkCost);
+  if (!a) a = gatherEachAxis(v, cur);  // as the expansion does for strided runs
+  SPMD_ASSIGN_OR_RETURN(sharding::ReshardPlan b,
+                        sharding::planReshard(shape, elem, rep, req, mesh, linkCost));
+  a->steps.insert(a->steps.end(), b.steps.begin(), b.steps.end());
+  a->cost += b.cost;
+  return a;
+}
 
-// Every redistribution an operand or output needs, once per (value, layout),
-// priced step by step as the expansion issues it; local steps count as
-// bytes-bound compute, as modelLayout counts them.
-class CommPricer {
- public:
-  CommPricer(const QuickModel::Impl& m, const sharding::Propagation& p, passes::LayoutCost& c)
-      : m_(m), p_(p), c_(c) {}
-  ~CommPricer() {
-    for (size_t id : touched_) m_.done[id].clear();
+// One all-gather per sharded axis, last axis first (one reduce for a
+// pending one), on flat local shapes.
+sharding::ReshardPlan QuickModel::Impl::gatherEachAxis(const ir::Value& v,
+                                                       sharding::ShardingSpec spec) const {
+  sharding::ReshardPlan plan;
+  for (int64_t a = mesh.numAxes() - 1; a >= 0; --a) {
+    sharding::Placement& p = spec.placements[static_cast<size_t>(a)];
+    if (p.isReplicate()) continue;
+    sharding::ReshardStep step;
+    step.kind = p.isShard() ? sharding::CollectiveKind::AllGather : sharding::CollectiveKind::AllReduce;
+    step.axis = a;
+    int64_t before = localBytes(v, spec);
+    p = sharding::Placement::replicate();
+    int64_t after = localBytes(v, spec), elem = std::max<int64_t>(ir::elementSize(v.type().dtype), 1);
+    step.localShapeBefore = {before / elem};
+    step.localShapeAfter = {after / elem};
+    step.cost = linkCost.cost(step.kind, a, mesh.size(a), before, after);
+    plan.steps.push_back(step);
+    plan.cost += step.cost;
   }
+  return plan;
+}
 
-  Status need(const ir::Value* v, const sharding::ShardingSpec& req, const std::string& bucket) {
-    const sharding::ShardingSpec& cur = p_.values[static_cast<size_t>(v->id())];
-    if (cur == req || cur.placements.size() != req.placements.size()) return Status::ok();
-    auto& list = m_.done[static_cast<size_t>(v->id())];
-    if (list.empty()) touched_.push_back(static_cast<size_t>(v->id()));
-    for (const auto* s : list)
-      if (*s == req) return Status::ok();
-    list.push_back(&req);
-    SPMD_ASSIGN_OR_RETURN(sharding::ReshardPlan plan, planFor(*v, cur, req));
-    double elem = static_cast<double>(ir::elementSize(v->type().dtype));
-    for (const auto& step : plan.steps) {
-      double in = numel(step.localShapeBefore) * elem, out = numel(step.localShapeAfter) * elem;
-      if (sharding::isLocalStep(step.kind)) {
-        c_.computeSeconds += (in + out) / m_.profile.memoryBytesPerSecond;
-        continue;
-      }
-      std::string kind(sharding::collectiveKindName(step.kind));
-      double seconds = step.cost;
-      if (!bucket.empty()) {  // its alpha is paid per bucket; packing copies its input
-        seconds -= m_.linkCost.axisLink(step.axis).alphaSeconds;
-        c_.computeSeconds += 2 * in / m_.profile.memoryBytesPerSecond;
-        Bucket& b = buckets_[kind + "@" + std::to_string(step.axis) + "@" + bucket];
-        b.axis = step.axis;
-        b.bytes += in;
-      } else {
-        count(step.axis, kind, 1);
-      }
-      c_.axes[static_cast<size_t>(step.axis)].seconds += seconds;
-      c_.commSeconds += seconds;
+namespace {
+double numel(const std::vector<int64_t>& shape) {
+  double n = 1;
+  for (int64_t d : shape) n *= static_cast<double>(std::max<int64_t>(d, 1));
+  return n;
+}
+}  // namespace
+
+// The steps of redistributing `v` from `cur` into `req`, asked for by a
+// node of bucket group `bucket`: local steps count as bytes-bound compute
+// (as modelLayout counts them); a bucketed collective pays its alpha per
+// bucket (closed in sumComm) and a packing copy of its input.
+Status QuickModel::Impl::addMoves(const ir::Value& v, const sharding::ShardingSpec& cur,
+                                  const sharding::ShardingSpec& req, int bucket, ValueComm& out) const {
+  key.assign({static_cast<uint64_t>(valueClass[static_cast<size_t>(v.id())])});
+  for (const auto& p : cur.placements) key.push_back(p.key());
+  for (const auto& p : req.placements) key.push_back(p.key());
+  auto it = plans.find(key);
+  if (it == plans.end()) {  // alike values (same type, layouts) plan alike
+    SPMD_ASSIGN_OR_RETURN(sharding::ReshardPlan plan, planFor(v, cur, req));
+    double elem = static_cast<double>(ir::elementSize(v.type().dtype));
+    std::vector<PlannedStep> steps;
+    for (const auto& step : plan.steps)
+      steps.push_back({step.axis, step.kind, step.cost, numel(step.localShapeBefore) * elem,
+                       numel(step.localShapeAfter) * elem});
+    it = plans.emplace(key, std::move(steps)).first;
+  }
+  for (const PlannedStep& step : it->second) {
+    if (sharding::isLocalStep(step.kind)) {
+      out.computeSeconds += (step.in + step.out) / profile.memoryBytesPerSecond;
+      continue;
     }
-    return Status::ok();
-  }
-
-  // One alpha and one collective per bucket.
-  void closeBuckets(int64_t bucketBytes) {
-    for (const auto& [key, b] : buckets_) {
-      double limit = static_cast<double>(std::max<int64_t>(bucketBytes, 1));
-      int64_t n = std::max<int64_t>(1, static_cast<int64_t>(std::ceil(b.bytes / limit)));
-      double seconds = static_cast<double>(n) * m_.linkCost.axisLink(b.axis).alphaSeconds;
-      c_.axes[static_cast<size_t>(b.axis)].seconds += seconds;
-      c_.commSeconds += seconds;
-      count(b.axis, key.substr(0, key.find('@')), n);
+    Move m{step.axis, step.kind, step.cost, bucket, step.in};
+    if (bucket >= 0) {
+      m.seconds -= linkCost.axisLink(step.axis).alphaSeconds;
+      out.computeSeconds += 2 * step.in / profile.memoryBytesPerSecond;
     }
+    out.moves.push_back(m);
   }
-
- private:
-  // planReshard's plan; where it knows no direct one (strided shards the
-  // expansion gathers first), through replicated: gather, then slice.
-  Expected<sharding::ReshardPlan> planFor(const ir::Value& v, const sharding::ShardingSpec& cur,
-                                          const sharding::ShardingSpec& req) const {
-    std::vector<int64_t> shape = hintShape(v);
-    int64_t elem = ir::elementSize(v.type().dtype);
-    auto direct = sharding::planReshard(shape, elem, cur, req, m_.mesh, m_.linkCost);
-    if (direct) return direct;
-    auto rep = sharding::ShardingSpec::replicated(m_.mesh.numAxes());
-    auto a = sharding::planReshard(shape, elem, cur, rep, m_.mesh, m_.linkCost);
-    if (!a) a = gatherEachAxis(v, cur);  // as the expansion does for strided runs
-    SPMD_ASSIGN_OR_RETURN(sharding::ReshardPlan b,
-                          sharding::planReshard(shape, elem, rep, req, m_.mesh, m_.linkCost));
-    a->steps.insert(a->steps.end(), b.steps.begin(), b.steps.end());
-    a->cost += b.cost;
-    return a;
-  }
-  // One all-gather per sharded axis, last axis first (one reduce for a
-  // pending one), on flat local shapes.
-  sharding::ReshardPlan gatherEachAxis(const ir::Value& v, sharding::ShardingSpec spec) const {
-    sharding::ReshardPlan plan;
-    for (int64_t a = m_.mesh.numAxes() - 1; a >= 0; --a) {
-      sharding::Placement& p = spec.placements[static_cast<size_t>(a)];
-      if (p.isReplicate()) continue;
-      sharding::ReshardStep step;
-      step.kind = p.isShard() ? sharding::CollectiveKind::AllGather : sharding::CollectiveKind::AllReduce;
-      step.axis = a;
-      int64_t before = m_.localBytes(v, spec);
-      p = sharding::Placement::replicate();
-      int64_t after = m_.localBytes(v, spec), elem = std::max<int64_t>(ir::elementSize(v.type().dtype), 1);
-      step.localShapeBefore = {before / elem};
-      step.localShapeAfter = {after / elem};
-      step.cost = m_.linkCost.cost(step.kind, a, m_.mesh.size(a), before, after);
-      plan.steps.push_back(step);
-      plan.cost += step.cost;
-    }
-    return plan;
-  }
-  static double numel(const std::vector<int64_t>& shape) {
-    double n = 1;
-    for (int64_t d : shape) n *= static_cast<double>(std::max<int64_t>(d, 1));
-    return n;
-  }
-  void count(int64_t axis, const std::string& kind, int64_t n) {
-    passes::AxisComm& ac = c_.axes[static_cast<size_t>(axis)];
-    ac.collectives += n;
-    auto it =
-        std::find_if(ac.byKind.begin(), ac.byKind.end(), [&](const auto& e) { return e.first == kind; });
-    if (it == ac.byKind.end())
-      ac.byKind.emplace_back(kind, n);
-    else
-      it->second += n;
-  }
-
-  const QuickModel::Impl& m_;
-  const sharding::Propagation& p_;
-  passes::LayoutCost& c_;
-  std::vector<size_t> touched_;
-  std::map<std::string, Bucket> buckets_;
-};
-
-Status QuickModel::Impl::priceComm(const sharding::Propagation& p, const schema::ResolvedPlacements& pl,
-                                   passes::LayoutCost& c) const {
-  CommPricer pricer(*this, p, c);
-  static const std::string kNone;
-  for (size_t n = 0; n < nodes.size(); ++n) {
-    const auto& ops = nodes[n].operands;
-    const auto& req = p.nodes[n].operands;
-    for (size_t i = 0; i < ops.size() && i < req.size(); ++i) {
-      Status st = pricer.need(ops[i], req[i], nodes[n].bucket);
-      if (!st.isOk()) return st.withContext("operand " + std::to_string(i) + " of node " + std::to_string(n));
-    }
-  }
-  const auto& outs = archive.program.graph.outputs();
-  for (size_t k = 0; k < outs.size() && k < pl.outputs.size(); ++k)
-    if (pl.outputs[k] && outs[k].values.size() == 1 && outs[k].values[0] && outs[k].values[0]->isTensor())
-      SPMD_RETURN_IF_ERROR(pricer.need(outs[k].values[0], *pl.outputs[k], kNone));
-  pricer.closeBuckets(bucketBytes);
   return Status::ok();
+}
+
+// Every layout the uses of `v` ask for, once each, in node order (the first
+// asker's bucket); `asked` gets those layouts (only them, without `price`).
+Status QuickModel::Impl::priceValue(const sharding::Propagation& p, const ir::Value& v, ValueComm& out,
+                                    std::vector<const sharding::ShardingSpec*>& asked, bool price) const {
+  out.moves.clear();
+  out.computeSeconds = 0;
+  asked.clear();
+  const sharding::ShardingSpec& cur = p.values[static_cast<size_t>(v.id())];
+  for (const auto& [node, slot] : uses[static_cast<size_t>(v.id())]) {
+    const auto& ops = p.nodes[static_cast<size_t>(node)].operands;
+    if (slot >= ops.size()) continue;
+    const sharding::ShardingSpec& req = ops[slot];
+    if (req == cur || cur.placements.size() != req.placements.size() ||
+        std::any_of(asked.begin(), asked.end(), [&](const auto* s) { return *s == req; }))
+      continue;
+    asked.push_back(&req);
+    if (!price) continue;
+    Status st = addMoves(v, cur, req, bucketOf[static_cast<size_t>(node)], out);
+    if (!st.isOk())
+      return st.withContext("operand " + std::to_string(slot) + " of node " + std::to_string(node));
+  }
+  return Status::ok();
+}
+
+// The outputs' layouts, where no use asked for them already.
+Status QuickModel::Impl::priceOutputs(const sharding::Propagation& p, const schema::ResolvedPlacements& pl) {
+  outputComm.moves.clear();
+  outputComm.computeSeconds = 0;
+  const auto& outs = archive.program.graph.outputs();
+  ValueComm ignored;
+  for (size_t k = 0; k < outs.size() && k < pl.outputs.size(); ++k) {
+    if (!pl.outputs[k] || outs[k].values.size() != 1 || !outs[k].values[0] || !outs[k].values[0]->isTensor())
+      continue;
+    const ir::Value& v = *outs[k].values[0];
+    const sharding::ShardingSpec& cur = p.values[static_cast<size_t>(v.id())];
+    const sharding::ShardingSpec& req = *pl.outputs[k];
+    SPMD_RETURN_IF_ERROR(priceValue(p, v, ignored, asked, /*price=*/false));
+    if (req == cur || cur.placements.size() != req.placements.size() ||
+        std::any_of(asked.begin(), asked.end(), [&](const auto* s) { return *s == req; }))
+      continue;
+    SPMD_RETURN_IF_ERROR(addMoves(v, cur, req, -1, outputComm));
+  }
+  return Status::ok();
+}
+
+namespace {
+void countKind(passes::AxisComm& ac, sharding::CollectiveKind k, int64_t n) {
+  std::string kind(sharding::collectiveKindName(k));
+  ac.collectives += n;
+  auto it = std::find_if(ac.byKind.begin(), ac.byKind.end(), [&](const auto& e) { return e.first == kind; });
+  if (it == ac.byKind.end())
+    ac.byKind.emplace_back(kind, n);
+  else
+    it->second += n;
+}
+}  // namespace
+
+// The values' moves added up, by value id then the outputs; one alpha and
+// one collective per bucket (kind, axis, group) of bucketBytes.
+void QuickModel::Impl::sumComm(passes::LayoutCost& c) const {
+  std::map<std::tuple<int, int64_t, int>, double> buckets;  // (kind, axis, group) -> bytes
+  auto add = [&](const ValueComm& vc) {
+    c.computeSeconds += vc.computeSeconds;
+    for (const Move& m : vc.moves) {
+      passes::AxisComm& ac = c.axes[static_cast<size_t>(m.axis)];
+      ac.seconds += m.seconds;
+      c.commSeconds += m.seconds;
+      if (m.bucket >= 0)
+        buckets[{static_cast<int>(m.kind), m.axis, m.bucket}] += m.bytes;
+      else
+        countKind(ac, m.kind, 1);
+    }
+  };
+  for (const ValueComm& vc : comm) add(vc);
+  add(outputComm);
+  double limit = static_cast<double>(std::max<int64_t>(bucketBytes, 1));
+  for (const auto& [key, bytes] : buckets) {
+    auto [kind, axis, group] = key;
+    int64_t n = std::max<int64_t>(1, static_cast<int64_t>(std::ceil(bytes / limit)));
+    double seconds = static_cast<double>(n) * linkCost.axisLink(axis).alphaSeconds;
+    c.axes[static_cast<size_t>(axis)].seconds += seconds;
+    c.commSeconds += seconds;
+    countKind(c.axes[static_cast<size_t>(axis)], static_cast<sharding::CollectiveKind>(kind), n);
+  }
 }
 
 // Bytes at the local layouts; FLOPs divided by the axes the node shards
 // (a pending sum passed on is computed whole on every rank).
-void QuickModel::Impl::priceCompute(const sharding::Propagation& p, passes::LayoutCost& c) const {
-  for (size_t n = 0; n < nodes.size(); ++n) {
-    const NodeFacts& f = nodes[n];
-    if (!f.priced) continue;
-    const sharding::NodeSharding& ns = p.nodes[n];
-    double bytes = 0;
-    uint64_t sharded = 0;  // bit a: some tensor is sharded on mesh axis a
-    auto add = [&](const ir::Value* v, const sharding::ShardingSpec& s) {
-      bytes += static_cast<double>(localBytes(*v, s));
-      for (size_t a = 0; a < s.placements.size() && a < 64; ++a)
-        if (s.placements[a].isShard()) sharded |= uint64_t{1} << a;
-    };
-    for (size_t i = 0; i < f.operands.size() && i < ns.operands.size(); ++i)
-      add(f.operands[i], ns.operands[i]);
-    for (size_t i = 0; i < f.results.size() && i < ns.results.size(); ++i) add(f.results[i], ns.results[i]);
-    double flops = f.flops;
-    for (int64_t a = 0; a < mesh.numAxes() && a < 64; ++a)
-      if (sharded >> a & 1) flops /= static_cast<double>(mesh.size(a));
-    c.computeSeconds += passes::opSeconds(bytes, flops, f.dtype, profile);
+double QuickModel::Impl::nodeSeconds(const sharding::Propagation& p, size_t n) const {
+  const NodeFacts& f = nodes[n];
+  if (!f.priced) return 0;
+  const sharding::NodeSharding& ns = p.nodes[n];
+  double bytes = 0;
+  uint64_t sharded = 0;  // bit a: some tensor is sharded on mesh axis a
+  auto add = [&](const ir::Value* v, const sharding::ShardingSpec& s) {
+    bytes += static_cast<double>(localBytes(*v, s));
+    for (size_t a = 0; a < s.placements.size() && a < 64; ++a)
+      if (s.placements[a].isShard()) sharded |= uint64_t{1} << a;
+  };
+  for (size_t i = 0; i < f.operands.size() && i < ns.operands.size(); ++i) add(f.operands[i], ns.operands[i]);
+  for (size_t i = 0; i < f.results.size() && i < ns.results.size(); ++i) add(f.results[i], ns.results[i]);
+  double flops = f.flops;
+  for (int64_t a = 0; a < mesh.numAxes() && a < 64; ++a)
+    if (sharded >> a & 1) flops /= static_cast<double>(mesh.size(a));
+  return passes::opSeconds(bytes, flops, f.dtype, profile);
+}
+
+// A live range's bytes at its value's layout, into the per-node deltas.
+void QuickModel::Impl::setRangeBytes(const sharding::Propagation& p, size_t r) {
+  const Range& range = ranges[r];
+  int64_t b = localBytes(*range.value, p.values[static_cast<size_t>(range.value->id())]);
+  delta[static_cast<size_t>(range.first)] += b - rangeBytes[r];
+  delta[static_cast<size_t>(range.last) + 1] -= b - rangeBytes[r];
+  rangeBytes[r] = b;
+}
+
+// The figures of every node, value and live range, or (`replanned`, the
+// propagator's) only of what the last propagation changed.
+Status QuickModel::Impl::update(const sharding::Propagation& p, const std::vector<int>* replanned) {
+  const size_t numValues = comm.size();
+  if (!replanned) {
+    for (size_t n = 0; n < nodes.size(); ++n) computeOf[n] = nodeSeconds(p, n);
+    for (size_t id = 0; id < numValues; ++id)
+      if (!uses[id].empty())
+        SPMD_RETURN_IF_ERROR(
+            priceValue(p, *archive.program.graph.valueById(static_cast<int>(id)), comm[id], asked));
+    for (size_t r = 0; r < ranges.size(); ++r) setRangeBytes(p, r);
+    return Status::ok();
   }
+  dirty.clear();
+  for (int n : *replanned) {
+    auto idx = static_cast<size_t>(n);
+    computeOf[idx] = nodeSeconds(p, idx);
+    for (const ir::Value* v : nodes[idx].operands) dirty.push_back(static_cast<size_t>(v->id()));
+    for (const ir::Value* v : nodes[idx].results)
+      if (int r = rangeOf[static_cast<size_t>(v->id())]; r >= 0) setRangeBytes(p, static_cast<size_t>(r));
+  }
+  std::sort(dirty.begin(), dirty.end());
+  dirty.erase(std::unique(dirty.begin(), dirty.end()), dirty.end());
+  for (size_t id : dirty)
+    SPMD_RETURN_IF_ERROR(
+        priceValue(p, *archive.program.graph.valueById(static_cast<int>(id)), comm[id], asked));
+  for (size_t r = 0; r < inputRanges; ++r) setRangeBytes(p, r);
+  return Status::ok();
 }
 
 // Weights (parameters, buffers, constants, optimizer states) at their stored
 // layout, plus the peak of live values at the layout they are produced in.
-void QuickModel::Impl::priceMemory(const sharding::Propagation& p, const schema::ResolvedPlacements& pl,
-                                   passes::LayoutCost& c) const {
+void QuickModel::Impl::sumMemory(const schema::ResolvedPlacements& pl, passes::LayoutCost& c) const {
   const auto& ins = archive.program.signature.inputs;
   for (size_t i = 0; i < ins.size() && i < pl.inputs.size(); ++i)
     if (isStored(ins[i].kind) && ins[i].value && ins[i].value->isTensor())
       c.paramBytes += localBytes(*ins[i].value, pl.inputs[i]);
-  std::vector<int64_t> delta(nodes.size() + 1, 0);
-  for (const Range& r : ranges) {
-    int64_t b = localBytes(*r.value, p.values[static_cast<size_t>(r.value->id())]);
-    delta[static_cast<size_t>(r.first)] += b;
-    delta[static_cast<size_t>(r.last) + 1] -= b;
-  }
   int64_t peak = 0, live = 0;
   for (size_t i = 0; i + 1 < delta.size(); ++i) {
     live += delta[i];
@@ -398,17 +516,23 @@ Expected<passes::LayoutCost> QuickModel::evaluate(const schema::PlacementSchema&
   po.replicateUnknown = m.replicateUnknown;
   po.details = false;
   po.secondPass = false;
+  po.incremental = true;
   for (const auto& [node, input] : m.anchors)
     po.layoutOverrides[node] =
         input < pl.gathered.size() && pl.gathered[input] ? *pl.gathered[input] : pl.inputs[input];
+  const bool cached = m.cached;
+  m.cached = false;  // until the figures are brought up to this layout
   SPMD_RETURN_IF_ERROR(m.propagator->runInto(pl.inputs, pl.mesh, po, m.scratch));
   const sharding::Propagation& p = m.scratch;
+  SPMD_RETURN_IF_ERROR(m.update(p, cached ? m.propagator->replanned() : nullptr));
+  SPMD_RETURN_IF_ERROR(m.priceOutputs(p, pl));
+  m.cached = true;
   passes::LayoutCost c;
   for (int64_t a = 0; a < pl.mesh.numAxes(); ++a)
     c.axes.push_back({pl.mesh.axisNames()[static_cast<size_t>(a)], 0, 0, {}});
-  SPMD_RETURN_IF_ERROR(m.priceComm(p, pl, c));
-  m.priceCompute(p, c);
-  m.priceMemory(p, pl, c);
+  for (double s : m.computeOf) c.computeSeconds += s;
+  m.sumComm(c);
+  m.sumMemory(pl, c);
   return c;
 }
 

@@ -13,6 +13,8 @@
 #include <algorithm>
 #include <map>
 #include <set>
+#include <string_view>
+#include <unordered_map>
 
 #include "schema/Glob.h"
 #include "schema/TpPlan.h"
@@ -172,6 +174,7 @@ Expected<std::vector<int>> matchRules(const PlacementSchema& s, const std::vecto
   std::vector<bool> used(rules.size(), false);
   for (size_t t = 0; t < targets.size(); ++t) {
     for (size_t r = 0; r < rules.size(); ++r) {
+      if (winner[t] >= 0 && used[r]) continue;  // decided, and the rule is known to be used
       bool hit = false;
       for (const std::string& name : targets[t].names) hit = hit || globMatch(rules[r].match, name);
       if (!hit) continue;
@@ -205,18 +208,21 @@ Expected<std::vector<Ruled>> applyRules(const PlacementSchema& s, const std::vec
                                         const std::vector<Target>& targets, const std::string& noun,
                                         const Mesh& mesh, std::vector<std::string>& notes) {
   std::vector<ShardingSpec> specs;
+  std::vector<std::string> origins;
+  specs.reserve(rules.size());
+  origins.reserve(rules.size());
   for (const PlacementRule& r : rules) {
     SPMD_ASSIGN_OR_RETURN(ShardingSpec spec, ruleSpec(s, r, mesh));
     specs.push_back(std::move(spec));
+    origins.push_back(s.source + ": " + r.pointer + ": rule '" + elided(r.match) + "'");
   }
   SPMD_ASSIGN_OR_RETURN(std::vector<int> winner, matchRules(s, rules, targets, noun));
   std::vector<Ruled> out(targets.size());
   for (size_t t = 0; t < targets.size(); ++t) {
     if (winner[t] < 0) continue;
     const PlacementRule& r = rules[static_cast<size_t>(winner[t])];
-    std::string origin = s.source + ": " + r.pointer + ": rule '" + elided(r.match) + "'";
-    Expected<ShardingSpec> fit =
-        fitSpec(origin, specs[static_cast<size_t>(winner[t])], targets[t], mesh, notes, r.whereDivisible);
+    const auto w = static_cast<size_t>(winner[t]);
+    Expected<ShardingSpec> fit = fitSpec(origins[w], specs[w], targets[t], mesh, notes, r.whereDivisible);
     if (!fit && r.whereDivisible) {
       notes.push_back(fit.status().message() + "; where_divisible: left as it was");
       continue;
@@ -486,21 +492,20 @@ Status applyTensorRules(const PlacementSchema& s, const ir::ExportedProgram& p, 
   return Status::ok();
 }
 
-/// The spec output `o` inherits from its parameter, buffer or user input.
-std::optional<ShardingSpec> followedSpec(const ir::OutputSpec& o, const ir::ExportedProgram& p,
+/// The spec output `o` inherits from its parameter, buffer or user input
+/// (`byTarget`: input index by target, `byName`: user input index by name).
+std::optional<ShardingSpec> followedSpec(const ir::OutputSpec& o,
+                                         const std::unordered_map<std::string_view, size_t>& byTarget,
+                                         const std::unordered_map<std::string_view, size_t>& byName,
                                          const ResolvedPlacements& r) {
   bool param = o.kind == ir::OutputKind::GradientToParameter || o.kind == ir::OutputKind::ParameterMutation ||
                o.kind == ir::OutputKind::BufferMutation;
   bool input = o.kind == ir::OutputKind::GradientToUserInput || o.kind == ir::OutputKind::UserInputMutation;
   if (!param && !input) return std::nullopt;
-  for (size_t i = 0; i < p.signature.inputs.size(); ++i) {
-    const ir::InputSpec& in = p.signature.inputs[i];
-    bool hit = param ? in.kind != ir::InputKind::UserInput && in.target == o.target
-                     : in.kind == ir::InputKind::UserInput &&
-                           (in.value != nullptr ? in.value->name() : in.name) == o.target;
-    if (hit) return r.inputs[i];
-  }
-  return std::nullopt;
+  const auto& index = param ? byTarget : byName;
+  auto it = index.find(o.target);
+  if (it == index.end()) return std::nullopt;
+  return r.inputs[it->second];
 }
 
 Status resolveOutputs(const PlacementSchema& s, const ir::ExportedProgram& p, ResolvedPlacements& r) {
@@ -510,9 +515,17 @@ Status resolveOutputs(const PlacementSchema& s, const ir::ExportedProgram& p, Re
     SPMD_ASSIGN_OR_RETURN(auto outs, applyRules(s, s.outputs, targets, "output", r.mesh, r.notes));
     for (size_t i = 0; i < outs.size(); ++i) ruled[i] = outs[i].spec;
   }
+  std::unordered_map<std::string_view, size_t> byTarget, byName;  // the first input of each wins
+  for (size_t i = 0; i < p.signature.inputs.size(); ++i) {
+    const ir::InputSpec& in = p.signature.inputs[i];
+    if (in.kind != ir::InputKind::UserInput)
+      byTarget.emplace(in.target, i);
+    else
+      byName.emplace(in.value != nullptr ? in.value->name() : in.name, i);
+  }
   for (size_t i = 0; i < targets.size(); ++i) {
     std::optional<ShardingSpec> spec = ruled[i];
-    if (!spec) spec = followedSpec(p.signature.outputs[i], p, r);
+    if (!spec) spec = followedSpec(p.signature.outputs[i], byTarget, byName, r);
     if (!spec && s.outputPolicy != OutputPolicy::Any) spec = ShardingSpec::replicated(r.mesh.numAxes());
     r.outputs.push_back(std::move(spec));
   }

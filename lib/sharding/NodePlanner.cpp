@@ -392,11 +392,6 @@ std::vector<NodeSharding> allNodeLayouts(const std::vector<ir::Value*>& operands
 
 namespace {
 
-uint64_t encode(const Placement& p) {
-  return static_cast<uint64_t>(p.kind) | (static_cast<uint64_t>(p.reduce) << 2) |
-         (static_cast<uint64_t>(p.dim + 64) << 8) | (static_cast<uint64_t>(p.splitFactor) << 20);
-}
-
 void appendType(std::string& s, const ir::Value& v) {
   s += std::to_string(static_cast<int>(v.type().dtype));
   for (const auto& d : v.type().sizes) {
@@ -407,12 +402,6 @@ void appendType(std::string& s, const ir::Value& v) {
 }
 
 }  // namespace
-
-size_t PlanMemo::KeyHash::operator()(const std::vector<uint64_t>& k) const {
-  uint64_t h = 1469598103934665603ULL;
-  for (uint64_t x : k) h = (h ^ x) * 1099511628211ULL;
-  return static_cast<size_t>(h);
-}
 
 int PlanMemo::classOf(const std::string& ruleText, const OpShardingRule& rule,
                       const std::vector<ir::Value*>& operands, const std::vector<ir::Value*>& results) {
@@ -433,12 +422,12 @@ const NodeSharding& PlanMemo::plan(int cls, const std::vector<ir::Value*>& opera
                                    const Mesh& mesh, const CostModel& cm, bool resultsSink) {
   key_.assign({static_cast<uint64_t>(cls), resultsSink ? 1U : 0U});
   for (const ShardingSpec& s : current)
-    for (const Placement& p : s.placements) key_.push_back(encode(p));
+    for (const Placement& p : s.placements) key_.push_back(p.key());
   for (const auto* list : available) {
     key_.push_back(list ? list->size() : 0);
     if (list)
       for (const ShardingSpec& s : *list)
-        for (const Placement& p : s.placements) key_.push_back(encode(p));
+        for (const Placement& p : s.placements) key_.push_back(p.key());
   }
   auto it = plans_.find(key_);
   if (it == plans_.end())

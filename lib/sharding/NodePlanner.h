@@ -17,6 +17,7 @@
 #include "sharding/CostModel.h"
 #include "sharding/Propagation.h"
 #include "sharding/Rule.h"
+#include "support/Hash.h"
 
 namespace spmd::sharding::detail {
 
@@ -62,11 +63,8 @@ class PlanMemo {
   void clearPlans() { plans_.clear(); }
 
  private:
-  struct KeyHash {
-    size_t operator()(const std::vector<uint64_t>& k) const;
-  };
   std::unordered_map<std::string, int> classes_;
-  std::unordered_map<std::vector<uint64_t>, NodeSharding, KeyHash> plans_;
+  std::unordered_map<std::vector<uint64_t>, NodeSharding, WordsHash> plans_;
   std::vector<uint64_t> key_;  // reused buffer
 };
 

@@ -57,6 +57,12 @@ struct Placement {
   bool isPartial() const { return kind == Kind::Partial; }
   /// "R", "S(0)", "S(0,sf=2)", "P(sum)".
   std::string str() const;
+  /// One integer per placement (equal placements, equal keys), for memo
+  /// keys: dims in [-64, 4031], split factors below 2^44.
+  uint64_t key() const {
+    return static_cast<uint64_t>(kind) | (static_cast<uint64_t>(reduce) << 2) |
+           (static_cast<uint64_t>(dim + 64) << 8) | (static_cast<uint64_t>(splitFactor) << 20);
+  }
   bool operator==(const Placement&) const = default;
 };
 

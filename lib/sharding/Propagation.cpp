@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <map>
 #include <optional>
+#include <queue>
 
 #include "sharding/NodePlanner.h"
 
@@ -92,6 +93,7 @@ struct PassInputs {
   std::vector<NodeInfo>& infos;
   const std::vector<bool>& sink;
   detail::PlanMemo& memo;
+  ShardingSpec replicated;  // on the mesh
 };
 
 // Layouts each value has been redistributed into so far (by value id).
@@ -120,14 +122,54 @@ Status planNode(const PassInputs& in, const ir::Node& n, const RuleFn& fn,
   return Status::ok();
 }
 
+// The layouts of node `n` from its operands' `current` layouts and the
+// layouts they were redistributed into before it (`avail`); a node without
+// a rule adds its warning to `warnings` (when not null).
+Status layoutNode(const PassInputs& in, const ir::Node& n, const Propagation& p,
+                  const std::vector<ShardingSpec>& current,
+                  const std::vector<const std::vector<ShardingSpec>*>& avail,
+                  std::vector<std::string>* warnings, NodeSharding& ns) {
+  const NodeInfo& info = in.infos[static_cast<size_t>(n.index())];
+  const RuleFn* fn = info.fn;
+  const ir::Value* like = info.like;
+  if (info.layoutAs != nullptr && (like == nullptr || current.size() != 1))
+    return Status::error("node %" + n.name() + ": layout anchor names no value, or has several operands");
+  const auto& overrides = in.options.layoutOverrides;
+  auto overridden = info.layout == nullptr ? overrides.end() : overrides.find(n.index());
+  if (overridden != overrides.end()) {
+    ns.operands.assign(current.size(), overridden->second);
+    ns.results.assign(info.results.size(), overridden->second);
+  } else if (info.layout != nullptr) {
+    Expected<ShardingSpec> spec = ShardingSpec::parse(*info.layout);
+    if (!spec || current.size() != 1 || static_cast<int64_t>(spec->placements.size()) != in.mesh.numAxes())
+      return Status::error("node %" + n.name() + ": layout anchor '" + *info.layout +
+                           "' is not a layout of the mesh, or the node has several operands");
+    ns.operands.assign(1, *spec);
+    ns.results.assign(info.results.size(), *spec);
+  } else if (like != nullptr) {
+    const ShardingSpec& spec = p.values[static_cast<size_t>(like->id())];
+    ns.operands.assign(1, spec);
+    ns.results.assign(info.results.size(), spec);
+  } else if (info.symbolic || !fn) {
+    if (!fn && !info.symbolic && warnings)
+      warnings->push_back("no sharding rule for " + describe(n) + ": running it replicated");
+    if (fn || !info.symbolic)
+      ns.operands.assign(current.size(), in.replicated);
+    else
+      ns.operands = current;
+    ns.results.assign(info.results.size(), in.replicated);
+  } else {
+    SPMD_RETURN_IF_ERROR(planNode(in, n, *fn, current, avail, ns));
+  }
+  return Status::ok();
+}
+
 // One greedy pass over the nodes in graph order; `available` starts with
 // what an earlier pass redistributed and gains this pass's layouts.
 // `p` is filled in place: the layouts of an earlier run of the same graph
 // keep their storage (every tensor value and node is written again).
 Status runPass(const PassInputs& in, Available& available, Propagation& p) {
   const ir::Graph& g = in.g;
-  const Mesh& mesh = in.mesh;
-  ShardingSpec replicated = ShardingSpec::replicated(mesh.numAxes());
   p.warnings.clear();
   if (p.values.size() != g.numValues() || p.nodes.size() != g.nodes().size()) {
     p.values.assign(g.numValues(), ShardingSpec{});
@@ -139,8 +181,7 @@ Status runPass(const PassInputs& in, Available& available, Propagation& p) {
   std::vector<const std::vector<ShardingSpec>*> avail;
   for (const auto& n : g.nodes()) {
     NodeSharding& ns = p.nodes[static_cast<size_t>(n->index())];
-    const NodeInfo& info = in.infos[static_cast<size_t>(n->index())];
-    const auto& operandValues = info.operands;
+    const auto& operandValues = in.infos[static_cast<size_t>(n->index())].operands;
     current.resize(operandValues.size());  // assigned in place: their placement lists are reused
     avail.clear();
     for (size_t i = 0; i < operandValues.size(); ++i) {
@@ -148,44 +189,127 @@ Status runPass(const PassInputs& in, Available& available, Propagation& p) {
       current[i] = p.values[static_cast<size_t>(v->id())];
       avail.push_back(&available[static_cast<size_t>(v->id())]);
     }
-    const RuleFn* fn = info.fn;
-    const ir::Value* like = info.like;
-    if (info.layoutAs != nullptr && (like == nullptr || current.size() != 1))
-      return Status::error("node %" + n->name() + ": layout anchor names no value, or has several operands");
-    const auto& overrides = in.options.layoutOverrides;
-    auto overridden = info.layout == nullptr ? overrides.end() : overrides.find(n->index());
-    if (overridden != overrides.end()) {
-      ns.operands.assign(1, overridden->second);
-      ns.results.assign(info.results.size(), overridden->second);
-    } else if (info.layout != nullptr) {
-      Expected<ShardingSpec> spec = ShardingSpec::parse(*info.layout);
-      if (!spec || current.size() != 1 || static_cast<int64_t>(spec->placements.size()) != mesh.numAxes())
-        return Status::error("node %" + n->name() + ": layout anchor '" + *info.layout +
-                             "' is not a layout of the mesh, or the node has several operands");
-      ns.operands.assign(1, *spec);
-      ns.results.assign(info.results.size(), *spec);
-    } else if (like != nullptr) {
-      const ShardingSpec& spec = p.values[static_cast<size_t>(like->id())];
-      ns.operands.assign(1, spec);
-      ns.results.assign(info.results.size(), spec);
-    } else if (info.symbolic || !fn) {
-      if (!fn && !info.symbolic)
-        p.warnings.push_back("no sharding rule for " + describe(*n) + ": running it replicated");
-      if (fn || !info.symbolic)
-        ns.operands.assign(current.size(), replicated);
-      else
-        ns.operands = current;
-      ns.results.assign(info.results.size(), replicated);
-    } else {
-      SPMD_RETURN_IF_ERROR(planNode(in, *n, *fn, current, avail, ns));
-    }
+    SPMD_RETURN_IF_ERROR(layoutNode(in, *n, p, current, avail, &p.warnings, ns));
     for (size_t i = 0; i < operandValues.size(); ++i) {
       auto& list = available[static_cast<size_t>(operandValues[i]->id())];
       if (ns.operands[i] != current[i] && std::find(list.begin(), list.end(), ns.operands[i]) == list.end())
         list.push_back(ns.operands[i]);
     }
-    for (size_t i = 0; i < info.results.size(); ++i)
-      p.values[static_cast<size_t>(info.results[i]->id())] = ns.results[i];
+    const auto& results = in.infos[static_cast<size_t>(n->index())].results;
+    for (size_t i = 0; i < results.size(); ++i)
+      p.values[static_cast<size_t>(results[i]->id())] = ns.results[i];
+  }
+  return Status::ok();
+}
+
+// What an incremental run (PropagationOptions::incremental) keeps between
+// runs: each value's uses, and the nodes the current run must plan again.
+struct Incremental {
+  std::vector<std::vector<std::pair<int, size_t>>> uses;  // by value id: (node index, operand slot), in order
+  std::vector<std::vector<int>> likeUsers;                // by value id: the layoutAs anchors that name it
+  std::vector<int> anchors;        // nodes with a fixed layout (kLayoutKey): always planned
+  std::vector<uint32_t> queuedIn;  // by node: the run that queued it
+  std::priority_queue<int, std::vector<int>, std::greater<>> queue;  // nodes to plan, smallest first
+  uint32_t run = 0;
+  const Propagation* last = nullptr;  // the result the last complete run wrote
+  std::vector<int64_t> lastMesh;
+  std::vector<std::vector<ShardingSpec>> lists;  // scratch: available layouts per operand
+  NodeSharding fresh;                            // scratch: a node's new layouts
+  std::vector<int> replanned;                    // the nodes the last incremental run planned
+  bool lastIncremental = false;                  // the last complete run was incremental
+
+  void init(const ir::Graph& g, const std::vector<NodeInfo>& infos) {
+    uses.assign(g.numValues(), {});
+    likeUsers.assign(g.numValues(), {});
+    for (const auto& n : g.nodes()) {
+      const NodeInfo& info = infos[static_cast<size_t>(n->index())];
+      for (size_t i = 0; i < info.operands.size(); ++i)
+        uses[static_cast<size_t>(info.operands[i]->id())].emplace_back(n->index(), i);
+      if (info.like) likeUsers[static_cast<size_t>(info.like->id())].push_back(n->index());
+      if (info.layout) anchors.push_back(n->index());
+    }
+    queuedIn.assign(g.nodes().size(), 0);
+  }
+  void push(int n) {
+    if (queuedIn[static_cast<size_t>(n)] == run) return;
+    queuedIn[static_cast<size_t>(n)] = run;
+    queue.push(n);
+  }
+  // `v`'s layout changed: every node that reads it plans again.
+  void changed(const ir::Value* v) {
+    for (const auto& use : uses[static_cast<size_t>(v->id())]) push(use.first);
+    for (int n : likeUsers[static_cast<size_t>(v->id())]) push(n);
+  }
+  // Node `n` asks for another layout of `v` than before: what is available
+  // to the uses after it may differ.
+  void askedAt(const ir::Value* v, int n) {
+    for (const auto& use : uses[static_cast<size_t>(v->id())])
+      if (use.first > n) push(use.first);
+  }
+  // The layouts `v` is redistributed into by its uses before node `n`, in
+  // the order a full pass adds them.
+  void availableBefore(const Propagation& p, const ir::Value* v, int n,
+                       std::vector<ShardingSpec>& list) const {
+    list.clear();
+    const ShardingSpec& cur = p.values[static_cast<size_t>(v->id())];
+    for (const auto& [node, slot] : uses[static_cast<size_t>(v->id())]) {
+      if (node >= n) break;
+      const auto& ops = p.nodes[static_cast<size_t>(node)].operands;
+      if (slot < ops.size() && ops[slot] != cur &&
+          std::find(list.begin(), list.end(), ops[slot]) == list.end())
+        list.push_back(ops[slot]);
+    }
+  }
+};
+
+// runPass() on the result `p` of the last run of the same graph, mesh and
+// options except the inputs and layout overrides: plans again only the
+// nodes whose operand layouts, available layouts, anchor layout or layoutAs
+// value changed (a node's plan is a function of those), in graph order, so
+// the result is the one a full pass gives. Warnings are kept from the full
+// run (they do not depend on layouts).
+Status runPassIncremental(const PassInputs& in, Incremental& inc, Propagation& p) {
+  const ir::Graph& g = in.g;
+  ++inc.run;
+  inc.replanned.clear();
+  inc.queue = {};
+  for (size_t i = 0; i < g.inputs().size(); ++i) {
+    auto id = static_cast<size_t>(g.inputs()[i]->id());
+    if (p.values[id] != in.inputSpecs[i]) {
+      p.values[id] = in.inputSpecs[i];
+      inc.changed(g.inputs()[i]);
+    }
+  }
+  for (int n : inc.anchors) inc.push(n);
+  std::vector<ShardingSpec> current;
+  std::vector<const std::vector<ShardingSpec>*> avail;
+  while (!inc.queue.empty()) {
+    const int idx = inc.queue.top();
+    inc.queue.pop();
+    inc.replanned.push_back(idx);
+    const ir::Node& n = *g.nodes()[static_cast<size_t>(idx)];
+    const NodeInfo& info = in.infos[static_cast<size_t>(idx)];
+    const auto& ops = info.operands;
+    if (inc.lists.size() < ops.size()) inc.lists.resize(ops.size());
+    current.resize(ops.size());
+    avail.clear();
+    for (size_t i = 0; i < ops.size(); ++i) {
+      current[i] = p.values[static_cast<size_t>(ops[i]->id())];
+      inc.availableBefore(p, ops[i], idx, inc.lists[i]);
+      avail.push_back(&inc.lists[i]);
+    }
+    NodeSharding& ns = p.nodes[static_cast<size_t>(idx)];
+    SPMD_RETURN_IF_ERROR(layoutNode(in, n, p, current, avail, nullptr, inc.fresh));
+    for (size_t i = 0; i < ops.size(); ++i)
+      if (i >= ns.operands.size() || ns.operands[i] != inc.fresh.operands[i]) inc.askedAt(ops[i], idx);
+    std::swap(ns, inc.fresh);  // the old layouts' storage serves the next node
+    for (size_t i = 0; i < info.results.size(); ++i) {
+      auto id = static_cast<size_t>(info.results[i]->id());
+      if (p.values[id] != ns.results[i]) {
+        p.values[id] = ns.results[i];
+        inc.changed(info.results[i]);
+      }
+    }
   }
   return Status::ok();
 }
@@ -278,11 +402,12 @@ struct Propagator::Impl {
   std::vector<std::string> missing;  // nodes without a rule, described
   detail::PlanMemo memo;
   std::vector<int64_t> memoMesh;  // the mesh the memo's plans are for
+  Incremental incremental;
 };
 
 Propagator::Propagator(const ir::ExportedProgram& program, const RuleRegistry& registry)
     : impl_(std::make_unique<Impl>(
-          Impl{program, registry, nodeInfos(program.graph, registry), {}, {}, {}, {}})) {
+          Impl{program, registry, nodeInfos(program.graph, registry), {}, {}, {}, {}, {}})) {
   const ir::Graph& g = program.graph;
   impl_->sink = sinkBoundValues(g, impl_->infos);
   for (const auto& n : g.nodes())
@@ -323,9 +448,34 @@ Status Propagator::runInto(const std::vector<ShardingSpec>& inputSpecs, const Me
     impl_->memo.clearPlans();
     impl_->memoMesh = mesh.shape();
   }
-  PassInputs in{g, inputSpecs, mesh, impl_->registry, options, impl_->infos, impl_->sink, impl_->memo};
+  PassInputs in{g,
+                inputSpecs,
+                mesh,
+                impl_->registry,
+                options,
+                impl_->infos,
+                impl_->sink,
+                impl_->memo,
+                ShardingSpec::replicated(mesh.numAxes())};
+  Incremental& inc = impl_->incremental;
+  const bool incremental = options.incremental && !options.secondPass && !options.details;
+  if (incremental && inc.last == &out && inc.lastMesh == mesh.shape()) {
+    inc.last = nullptr;  // until this run completes
+    inc.lastIncremental = false;
+    SPMD_RETURN_IF_ERROR(runPassIncremental(in, inc, out));
+    inc.last = &out;
+    inc.lastIncremental = true;
+    return Status::ok();
+  }
+  inc.last = nullptr;
+  inc.lastIncremental = false;
   Available first(g.numValues());
   SPMD_RETURN_IF_ERROR(runPass(in, first, out));
+  if (incremental) {
+    if (inc.uses.empty()) inc.init(g, impl_->infos);
+    inc.last = &out;
+    inc.lastMesh = mesh.shape();
+  }
   if (options.secondPass) {
     Available second = first;
     Propagation p2;
@@ -339,6 +489,10 @@ Status Propagator::runInto(const std::vector<ShardingSpec>& inputSpecs, const Me
     addGatherWarnings(g, impl_->infos, mesh, p);
   }
   return Status::ok();
+}
+
+const std::vector<int>* Propagator::replanned() const {
+  return impl_->incremental.lastIncremental ? &impl_->incremental.replanned : nullptr;
 }
 
 Expected<Propagation> propagate(const ir::ExportedProgram& program,

@@ -54,6 +54,13 @@ struct PropagationOptions {
   /// instead of the one its metadata names (auto-sharding prices gathered
   /// and not gathered parameters on one graph).
   std::map<int, ShardingSpec> layoutOverrides;
+  /// Propagator::runInto() only, with `details` and `secondPass` off: when
+  /// the result it is given is the one its last run wrote (same mesh and
+  /// options but for the inputs and layoutOverrides), plan again only the
+  /// nodes whose operand layouts, anchor layout or the layouts their operands
+  /// were already redistributed into changed. The result is the one a full
+  /// run gives; the search's neighbouring layouts share most of it.
+  bool incremental = false;
 };
 
 /// The layouts one node works with.
@@ -98,6 +105,11 @@ class Propagator {
   /// is reused (auto-sharding prices many layouts).
   Status runInto(const std::vector<ShardingSpec>& inputSpecs, const Mesh& mesh,
                  const PropagationOptions& options, Propagation& out);
+  /// After a successful incremental runInto(): the nodes it planned again,
+  /// in graph order. No other node's layouts changed; a value whose layout
+  /// changed is a graph input or a result of one of them, and its users are
+  /// all among them. Null after any other run (every node may differ).
+  const std::vector<int>* replanned() const;
 
  private:
   struct Impl;
