@@ -93,11 +93,10 @@ struct QuickModel::Impl {
   std::vector<std::pair<int, size_t>> anchors;  // (node index, signature input index)
   std::vector<NodeFacts> nodes;
   std::vector<Range> ranges;
-  sharding::Propagation scratch;                          // reused by every evaluation
-  std::vector<int64_t> elements, elementBytes;            // by value id, symbolic sizes at their hint
-  std::vector<std::vector<std::pair<int, size_t>>> uses;  // by value id: (node index, operand slot)
-  std::vector<int> bucketOf;                              // by node: index of its bucket group, -1: none
-  std::vector<int> valueClass;                            // by value id: values of one type share a class
+  sharding::Propagation scratch;                // reused by every evaluation
+  std::vector<int64_t> elements, elementBytes;  // by value id, symbolic sizes at their hint
+  std::vector<int> bucketOf;                    // by node: index of its bucket group, -1: none
+  std::vector<int> valueClass;                  // by value id: values of one type share a class
   // Reshard plans by (value class, current layout, asked layout).
   mutable std::unordered_map<std::vector<uint64_t>, std::vector<PlannedStep>, WordsHash> plans;
   mutable std::vector<uint64_t> key;  // scratch of addMoves()
@@ -197,7 +196,6 @@ void QuickModel::Impl::readFacts() {
   std::vector<int> lastUse(g.numValues(), -1);
   elements.assign(g.numValues(), 1);
   elementBytes.assign(g.numValues(), 1);
-  uses.assign(g.numValues(), {});
   comm.assign(g.numValues(), {});
   rangeOf.assign(g.numValues(), -1);
   computeOf.assign(g.nodes().size(), 0);
@@ -222,8 +220,6 @@ void QuickModel::Impl::readFacts() {
     f.flops = f.priced ? passes::nodeFlops(*n) : 0;
     if (!f.results.empty()) f.dtype = f.results[0]->type().dtype;
     for (ir::Value* v : n->inputValues()) lastUse[static_cast<size_t>(v->id())] = n->index();
-    for (size_t i = 0; i < f.operands.size(); ++i)
-      uses[static_cast<size_t>(f.operands[i]->id())].emplace_back(n->index(), i);
   }
   const int lastNode = std::max(0, static_cast<int>(g.nodes().size()) - 1);
   for (const auto& o : g.outputs())
@@ -337,7 +333,7 @@ Status QuickModel::Impl::priceValue(const sharding::Propagation& p, const ir::Va
   out.computeSeconds = 0;
   asked.clear();
   const sharding::ShardingSpec& cur = p.values[static_cast<size_t>(v.id())];
-  for (const auto& [node, slot] : uses[static_cast<size_t>(v.id())]) {
+  for (const auto& [node, slot] : propagator->uses(v)) {
     const auto& ops = p.nodes[static_cast<size_t>(node)].operands;
     if (slot >= ops.size()) continue;
     const sharding::ShardingSpec& req = ops[slot];
@@ -452,9 +448,8 @@ Status QuickModel::Impl::update(const sharding::Propagation& p, const std::vecto
   if (!replanned) {
     for (size_t n = 0; n < nodes.size(); ++n) computeOf[n] = nodeSeconds(p, n);
     for (size_t id = 0; id < numValues; ++id)
-      if (!uses[id].empty())
-        SPMD_RETURN_IF_ERROR(
-            priceValue(p, *archive.program.graph.valueById(static_cast<int>(id)), comm[id], asked));
+      if (const ir::Value* v = archive.program.graph.valueById(static_cast<int>(id)); v && v->isTensor())
+        SPMD_RETURN_IF_ERROR(priceValue(p, *v, comm[id], asked));
     for (size_t r = 0; r < ranges.size(); ++r) setRangeBytes(p, r);
     return Status::ok();
   }

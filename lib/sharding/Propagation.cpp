@@ -217,8 +217,12 @@ struct Incremental {
   NodeSharding fresh;                            // scratch: a node's new layouts
   std::vector<int> replanned;                    // the nodes the last incremental run planned
   bool lastIncremental = false;                  // the last complete run was incremental
+  bool ready = false;                            // init() has built the tables
 
+  // Builds the tables once (later calls do nothing).
   void init(const ir::Graph& g, const std::vector<NodeInfo>& infos) {
+    if (ready) return;
+    ready = true;
     uses.assign(g.numValues(), {});
     likeUsers.assign(g.numValues(), {});
     for (const auto& n : g.nodes()) {
@@ -472,7 +476,7 @@ Status Propagator::runInto(const std::vector<ShardingSpec>& inputSpecs, const Me
   Available first(g.numValues());
   SPMD_RETURN_IF_ERROR(runPass(in, first, out));
   if (incremental) {
-    if (inc.uses.empty()) inc.init(g, impl_->infos);
+    inc.init(g, impl_->infos);
     inc.last = &out;
     inc.lastMesh = mesh.shape();
   }
@@ -489,6 +493,11 @@ Status Propagator::runInto(const std::vector<ShardingSpec>& inputSpecs, const Me
     addGatherWarnings(g, impl_->infos, mesh, p);
   }
   return Status::ok();
+}
+
+const std::vector<std::pair<int, size_t>>& Propagator::uses(const ir::Value& v) {
+  impl_->incremental.init(impl_->program.graph, impl_->infos);
+  return impl_->incremental.uses[static_cast<size_t>(v.id())];
 }
 
 const std::vector<int>* Propagator::replanned() const {

@@ -110,6 +110,9 @@ class Propagator {
   /// changed is a graph input or a result of one of them, and its users are
   /// all among them. Null after any other run (every node may differ).
   const std::vector<int>* replanned() const;
+  /// The tensor uses of `v`: (node index, operand slot in tensorOperands
+  /// order), in graph order.
+  const std::vector<std::pair<int, size_t>>& uses(const ir::Value& v);
 
  private:
   struct Impl;
