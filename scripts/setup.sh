@@ -4,7 +4,7 @@
 # installs only what is missing.
 #   - Debian packages: compiler, CMake, CLI11, nlohmann_json, spdlog, Catch2
 #     (v2 on Debian 12, v3 on 13), simdjson, libzip, valijson, xxHash, gloo's
-#     headers, clang-format, clang-tidy;
+#     headers, mimalloc, clang-format, clang-tidy;
 #   - .venv: pip's torch (LibTorch for the runtime: the CUDA build of
 #     2.14.1 by default, so c10d's NCCL path is compiled) and the Python
 #     packages the tests use (python/requirements.txt).
@@ -28,6 +28,7 @@ packages=(
   libgloo-dev libcli11-dev nlohmann-json3-dev libspdlog-dev catch2
   libzip-dev libvalijson-dev libsimdjson-dev libbenchmark-dev libxxhash-dev
   clang-format clang-tidy
+  libmimalloc-dev  # the compiler's allocator (cmake/SpmdDeps.cmake)
   iproute2  # tests/multinode/netns.sh: two nodes as network namespaces
   clang libclang-rt-dev  # scripts/fuzz.sh: libFuzzer and the sanitizers
   chromium  # tests/explain: the headless-browser test of spmdc explain's page

@@ -49,6 +49,18 @@ std::map<std::string, int> countCollectives(const program::Program& p) {
 
 }  // namespace
 
+TEST_CASE("spmdc's malloc is mimalloc's wherever the build links it") {
+  // cmake/SpmdDeps.cmake links mimalloc into spmdc (not into this test);
+  // --version checks a live allocation against mimalloc's heap, so a link
+  // order or --as-needed that left glibc's malloc in charge fails here.
+  auto r = runCommand(kSpmdc + " --version");
+  REQUIRE(r.exitCode == 0);
+  if (SPMDC_LINKS_MIMALLOC)
+    CHECK_THAT(r.stdoutText, Catch::Contains("allocator: mimalloc "));
+  else
+    CHECK_THAT(r.stdoutText, Catch::Contains("allocator: glibc malloc)"));
+}
+
 TEST_CASE("a --print-after name that is no pass is an error listing the passes") {
   auto archive = pt2::readArchive(model("mlp"));
   REQUIRE(archive.hasValue());

@@ -12,6 +12,7 @@
 #include <iostream>
 #include <optional>
 
+#include "Allocator.h"
 #include "Compile.h"
 #include "explain/Explain.h"
 #include "passes/Passes.h"
@@ -153,9 +154,11 @@ int runDiff(const std::string& a, const std::string& b) {
 
 int main(int argc, char** argv) {
   CLI::App app{"spmdc: ahead-of-time SPMD compiler for torch.export programs"};
-  app.set_version_flag(
-      "--version",
-      "spmdc 0.1.0 (auto-sharding: exhaustive or local search; no ILP solver (CBC) in this build)");
+  app.set_version_flag("--version", [] {
+    return "spmdc 0.1.0 (auto-sharding: exhaustive or local search; no ILP solver (CBC) in this build; "
+           "allocator: " +
+           spmdc::allocatorName() + ")";
+  });
   bool listRules = false, listPasses = false;
   app.add_flag("--list-rules", listRules, "list the ops that have a sharding rule");
   app.add_flag("--list-passes", listPasses, "list the passes run after expansion");
