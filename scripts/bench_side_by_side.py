@@ -17,8 +17,16 @@ Prints one table (docs/PERFORMANCE.md, "Side by side with PyTorch"):
   the same DTensor-TP forward+backward with make_fx (torch.distributed._spmd's
   route; fake process group) and against torch.export producing the archive.
 
+Rounds (--rounds, default 3; 1 with --short): every row and the compile
+row are measured that many times, the two sides alternated (PyTorch's
+worker, then spmd-run, per round), so that a drift of the machine's speed
+reaches both sides; on 2 shared cores one process's figure moves by 10-40%
+from run to run.
+
 Columns: step = median per rank of the timed steps (the first left out),
-max over ranks; ratio = spmd-run / PyTorch (below 1: spmd-run faster);
+max over ranks, then the median over the rounds; ratio = the two medians'
+ratio, spmd-run / PyTorch (below 1: spmd-run faster); rounds = the lowest
+and highest of the rounds' own ratios;
 bytes = sent per rank per step, ring convention, max over ranks (spmd-run's
 own count; PyTorch: ProcessGroup pre-hooks on one extra step,
 tests/reference/reference_comm.py's Recorder); colls = collectives per step
@@ -71,10 +79,15 @@ GLOO_BYTES = (4 << 10, 32 << 10, 256 << 10)  # --gloo: spmd-run --calibrate's sm
 GLOO_REPEATS = 5  # as spmd-run --calibrate (Calibrate.cpp's Plan::repeats)
 
 
-def steps_for(model, short):
+def steps_for(model, short, n):
+    """Timed steps per process (n ranks): on one device about half a second
+    to a second of each model's steps, so that the short llama steps are not
+    a tenth of a second of the machine's noise."""
     if short:
         return 3
-    return {"llama": 100, "llama_train": 30, "mlp_wide": 20}[model]
+    if n == 1:
+        return {"llama": 500, "llama_train": 100, "mlp_wide": 40}[model]
+    return {"llama": 100, "llama_train": 30}[model]
 
 
 # ------------------------------------------------------------------ models
@@ -154,14 +167,15 @@ def median_ms(times):
 
 
 def worker_eager(a):
-    """One process: exports every model (spmdc_export, into the work
-    folder), then runs each in turn: eager steps, peak memory, outputs."""
+    """One process: with --export, exports every model (spmdc_export, into
+    the work folder); then runs each in turn: eager steps, peak memory,
+    outputs."""
     import torch
     from safetensors.torch import load_file, save_file
     import spmdc_export
 
     torch.set_num_threads(a.threads)
-    for model in a.models.split(","):
+    for model in a.models.split(",") if a.export else []:
         mod, inputs, train = build(model, a.short)
         d = os.path.join(a.work, model)
         (spmdc_export.export_train_step if train else spmdc_export.export)(mod, inputs, d)
@@ -171,12 +185,19 @@ def worker_eager(a):
         mod, _, train = build(model, a.short)
         given = load_file(os.path.join(a.work, model, "inputs.safetensors"))
         batch = [given[f"input.{i}"] for i in range(len(given))]
-        times, out = torch_steps(mod, batch, train, steps_for(model, a.short), capture=True)
-        save_file({k: v.contiguous() for k, v in out.items()}, os.path.join(a.work, model, "eager.safetensors"))
+        steps = a.steps or steps_for(model, a.short, 1)
+        times, out = torch_steps(mod, batch, train, steps, capture=True)
+        save_file({k: v.contiguous() for k, v in out.items()}, reference_path(a, model, steps))
         res[model] = {"ms": median_ms(times), "peak": peak_mib()}
         del mod, out
     with open(a.out, "w") as f:
         json.dump(res, f)
+
+
+def reference_path(a, model, steps):
+    """Eager's outputs after `steps` steps (a train step's parameters and
+    loss depend on the count; an inference model's outputs do not)."""
+    return os.path.join(a.work, model, f"eager.{steps if model.endswith('_train') else 1}.safetensors")
 
 
 def worker_dtensor(a):
@@ -201,7 +222,7 @@ def worker_dtensor(a):
         mod, inputs, train = build(model, a.short)
         mod, _ = rc.apply_recipe(layout, model, mod, meshes, rec, reshard_after_forward=not train)
         batch = rc.local_batch(layout, inputs, rank, world, None)
-        times, _ = torch_steps(mod, batch, train, steps_for(model, a.short))
+        times, _ = torch_steps(mod, batch, train, steps_for(model, a.short, world))
         dist.barrier()
         rec.reset()
         rec.hook_all_groups()
@@ -245,10 +266,12 @@ def worker_compile(a):
         return rc.make_case(a.model)
 
     plan = COMPILE[a.model][1]
-    mod, inputs = model()
-    t0 = time.perf_counter()
-    spmdc_export.export_train_step(mod, inputs, a.work)
-    t_export = time.perf_counter() - t0
+    t_export = None  # exported and timed in the first round only
+    if a.export:
+        mod, inputs = model()
+        t0 = time.perf_counter()
+        spmdc_export.export_train_step(mod, inputs, a.work)
+        t_export = time.perf_counter() - t0
 
     dist.init_process_group("fake", store=FakeStore(), rank=0, world_size=2)
     mod, inputs = model()
@@ -342,25 +365,27 @@ def spmd_row(a, model, schema, n, threads):
            "-o", prog, "--report", report, "-q"]
     if model.endswith("_train"):
         cmd += ["--optimizer", "adamw", "--lr", str(ADAMW["lr"]), "--weight-decay", str(ADAMW["weight_decay"])]
-    run(cmd)
+    if prog not in a.compiled:  # once per run: later rounds only run it
+        run(cmd)
+        a.compiled.add(prog)
     with open(report) as f:
         colls = len(json.load(f).get("collectives", []))
     out = os.path.join(work, f"{os.path.basename(schema)}.{n}.out.safetensors")
-    steps = steps_for(model, a.short)
+    steps = steps_for(model, a.short, n)
     flag = ["--steps", str(steps)] if model.endswith("_train") else ["--repeat", str(steps)]
     text, peak = run([a.spmd_run, "-n", str(n), prog, "--inputs", os.path.join(work, "inputs.safetensors"),
                       "--output", out] + flag, env=env_threads(threads))
     line = [x for x in text.splitlines() if x.startswith("spmd-run:")][-1]
     ms = float(line.split(" step ")[1].split(" ms")[0])
     sent = int(line.split(" ms, ")[1].split(" B")[0].replace(",", ""))
-    return {"ms": ms, "bytes": sent, "colls": colls, "peak": peak, "diff": max_diff(out, work)}
+    return {"ms": ms, "bytes": sent, "colls": colls, "peak": peak, "diff": max_diff(out, reference_path(a, model, steps))}
 
 
-def max_diff(got_path, work):
+def max_diff(got_path, ref_path):
     import numpy as np
     from safetensors.numpy import load_file  # the driver stays free of torch (see run())
 
-    got, ref = load_file(got_path), load_file(os.path.join(work, "eager.safetensors"))
+    got, ref = load_file(got_path), load_file(ref_path)
     missing = [k for k in ref if k not in got]
     if missing:
         raise RuntimeError(f"{got_path}: no {missing[0]} (and {len(missing) - 1} more) among spmd-run's outputs")
@@ -375,38 +400,71 @@ def me(a, threads, *args, work=None):
 
 def single_rows(a, rows):
     out = os.path.join(a.work, "eager.json")
-    run(me(a, a.threads, "--worker", "eager", "--models", ",".join(SINGLE), "--out", out),
-               env=env_threads(a.threads))
-    with open(out) as f:
-        eager = json.load(f)
-    a.torch_version = eager["torch"]
+    # One worker exports every model (its timings are not used); then each
+    # round times one model in a fresh eager worker and right after in spmd-run.
+    run(me(a, a.threads, "--worker", "eager", "--models", ",".join(SINGLE), "--export", "--out", out),
+        env=env_threads(a.threads))
     for model in SINGLE:
-        s = spmd_row(a, model, "dp", 1, a.threads)
-        rows.append(row(model, "single", 1, s, dict(eager[model], bytes=0, colls=0)))
+        spmd, torch_side = [], []
+        for _ in range(a.rounds):
+            run(me(a, a.threads, "--worker", "eager", "--models", model, "--out", out), env=env_threads(a.threads))
+            with open(out) as f:
+                eager = json.load(f)
+            a.torch_version = eager["torch"]
+            torch_side.append(dict(eager[model], bytes=0, colls=0))
+            spmd.append(spmd_row(a, model, "dp", 1, a.threads))
+        rows.append(row(model, "single", 1, spmd, torch_side))
+
+
+def torchrun(a, n, threads, worker):
+    """Runs a worker on n ranks under torchrun (from this Python). PyTorch's
+    own Gloo ranks now and then abort at start-up (SIGABRT before the first
+    case); such a run is retried once, and the retry is said on stderr."""
+    cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", f"--nproc-per-node={n}"] + worker[1:]
+    try:
+        run(cmd, env=env_threads(threads))
+    except RuntimeError as e:
+        progress(f"PyTorch's workers failed ({str(e).splitlines()[0][-60:]}); retrying once")
+        run(cmd, env=env_threads(threads))
 
 
 def dist_rows(a, rows):
+    # A train model runs fewer steps per rank than on one device: eager's
+    # outputs after that many steps, once (its timing is not used).
+    for model in sorted({m for m, _ in DIST if m.endswith("_train")}):
+        for steps in sorted({steps_for(model, a.short, n) for n in (2, 4)}):
+            if not os.path.exists(reference_path(a, model, steps)):
+                run(me(a, a.threads, "--worker", "eager", "--models", model, "--steps", str(steps), "--out",
+                       os.path.join(a.work, "eager-ref.json")), env=env_threads(a.threads))
     for n in (2, 4):
         threads = max(1, a.threads // n)
         out = os.path.join(a.work, f"dtensor{n}.json")
         cases = ",".join(f"{m}:{lay}" for m, lay in DIST)
-        worker = me(a, threads, "--worker", "dtensor", "--cases", cases, "--out", out)
-        # torchrun, from this Python
-        run([sys.executable, "-m", "torch.distributed.run", "--standalone", f"--nproc-per-node={n}"] + worker[1:],
-            env=env_threads(threads))
-        with open(out) as f:
-            torch_side = json.load(f)
+        spmd, torch_side = {c: [] for c in DIST}, {c: [] for c in DIST}
+        for _ in range(a.rounds):
+            torchrun(a, n, threads, me(a, threads, "--worker", "dtensor", "--cases", cases, "--out", out))
+            with open(out) as f:
+                got = json.load(f)
+            for model, layout in DIST:
+                torch_side[(model, layout)].append(got[f"{model}:{layout}"])
+                spmd[(model, layout)].append(spmd_row(a, model, TP_SCHEMA if layout == "tp" else "fsdp", n, threads))
         for model, layout in DIST:
-            s = spmd_row(a, model, TP_SCHEMA if layout == "tp" else "fsdp", n, threads)
-            rows.append(row(model, "Megatron TP" if layout == "tp" else "fsdp", n, s,
-                            torch_side[f"{model}:{layout}"]))
+            rows.append(row(model, "Megatron TP" if layout == "tp" else "fsdp", n, spmd[(model, layout)],
+                            torch_side[(model, layout)]))
 
 
-def row(model, layout, n, s, t):
-    return {"model": model, "layout": layout, "n": n, "spmd_ms": s["ms"], "torch_ms": t["ms"],
-            "ratio": s["ms"] / t["ms"], "spmd_bytes": s["bytes"], "torch_bytes": t["bytes"],
-            "spmd_colls": s["colls"], "torch_colls": t["colls"], "spmd_peak": s["peak"],
-            "torch_peak": t["peak"], "diff": s["diff"]}
+def row(model, layout, n, ss, ts):
+    """One table row from each side's figures per round: medians of the step
+    times, the extremes of the rounds' ratios, the largest peak and diff;
+    bytes and collectives come from the last round (they do not vary)."""
+    s_ms, t_ms = statistics.median(s["ms"] for s in ss), statistics.median(t["ms"] for t in ts)
+    per_round = [s["ms"] / t["ms"] for s, t in zip(ss, ts)]
+    s, t = ss[-1], ts[-1]
+    return {"model": model, "layout": layout, "n": n, "spmd_ms": s_ms, "torch_ms": t_ms,
+            "ratio": s_ms / t_ms, "ratio_lo": min(per_round), "ratio_hi": max(per_round), "rounds": len(ss),
+            "spmd_bytes": s["bytes"], "torch_bytes": t["bytes"], "spmd_colls": s["colls"],
+            "torch_colls": t["colls"], "spmd_peak": max(x["peak"] for x in ss),
+            "torch_peak": max(x["peak"] for x in ts), "diff": max(x["diff"] for x in ss)}
 
 
 def compile_row(a):
@@ -414,24 +472,33 @@ def compile_row(a):
     schema = os.path.join(ROOT, "schemas", "examples", COMPILE[model][0])
     work = os.path.join(a.work, "compile")
     out = os.path.join(a.work, "compile.json")
-    run(me(a, a.threads, "--worker", "compile", "--model", model, "--out", out, work=work))
-    with open(out) as f:
-        r = json.load(f)
-    times = []
-    for _ in range(3):
-        t0 = time.perf_counter()
-        run([a.spmdc, "compile", os.path.join(work, "model.pt2"), "--schema", schema, "--mesh", "2",
-             "-o", os.path.join(work, "tp.spmd"), "-q"])
-        times.append(time.perf_counter() - t0)
-    r.update(model=model, spmdc_s=statistics.median(times))
+    makefx, spmdc, r = [], [], {}
+    for i in range(a.rounds):
+        first = ["--export"] if i == 0 else []
+        run(me(a, a.threads, "--worker", "compile", "--model", model, "--out", out, *first, work=work))
+        with open(out) as f:
+            got = json.load(f)
+        r.setdefault("export_s", got["export_s"])  # the first round exports
+        r["makefx_nodes"] = got["makefx_nodes"]
+        makefx.append(got["makefx_s"])
+        times = []
+        for _ in range(3):
+            t0 = time.perf_counter()
+            run([a.spmdc, "compile", os.path.join(work, "model.pt2"), "--schema", schema, "--mesh", "2",
+                 "-o", os.path.join(work, "tp.spmd"), "-q"])
+            times.append(time.perf_counter() - t0)
+        spmdc.append(statistics.median(times))
+    per_round = [m / s for m, s in zip(makefx, spmdc)]
+    r.update(model=model, spmdc_s=statistics.median(spmdc), makefx_s=statistics.median(makefx),
+             ratio_lo=min(per_round), ratio_hi=max(per_round))
     return r
 
 
 def print_table(rows, comp):
-    head = ["model", "layout", "n", "spmd-run ms", "PyTorch ms", "ratio", "bytes spmd", "bytes torch",
+    head = ["model", "layout", "n", "spmd-run ms", "PyTorch ms", "ratio", "rounds", "bytes spmd", "bytes torch",
             "colls spmd/torch", "peak MiB spmd", "peak MiB torch", "max|diff|"]
     body = [[r["model"], r["layout"], str(r["n"]), f"{r['spmd_ms']:.2f}", f"{r['torch_ms']:.2f}",
-             f"{r['ratio']:.2f}x", f"{r['spmd_bytes']:,}", f"{r['torch_bytes']:,}",
+             f"{r['ratio']:.2f}x", f"{r['ratio_lo']:.2f}-{r['ratio_hi']:.2f}x", f"{r['spmd_bytes']:,}", f"{r['torch_bytes']:,}",
              f"{r['spmd_colls']}/{r['torch_colls']}", f"{r['spmd_peak']:.0f}", f"{r['torch_peak']:.0f}",
              f"{r['diff']:.1e}"] for r in rows]
     print("| " + " | ".join(head) + " |")
@@ -439,11 +506,12 @@ def print_table(rows, comp):
     for b in body:
         print("| " + " | ".join(b) + " |")
     print()
-    print("| compile | spmdc compile s | make_fx s | torch.export s | make_fx / spmdc | torch.export / spmdc |")
-    print("|---|---|---|---|---|---|")
+    print("| compile | spmdc compile s | make_fx s | torch.export s | make_fx / spmdc | rounds | "
+          "torch.export / spmdc |")
+    print("|---|---|---|---|---|---|---|")
     print(f"| {comp['model']} (TP, mesh 2; make_fx: {comp['makefx_nodes']:,} nodes) | {comp['spmdc_s']:.3f} | "
           f"{comp['makefx_s']:.2f} | {comp['export_s']:.2f} | {comp['makefx_s'] / comp['spmdc_s']:.0f}x | "
-          f"{comp['export_s'] / comp['spmdc_s']:.0f}x |")
+          f"{comp['ratio_lo']:.0f}-{comp['ratio_hi']:.0f}x | {comp['export_s'] / comp['spmdc_s']:.0f}x |")
 
 
 def gloo_compare(a):
@@ -501,6 +569,7 @@ def main():
     ap.add_argument("--spmd-run", dest="spmd_run", help="spmd-run binary (default BUILD/tools/spmd-run/spmd-run)")
     ap.add_argument("--short", action="store_true", help="3 steps, small models (CI)")
     ap.add_argument("--threads", type=int, default=os.cpu_count(), help="intra-op threads (default: all cores)")
+    ap.add_argument("--rounds", type=int, help="measurements per row, the sides alternated (default 3; --short: 1)")
     ap.add_argument("--json", help="also write the figures to this file")
     ap.add_argument("--keep", metavar="DIR", help="work in DIR (archives, programs, outputs) and keep it")
     ap.add_argument("--gloo", type=int, metavar="N",
@@ -511,11 +580,19 @@ def main():
     ap.add_argument("--cases", help=argparse.SUPPRESS)
     ap.add_argument("--model", help=argparse.SUPPRESS)
     ap.add_argument("--out", help=argparse.SUPPRESS)
+    ap.add_argument("--export", action="store_true", help=argparse.SUPPRESS)
+    ap.add_argument("--steps", type=int, help=argparse.SUPPRESS)
     a = ap.parse_args()
     if a.worker:
         workers = {"eager": worker_eager, "dtensor": worker_dtensor, "compile": worker_compile,
                    "allreduce": worker_allreduce}
         return workers[a.worker](a) or 0
+    if a.rounds is None:
+        a.rounds = 1 if a.short else 3
+    if a.rounds < 1:
+        print(f"error: --rounds {a.rounds}: give at least 1", file=sys.stderr)
+        return 2
+    a.compiled = set()  # programs compiled in this run (spmd_row)
     a.spmdc = os.path.abspath(a.spmdc or os.path.join(a.build, "tools", "spmdc", "spmdc"))
     a.spmd_run = os.path.abspath(a.spmd_run or os.path.join(a.build, "tools", "spmd-run", "spmd-run"))
     for b in (a.spmdc, a.spmd_run):
@@ -546,7 +623,7 @@ def main():
         return 1
     mode = "--short" if a.short else "full"
     print(f"bench_side_by_side ({mode}): torch {a.torch_version}, {os.cpu_count()} cores, {a.threads} threads "
-          f"on one device, cores / n per rank; batch {BATCH}; load average {load0} before, {load_line()} after; "
+          f"on one device, cores / n per rank; batch {BATCH}; {a.rounds} rounds; load average {load0} before, {load_line()} after; "
           f"{time.time() - t0:.0f} s; idle peak MiB: spmd-run {base[0]:.0f}, python + torch {base[1]:.0f}\n")
     print_table(rows, comp)
     if a.json:
