@@ -48,9 +48,11 @@ class Evaluator {
     return o_.profile ? *o_.profile : sharding::defaultDeviceProfile();
   }
 
-  /// The cost of `s`, or an error when it does not compile.
-  Expected<Evaluated> evaluate(const std::string& name, const schema::PlacementSchema& s) {
-    std::string key = keyOf(s);
+  /// The cost of `s`, or an error when it does not compile. `json`, when
+  /// given, is schemaJson(s, "") (the caller's, spelled once).
+  Expected<Evaluated> evaluate(const std::string& name, const schema::PlacementSchema& s,
+                               const std::string* json = nullptr) {
+    std::string key = json ? keyOf(s.preset, *json) : keyOf(s);
     auto it = cache_.find(key);
     if (it == cache_.end()) {
       ++count_;
@@ -103,9 +105,10 @@ class Evaluator {
  private:
   static size_t cores() { return std::max(1U, std::thread::hardware_concurrency()); }
 
-  static std::string keyOf(const schema::PlacementSchema& s) {
-    return std::to_string(static_cast<int>(s.preset)) + schemaJson(s, "");
+  static std::string keyOf(schema::Preset preset, const std::string& json) {
+    return std::to_string(static_cast<int>(preset)) + json;
   }
+  static std::string keyOf(const schema::PlacementSchema& s) { return keyOf(s.preset, schemaJson(s, "")); }
 
   // Compiles in this process, on an archive read for it.
   Expected<passes::LayoutCost> fresh(const schema::PlacementSchema& s) {
@@ -235,19 +238,35 @@ struct Search {
   bool timedOut = false;
   /// Every distinct layout that compiled, with its assignment, by schema text.
   std::map<std::string, std::pair<Evaluated, std::vector<size_t>>> seen;
+  /// Every assignment tried, with its result (nullopt: did not compile).
+  std::map<std::vector<size_t>, std::optional<Evaluated>> tried;
+  std::string bestKey;  ///< schemaJson of `best`
 
   // Evaluates one assignment and keeps the best two and the leanest;
-  // nullopt when it does not compile.
+  // nullopt when it does not compile. An assignment tried before gives its
+  // first result again (under `name`) and changes nothing: it was ranked
+  // then.
   std::optional<Evaluated> tryChoice(const std::vector<size_t>& c, const std::string& name) {
-    auto e = ev.evaluate(name, schemaFor(groups, c, o.mesh, o.pins));
-    if (!e) return std::nullopt;
-    std::string key = schemaJson(e->schema, "");
+    if (auto it = tried.find(c); it != tried.end()) {
+      std::optional<Evaluated> e = it->second;
+      if (e) e->name = name;
+      return e;
+    }
+    schema::PlacementSchema ps = schemaFor(groups, c, o.mesh, o.pins);
+    std::string key = schemaJson(ps, "");
+    auto e = ev.evaluate(name, ps, &key);
+    if (!e) {
+      tried.emplace(c, std::nullopt);
+      return std::nullopt;
+    }
+    tried.emplace(c, *e);
     seen.emplace(key, std::make_pair(*e, c));
     if (!leanest || e->cost.peakBytes < leanest->cost.peakBytes) leanest = *e;
-    bool same = best && schemaJson(best->schema, "") == key;
+    bool same = best && bestKey == key;
     if (!best || better(*e, *best)) {
       if (best && !same) second = best;
       best = *e;
+      bestKey = key;
       bestChoice = c;
     } else if (!same && (!second || better(*e, *second))) {
       second = *e;
@@ -380,7 +399,7 @@ Expected<AutoResult> autoShard(const std::string& modelPath, const AutoOptions& 
   start = Clock::now();
   auto deadline = start + std::chrono::milliseconds(static_cast<int64_t>(o.timeLimitSeconds * 1e3));
   Evaluator ev(modelPath, o), quickEv(modelPath, o, quick.get());
-  Search search{groups, o, quick ? quickEv : ev, deadline, {}, {}, {}, {}, false, {}};
+  Search search{groups, o, quick ? quickEv : ev, deadline, {}, {}, {}, {}, false, {}, {}, {}};
   std::vector<std::pair<Evaluated, std::vector<size_t>>> starts;
   if (search.ev.prefetches()) {
     std::vector<schema::PlacementSchema> seedSchemas;
@@ -408,7 +427,7 @@ Expected<AutoResult> autoShard(const std::string& modelPath, const AutoOptions& 
   }
   // The quick model's best few, compiled and priced exactly.
   r.searchMs = msSince(start);
-  Search compiled{groups, o, ev, deadline, {}, {}, {}, {}, false, {}};
+  Search compiled{groups, o, ev, deadline, {}, {}, {}, {}, false, {}, {}, {}};
   if (quick) {
     auto best = finalists(search, static_cast<size_t>(o.finalists));
     std::vector<schema::PlacementSchema> all;

@@ -109,6 +109,7 @@ struct QuickModel::Impl {
   std::vector<int> rangeOf;                          // by value id: its range, -1: none
   size_t inputRanges = 0;                            // ranges[0, inputRanges): user inputs
   bool cached = false;                               // the figures are the last propagation's
+  std::unique_ptr<schema::ResolveCache> resolve;     // the program's glob matches (first evaluation on)
   std::vector<const sharding::ShardingSpec*> asked;  // scratch of priceValue()
   std::vector<size_t> dirty;                         // scratch of update()
 
@@ -504,7 +505,9 @@ bool QuickModel::covers(const schema::PlacementSchema& s) { return !s.sequencePa
 Expected<passes::LayoutCost> QuickModel::evaluate(const schema::PlacementSchema& s) {
   Impl& m = *impl_;
   const ir::ExportedProgram& prog = m.archive.program;
-  SPMD_ASSIGN_OR_RETURN(schema::ResolvedPlacements pl, schema::resolvePlacements(s, prog, m.meshShape));
+  if (!m.resolve) m.resolve = std::make_unique<schema::ResolveCache>(prog);
+  SPMD_ASSIGN_OR_RETURN(schema::ResolvedPlacements pl,
+                        schema::resolvePlacements(s, prog, m.meshShape, m.resolve.get()));
   passes::alignOptimizerStates(prog, pl);
   sharding::PropagationOptions po;
   po.cost = m.cost;

@@ -17,6 +17,7 @@
 #include <unordered_map>
 
 #include "schema/Glob.h"
+#include "schema/Targets.h"
 #include "schema/TpPlan.h"
 #include "sharding/SymbolicShard.h"
 #include "support/Strings.h"
@@ -24,21 +25,12 @@
 namespace spmd::schema {
 namespace {
 
+using detail::Target;
+using detail::TargetKind;
+using detail::Targets;
 using sharding::Mesh;
 using sharding::Placement;
 using sharding::ShardingSpec;
-
-/// A tensor a rule may match.
-struct Target {
-  /// Index into signature.inputs or signature.outputs.
-  size_t index = 0;
-  /// The names a glob is tried against; the first is the display name.
-  std::vector<std::string> names;
-  /// "parameter 'fc1.weight'", "input 'x'", "output 'grad.fc1.weight'".
-  std::string what;
-  /// The tensor; null for constants.
-  const ir::Value* value = nullptr;
-};
 
 std::string joined(const std::vector<std::string>& items) {
   std::string out;
@@ -169,15 +161,17 @@ Expected<ShardingSpec> fitSpec(const std::string& origin, ShardingSpec spec, con
 /// For each target, the index of the first rule matching it (-1: none).
 /// Error for a rule that matches nothing and is not optional.
 Expected<std::vector<int>> matchRules(const PlacementSchema& s, const std::vector<PlacementRule>& rules,
-                                      const std::vector<Target>& targets, const std::string& noun) {
+                                      Targets& tg, TargetKind kind, const std::string& noun) {
+  const std::vector<Target>& targets = tg.of(kind);
+  std::vector<const std::vector<uint8_t>*> hits;
+  hits.reserve(rules.size());
+  for (const PlacementRule& rule : rules) hits.push_back(&tg.matches(kind, rule.match));
   std::vector<int> winner(targets.size(), -1);
   std::vector<bool> used(rules.size(), false);
   for (size_t t = 0; t < targets.size(); ++t) {
     for (size_t r = 0; r < rules.size(); ++r) {
       if (winner[t] >= 0 && used[r]) continue;  // decided, and the rule is known to be used
-      bool hit = false;
-      for (const std::string& name : targets[t].names) hit = hit || globMatch(rules[r].match, name);
-      if (!hit) continue;
+      if (((*hits[r])[t] & 1) == 0) continue;
       used[r] = true;
       if (winner[t] < 0) winner[t] = static_cast<int>(r);
     }
@@ -205,8 +199,9 @@ struct Ruled {
 
 /// Specs for `targets` from `rules`.
 Expected<std::vector<Ruled>> applyRules(const PlacementSchema& s, const std::vector<PlacementRule>& rules,
-                                        const std::vector<Target>& targets, const std::string& noun,
+                                        Targets& tg, TargetKind kind, const std::string& noun,
                                         const Mesh& mesh, std::vector<std::string>& notes) {
+  const std::vector<Target>& targets = tg.of(kind);
   std::vector<ShardingSpec> specs;
   std::vector<std::string> origins;
   specs.reserve(rules.size());
@@ -216,7 +211,7 @@ Expected<std::vector<Ruled>> applyRules(const PlacementSchema& s, const std::vec
     specs.push_back(std::move(spec));
     origins.push_back(s.source + ": " + r.pointer + ": rule '" + elided(r.match) + "'");
   }
-  SPMD_ASSIGN_OR_RETURN(std::vector<int> winner, matchRules(s, rules, targets, noun));
+  SPMD_ASSIGN_OR_RETURN(std::vector<int> winner, matchRules(s, rules, tg, kind, noun));
   std::vector<Ruled> out(targets.size());
   for (size_t t = 0; t < targets.size(); ++t) {
     if (winner[t] < 0) continue;
@@ -251,58 +246,6 @@ Expected<std::optional<ShardingSpec>> gatheredSpec(const PlacementSchema& s, con
   return std::optional<ShardingSpec>(out);
 }
 
-bool isInputTarget(const ir::ExportedProgram& p, const std::string& fqn) {
-  for (const ir::InputSpec& in : p.signature.inputs)
-    if (in.kind != ir::InputKind::UserInput && in.target == fqn) return true;
-  return false;
-}
-
-/// Parameters, buffers and tensor constants (names: FQN, then the tied
-/// names of the same bytes that are no graph input).
-std::vector<Target> paramTargets(const ir::ExportedProgram& p) {
-  std::vector<Target> out;
-  for (size_t i = 0; i < p.signature.inputs.size(); ++i) {
-    const ir::InputSpec& in = p.signature.inputs[i];
-    const char* noun = in.kind == ir::InputKind::Parameter        ? "parameter"
-                       : in.kind == ir::InputKind::Buffer         ? "buffer"
-                       : in.kind == ir::InputKind::TensorConstant ? "constant"
-                                                                  : nullptr;
-    if (noun == nullptr || in.value == nullptr) continue;
-    Target t{i, {in.target}, std::string(noun) + " '" + in.target + "'", in.value};
-    // Tied names that are no graph input match this input too.
-    if (auto it = p.tiedNames.find(in.target); it != p.tiedNames.end())
-      for (const std::string& other : it->second)
-        if (!isInputTarget(p, other)) t.names.push_back(other);
-    out.push_back(std::move(t));
-  }
-  return out;
-}
-
-/// User inputs (names: the value's name, then "input.<k>").
-std::vector<Target> userInputTargets(const ir::ExportedProgram& p) {
-  std::vector<Target> out;
-  size_t k = 0;
-  for (size_t i = 0; i < p.signature.inputs.size(); ++i) {
-    const ir::InputSpec& in = p.signature.inputs[i];
-    if (in.kind != ir::InputKind::UserInput) continue;
-    std::string name = in.value != nullptr ? in.value->name() : in.name;
-    out.push_back({i, {name, "input." + std::to_string(k++)}, "input '" + name + "'", in.value});
-  }
-  return out;
-}
-
-/// Graph outputs (names: outputNames).
-std::vector<Target> outputTargets(const ir::ExportedProgram& p) {
-  std::vector<std::string> names = outputNames(p);
-  std::vector<Target> out;
-  for (size_t i = 0; i < names.size(); ++i) {
-    const ir::Argument& arg = p.signature.outputs[i].arg;
-    out.push_back(
-        {i, {names[i]}, "output '" + names[i] + "'", arg.values.size() == 1 ? arg.values[0] : nullptr});
-  }
-  return out;
-}
-
 /// S(0) on every mesh axis.
 ShardingSpec shardAll(const Mesh& mesh) {
   return {std::vector<Placement>(static_cast<size_t>(mesh.numAxes()), Placement::shard(0))};
@@ -310,14 +253,15 @@ ShardingSpec shardAll(const Mesh& mesh) {
 
 /// fsdp and hsdp: each parameter whose dim 0 divides is stored S(0) on the
 /// sharding axes (all axes; hsdp: the last) and gathered before use.
-void shardParameters(const PlacementSchema& s, const ir::ExportedProgram& p, ResolvedPlacements& r) {
+void shardParameters(const PlacementSchema& s, Targets& tg, ResolvedPlacements& r) {
+  const ir::ExportedProgram& p = tg.program();
   ShardingSpec stored = ShardingSpec::replicated(r.mesh.numAxes());
   int64_t ranks = 1;
   for (int64_t a = s.preset == Preset::Hsdp ? 1 : 0; a < r.mesh.numAxes(); ++a) {
     stored.placements[static_cast<size_t>(a)] = Placement::shard(0);
     ranks *= r.mesh.size(a);
   }
-  for (const Target& t : paramTargets(p)) {
+  for (const Target& t : tg.of(TargetKind::Params)) {
     if (p.signature.inputs[t.index].kind != ir::InputKind::Parameter || !t.value->isTensor()) continue;
     const ir::TensorType& type = t.value->type();
     if (type.rank() > 0 && type.sizes[0].isStatic() && type.sizes[0].value() % ranks == 0) {
@@ -366,12 +310,12 @@ void warnTiedMismatch(const ir::ExportedProgram& p, const std::vector<Target>& p
 }
 
 /// Specs from a preset (dp, fsdp, hsdp).
-Status applyPreset(const PlacementSchema& s, const ir::ExportedProgram& p, ResolvedPlacements& r) {
+Status applyPreset(const PlacementSchema& s, Targets& tg, ResolvedPlacements& r) {
   if (s.preset == Preset::Hsdp && r.mesh.numAxes() != 2)
     return Status::error(s.source +
                          ": hsdp needs a 2-D mesh (replicate x shard), e.g. --mesh 2x4; the mesh is " +
                          r.mesh.str());
-  for (const Target& t : userInputTargets(p)) {
+  for (const Target& t : tg.of(TargetKind::Inputs)) {
     if (t.value == nullptr || !t.value->isTensor()) continue;
     if (t.value->type().rank() == 0) {
       r.notes.push_back(s.source + ": " + t.what + " " + typeText(t) + " is a scalar: replicated");
@@ -406,7 +350,7 @@ Status applyPreset(const PlacementSchema& s, const ir::ExportedProgram& p, Resol
     }
     r.inputs[t.index] = *fit;
   }
-  if (s.preset == Preset::Fsdp || s.preset == Preset::Hsdp) shardParameters(s, p, r);
+  if (s.preset == Preset::Fsdp || s.preset == Preset::Hsdp) shardParameters(s, tg, r);
   return Status::ok();
 }
 
@@ -425,12 +369,13 @@ Expected<int64_t> tpAxisOf(const PlacementSchema& s, const Mesh& mesh) {
 
 /// The parameters a tp_plan's modules hold get its placements on the tp
 /// axis, over the preset's (an fsdp gather keeps the tp shard).
-Status applyTpPlan(const PlacementSchema& s, const ir::ExportedProgram& p, ResolvedPlacements& r) {
+Status applyTpPlan(const PlacementSchema& s, Targets& tg, ResolvedPlacements& r) {
   if (s.tpPlan.empty()) return Status::ok();
+  const ir::ExportedProgram& p = tg.program();
   SPMD_ASSIGN_OR_RETURN(int64_t axis, tpAxisOf(s, r.mesh));
   std::map<std::string, std::string> types = moduleTypes(p);
   bool matched = false;
-  for (const Target& t : paramTargets(p)) {
+  for (const Target& t : tg.of(TargetKind::Params)) {
     if (p.signature.inputs[t.index].kind != ir::InputKind::Parameter || !t.value->isTensor()) continue;
     const std::string& fqn = t.names.front();
     size_t dot = fqn.rfind('.');
@@ -461,11 +406,13 @@ Status applyTpPlan(const PlacementSchema& s, const ir::ExportedProgram& p, Resol
 
 /// The rules of `s` over parameters and user inputs, over what the preset
 /// chose (rules win).
-Status applyTensorRules(const PlacementSchema& s, const ir::ExportedProgram& p, ResolvedPlacements& r) {
-  std::vector<Target> params = paramTargets(p), inputs = userInputTargets(p);
-  SPMD_ASSIGN_OR_RETURN(auto paramSpecs,
-                        applyRules(s, s.params, params, "parameter or buffer", r.mesh, r.notes));
-  SPMD_ASSIGN_OR_RETURN(auto inputSpecs, applyRules(s, s.inputs, inputs, "user input", r.mesh, r.notes));
+Status applyTensorRules(const PlacementSchema& s, Targets& tg, ResolvedPlacements& r) {
+  const ir::ExportedProgram& p = tg.program();
+  const std::vector<Target>&params = tg.of(TargetKind::Params), &inputs = tg.of(TargetKind::Inputs);
+  SPMD_ASSIGN_OR_RETURN(auto paramSpecs, applyRules(s, s.params, tg, TargetKind::Params,
+                                                    "parameter or buffer", r.mesh, r.notes));
+  SPMD_ASSIGN_OR_RETURN(auto inputSpecs,
+                        applyRules(s, s.inputs, tg, TargetKind::Inputs, "user input", r.mesh, r.notes));
   for (size_t t = 0; t < params.size(); ++t) {
     if (!paramSpecs[t].spec) continue;
     size_t i = params[t].index;
@@ -475,7 +422,7 @@ Status applyTensorRules(const PlacementSchema& s, const ir::ExportedProgram& p, 
                            " is not a parameter; gather applies to parameters only (narrow the match)");
     r.inputs[i] = *paramSpecs[t].spec;
     SPMD_ASSIGN_OR_RETURN(r.gathered[i], gatheredSpec(s, rule, r.inputs[i], r.mesh));
-    if (!globMatch(rule.match, params[t].names.front()))
+    if ((tg.matches(TargetKind::Params, rule.match)[t] & 2) == 0)
       r.notes.push_back(s.source + ": " + rule.pointer + ": rule '" + elided(rule.match) + "' applies to " +
                         params[t].what +
                         ", whose tied name it matches (one tensor, which torch.export "
@@ -508,11 +455,13 @@ std::optional<ShardingSpec> followedSpec(const ir::OutputSpec& o,
   return r.inputs[it->second];
 }
 
-Status resolveOutputs(const PlacementSchema& s, const ir::ExportedProgram& p, ResolvedPlacements& r) {
-  std::vector<Target> targets = outputTargets(p);
+Status resolveOutputs(const PlacementSchema& s, Targets& tg, ResolvedPlacements& r) {
+  const ir::ExportedProgram& p = tg.program();
+  const std::vector<Target>& targets = tg.of(TargetKind::Outputs);
   std::vector<std::optional<ShardingSpec>> ruled(targets.size());
   if (s.outputPolicy == OutputPolicy::Rules) {
-    SPMD_ASSIGN_OR_RETURN(auto outs, applyRules(s, s.outputs, targets, "output", r.mesh, r.notes));
+    SPMD_ASSIGN_OR_RETURN(auto outs,
+                          applyRules(s, s.outputs, tg, TargetKind::Outputs, "output", r.mesh, r.notes));
     for (size_t i = 0; i < outs.size(); ++i) ruled[i] = outs[i].spec;
   }
   std::unordered_map<std::string_view, size_t> byTarget, byName;  // the first input of each wins
@@ -593,16 +542,23 @@ std::vector<std::string> outputNames(const ir::ExportedProgram& p) {
   return names;
 }
 
+ResolveCache::ResolveCache(const ir::ExportedProgram& p) : targets_(std::make_unique<detail::Targets>(p)) {}
+ResolveCache::~ResolveCache() = default;
+
 Expected<ResolvedPlacements> resolvePlacements(const PlacementSchema& s, const ir::ExportedProgram& p,
-                                               const std::optional<std::vector<int64_t>>& meshOverride) {
+                                               const std::optional<std::vector<int64_t>>& meshOverride,
+                                               ResolveCache* cache) {
+  std::optional<Targets> local;
+  if (cache) SPMD_CHECK(&cache->targets_->program() == &p);  // a cache serves one program
+  Targets& tg = cache ? *cache->targets_ : local.emplace(p);
   ResolvedPlacements r;
   SPMD_ASSIGN_OR_RETURN(r.mesh, resolveMesh(s, meshOverride));
   r.inputs.assign(p.signature.inputs.size(), ShardingSpec::replicated(r.mesh.numAxes()));
   r.gathered.assign(p.signature.inputs.size(), std::nullopt);
-  if (s.preset != Preset::None) SPMD_RETURN_IF_ERROR(applyPreset(s, p, r));
-  SPMD_RETURN_IF_ERROR(applyTpPlan(s, p, r));
-  SPMD_RETURN_IF_ERROR(applyTensorRules(s, p, r));
-  SPMD_RETURN_IF_ERROR(resolveOutputs(s, p, r));
+  if (s.preset != Preset::None) SPMD_RETURN_IF_ERROR(applyPreset(s, tg, r));
+  SPMD_RETURN_IF_ERROR(applyTpPlan(s, tg, r));
+  SPMD_RETURN_IF_ERROR(applyTensorRules(s, tg, r));
+  SPMD_RETURN_IF_ERROR(resolveOutputs(s, tg, r));
   return r;
 }
 

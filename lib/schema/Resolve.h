@@ -12,6 +12,7 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
@@ -53,11 +54,36 @@ Expected<sharding::Mesh> resolveMesh(const PlacementSchema& s,
 /// "param_mutation.<fqn>", "token.<i>".
 std::vector<std::string> outputNames(const ir::ExportedProgram& p);
 
+namespace detail {
+class Targets;
+}
+
+/// What resolving reads of one program whatever the schema says: its
+/// parameters, inputs and outputs, and which of them each rule glob matches.
+/// Resolving many schemas against one program through one cache matches
+/// each glob once (auto-sharding resolves thousands). Serves only the
+/// program it was made for, which must outlive it; not thread-safe.
+class ResolveCache {
+ public:
+  explicit ResolveCache(const ir::ExportedProgram& p);
+  ~ResolveCache();
+  ResolveCache(const ResolveCache&) = delete;
+  ResolveCache& operator=(const ResolveCache&) = delete;
+
+ private:
+  friend Expected<ResolvedPlacements> resolvePlacements(const PlacementSchema&, const ir::ExportedProgram&,
+                                                        const std::optional<std::vector<int64_t>>&,
+                                                        ResolveCache*);
+  std::unique_ptr<detail::Targets> targets_;
+};
+
 /// Applies `s` to `p` on the mesh from resolveMesh. Unmatched parameters and
 /// inputs are replicated. Errors: a rule that matches nothing (unless
 /// optional), an unknown axis name, a placement list of the wrong length, a
 /// shard dim out of range, a shard that does not divide evenly.
+/// With `cache` (made for `p`), the same result, its glob matches reused.
 Expected<ResolvedPlacements> resolvePlacements(const PlacementSchema& s, const ir::ExportedProgram& p,
-                                               const std::optional<std::vector<int64_t>>& meshOverride);
+                                               const std::optional<std::vector<int64_t>>& meshOverride,
+                                               ResolveCache* cache = nullptr);
 
 }  // namespace spmd::schema
