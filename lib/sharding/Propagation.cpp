@@ -320,17 +320,24 @@ Status runPassIncremental(const PassInputs& in, Incremental& inc, Propagation& p
 
 // A warning for each operand an op's rule makes gather (a shard on some
 // axis the op takes whole): the user sharded it, and from here it is not.
-// Layout anchors (FSDP's gathers, gradients) are asked for, not forced.
+// Layout anchors (FSDP's gathers, gradients) are asked for, not forced; a
+// node that takes a layout an earlier node asked for (AdamW's weight decay
+// on the parameter FSDP gathered) gathers nothing.
 void addGatherWarnings(const ir::Graph& g, const std::vector<NodeInfo>& infos, const Mesh& mesh,
                        Propagation& p) {
+  std::vector<std::vector<ShardingSpec>> asked(g.numValues());  // by value id, in node order
   for (const auto& n : g.nodes()) {
     const NodeInfo& info = infos[static_cast<size_t>(n->index())];
-    if (isSymbolicOp(n->target()) || isLayoutAnchor(info)) continue;
     const NodeSharding& ns = p.nodes[static_cast<size_t>(n->index())];
     const auto& operands = info.operands;
+    const bool warns = !isSymbolicOp(n->target()) && !isLayoutAnchor(info);
     for (size_t i = 0; i < operands.size() && i < ns.operands.size(); ++i) {
       const ShardingSpec& cur = p.values[static_cast<size_t>(operands[i]->id())];
       const ShardingSpec& want = ns.operands[i];
+      auto& before = asked[static_cast<size_t>(operands[i]->id())];
+      if (std::find(before.begin(), before.end(), want) != before.end()) continue;
+      before.push_back(want);
+      if (!warns) continue;
       std::string axes;
       for (size_t a = 0; a < cur.placements.size() && a < want.placements.size(); ++a)
         if (cur.placements[a].isShard() && !want.placements[a].isShard() &&

@@ -132,6 +132,33 @@ TEST_CASE("a rule on a tied weight the program never reads is a warning naming t
   CHECK(compileOrFail("tied_lm", schema).warnings.empty());
 }
 
+TEST_CASE("a gather warning names the node that gathers; a layout an earlier node asked for warns nothing") {
+  // fsdp + AdamW: the weight decay reads each parameter in the layout FSDP's
+  // gather produced for the forward; the program gathers nothing else.
+  auto archive = pt2::readArchive(model("llama_train"));
+  REQUIRE(archive.hasValue());
+  auto fsdp = schema::loadSchemaOrPreset("fsdp");
+  REQUIRE(fsdp.hasValue());
+  passes::CompileOptions opts;
+  opts.mesh = std::vector<int64_t>{2};
+  opts.optimizer.kind = "adamw";
+  opts.optimizer.weightDecay = 0.01;
+  auto r = passes::compile(*archive, *fsdp, opts);
+  REQUIRE(r.hasValue());
+  for (const auto& w : r->warnings) CHECK_THAT(w, !Catch::Contains(" gathers %"));
+  // The sequence sharded: each attention matmul does gather, and says so once.
+  TempDir dir;
+  std::string schema = dir.file("s.json");
+  std::ofstream(schema) << R"js({"version": 1, "mesh": {"shape": [2]},
+      "inputs": [{"match": "tokens", "placements": ["S(1)"]}]})js";
+  auto seq = compileOrFail("llama", schema);
+  std::set<std::string> warned;
+  for (const auto& w : seq.warnings)
+    if (w.find(" gathers %") != std::string::npos) CHECK(warned.insert(w).second);
+  CHECK(warned.size() >= 2);
+  CHECK(countCollectives(seq.program)["spmd.all_gather"] >= 2);
+}
+
 TEST_CASE("a Hugging Face tp plan compiles as the hand-written Megatron schema, directly or via from-hf") {
   // llama_hf_plan.json holds a base_model_tp_plan; `spmdc schema from-hf`
   // writes it out as explicit rules, and a schema may carry it as tp_plan.
