@@ -522,8 +522,7 @@ def gloo_compare(a):
         out, prof = os.path.join(work, "torch.json"), os.path.join(work, "profile.json")
         worker = me(a, 1, "--worker", "allreduce", "--out", out, work=work)
         for i in range(a.gloo):
-            run([sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node=2"] + worker[1:],
-                env=env_threads(1))
+            torchrun(a, 2, 1, worker)
             with open(out) as f:
                 for b, t in json.load(f).items():
                     torch_side[int(b)].append(t)

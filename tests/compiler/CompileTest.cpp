@@ -28,13 +28,15 @@ std::string example(const std::string& e) { return std::string(SPMD_SOURCE_DIR) 
 const std::string kSpmdc = SPMDC_PATH;
 
 passes::CompileResult compileOrFail(const std::string& m, const std::string& schema,
-                                    std::optional<std::vector<int64_t>> mesh = std::nullopt) {
+                                    std::optional<std::vector<int64_t>> mesh = std::nullopt,
+                                    passes::OptimizerOptions optimizer = {}) {
   auto archive = pt2::readArchive(model(m));
   REQUIRE(archive.hasValue());
   auto s = schema::loadSchemaOrPreset(schema);
   REQUIRE(s.hasValue());
   passes::CompileOptions opts;
   opts.mesh = mesh;
+  opts.optimizer = std::move(optimizer);
   auto r = passes::compile(*archive, *s, opts);
   if (!r) FAIL(r.status().message());
   return std::move(*r);
@@ -135,17 +137,11 @@ TEST_CASE("a rule on a tied weight the program never reads is a warning naming t
 TEST_CASE("a gather warning names the node that gathers; a layout an earlier node asked for warns nothing") {
   // fsdp + AdamW: the weight decay reads each parameter in the layout FSDP's
   // gather produced for the forward; the program gathers nothing else.
-  auto archive = pt2::readArchive(model("llama_train"));
-  REQUIRE(archive.hasValue());
-  auto fsdp = schema::loadSchemaOrPreset("fsdp");
-  REQUIRE(fsdp.hasValue());
-  passes::CompileOptions opts;
-  opts.mesh = std::vector<int64_t>{2};
-  opts.optimizer.kind = "adamw";
-  opts.optimizer.weightDecay = 0.01;
-  auto r = passes::compile(*archive, *fsdp, opts);
-  REQUIRE(r.hasValue());
-  for (const auto& w : r->warnings) CHECK_THAT(w, !Catch::Contains(" gathers %"));
+  passes::OptimizerOptions adamw;
+  adamw.kind = "adamw";
+  adamw.weightDecay = 0.01;
+  auto r = compileOrFail("llama_train", "fsdp", std::vector<int64_t>{2}, adamw);
+  for (const auto& w : r.warnings) CHECK_THAT(w, !Catch::Contains(" gathers %"));
   // The sequence sharded: each attention matmul does gather, and says so once.
   TempDir dir;
   std::string schema = dir.file("s.json");
