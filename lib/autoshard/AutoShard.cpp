@@ -16,6 +16,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <map>
+#include <memory>
 #include <nlohmann/json.hpp>
 #include <thread>
 
@@ -52,12 +53,16 @@ class Evaluator {
   /// given, is schemaJson(s, "") (the caller's, spelled once).
   Expected<Evaluated> evaluate(const std::string& name, const schema::PlacementSchema& s,
                                const std::string* json = nullptr) {
+    collectStarted();
     std::string key = json ? keyOf(s.preset, *json) : keyOf(s);
     auto it = cache_.find(key);
     if (it == cache_.end()) {
       ++count_;
       if (std::getenv("SPMD_AUTO_TRACE")) std::fprintf(stderr, "auto: evaluating %s\n", key.c_str());
       it = cache_.emplace(key, compileAndModel(s)).first;
+      if (std::getenv("SPMD_AUTO_TRACE") && !it->second)
+        std::fprintf(stderr, "auto: %s %s: %s\n", quick_ ? "quick" : "compiled", name.c_str(),
+                     it->second.status().message().c_str());
       if (std::getenv("SPMD_AUTO_TRACE") && it->second)
         std::fprintf(stderr, "auto: %s %s: compute %.6g comm %.6g peak %lld\n", quick_ ? "quick" : "compiled",
                      name.c_str(), it->second->computeSeconds * 1e3, it->second->commSeconds * 1e3,
@@ -79,14 +84,9 @@ class Evaluator {
   /// evaluate() then finds them. Does nothing unless prefetches().
   void prefetch(const std::vector<schema::PlacementSchema>& schemas) {
     if (!prefetches()) return;
+    collectStarted();
     std::vector<std::string> keys;
-    std::vector<const schema::PlacementSchema*> todo;
-    for (const auto& s : schemas) {
-      std::string key = keyOf(s);
-      if (cache_.count(key) || std::find(keys.begin(), keys.end(), key) != keys.end()) continue;
-      keys.push_back(key);
-      todo.push_back(&s);
-    }
+    std::vector<const schema::PlacementSchema*> todo = notEvaluated(schemas, keys);
     if (todo.size() < 2 || !readOnce().isOk()) return;
     std::vector<std::function<Expected<passes::LayoutCost>()>> jobs;
     jobs.reserve(todo.size());
@@ -99,10 +99,48 @@ class Evaluator {
       cache_.emplace(keys[j], std::move(results[j]));
     }
   }
+  /// Starts compiling the schemas not evaluated yet, each in its own child,
+  /// at once, and returns: the caller (the quick model's search) works on
+  /// the while; the next evaluate() or prefetch() collects them. Does
+  /// nothing unless prefetches().
+  void start(const std::vector<schema::PlacementSchema>& schemas) {
+    if (!prefetches() || started_ || !readOnce().isOk()) return;
+    for (const auto* s : notEvaluated(schemas, startedKeys_)) startedSchemas_.push_back(*s);
+    std::vector<StartedJobs::Job> jobs;
+    for (const auto& s : startedSchemas_) jobs.emplace_back([this, &s]() { return compileShared(s); });
+    started_ = std::make_unique<StartedJobs>(jobs);
+  }
   int64_t count() const { return count_; }
   int64_t crashed() const { return crashed_; }
 
  private:
+  // The schemas of `schemas` not in the cache, once each; `keys` gets their keys.
+  std::vector<const schema::PlacementSchema*> notEvaluated(
+      const std::vector<schema::PlacementSchema>& schemas, std::vector<std::string>& keys) const {
+    std::vector<const schema::PlacementSchema*> todo;
+    for (const auto& s : schemas) {
+      std::string key = keyOf(s);
+      if (cache_.count(key) || std::find(keys.begin(), keys.end(), key) != keys.end()) continue;
+      keys.push_back(key);
+      todo.push_back(&s);
+    }
+    return todo;
+  }
+
+  // The results of start()'s children, into the cache.
+  void collectStarted() {
+    if (!started_) return;
+    auto results = started_->collect([&](size_t j) { return fresh(startedSchemas_[j]); });
+    started_.reset();
+    for (size_t j = 0; j < results.size(); ++j) {
+      ++count_;
+      noteCrash(results[j]);
+      cache_.emplace(startedKeys_[j], std::move(results[j]));
+    }
+    startedSchemas_.clear();
+    startedKeys_.clear();
+  }
+
   static size_t cores() { return std::max(1U, std::thread::hardware_concurrency()); }
 
   static std::string keyOf(schema::Preset preset, const std::string& json) {
@@ -152,6 +190,9 @@ class Evaluator {
   QuickModel* quick_;
   passes::CompileOptions opts_;
   std::map<std::string, Expected<passes::LayoutCost>> cache_;
+  std::unique_ptr<StartedJobs> started_;  ///< start()'s children, not collected yet
+  std::vector<schema::PlacementSchema> startedSchemas_;
+  std::vector<std::string> startedKeys_;
   int64_t count_ = 0;
   int64_t crashed_ = 0;
 };
@@ -400,6 +441,11 @@ Expected<AutoResult> autoShard(const std::string& modelPath, const AutoOptions& 
   auto deadline = start + std::chrono::milliseconds(static_cast<int64_t>(o.timeLimitSeconds * 1e3));
   Evaluator ev(modelPath, o), quickEv(modelPath, o, quick.get());
   Search search{groups, o, quick ? quickEv : ev, deadline, {}, {}, {}, {}, false, {}, {}, {}};
+  if (quick) {  // the presets the report compares with compile while the quick model searches
+    std::vector<schema::PlacementSchema> presets;
+    for (auto& p : presetAlternatives(o.mesh)) presets.push_back(std::move(p.second));
+    ev.start(presets);
+  }
   std::vector<std::pair<Evaluated, std::vector<size_t>>> starts;
   if (search.ev.prefetches()) {
     std::vector<schema::PlacementSchema> seedSchemas;
@@ -437,7 +483,8 @@ Expected<AutoResult> autoShard(const std::string& modelPath, const AutoOptions& 
     ev.prefetch(all);  // in parallel
     for (const auto& choice : best) compiled.tryChoice(choice, "auto");
     r.quickEvaluations = quickEv.count();
-    r.method += " on the quick model, " + std::to_string(best.size()) + " best compiled";
+    r.method += " on the quick model" + (quick->folding().empty() ? "" : " (" + quick->folding() + ")") +
+                ", " + std::to_string(best.size()) + " best compiled";
   }
   Search& s = quick ? compiled : search;
   if (!s.best) {

@@ -60,6 +60,12 @@ struct AutoOptions {
   /// (QuickModel.h) and compile this many of its best; 0 compiles every
   /// layout the search visits.
   int64_t finalists = 4;
+  /// The quick model prices a stack of repeated layers (Fold.h) from the
+  /// program cut to this many layers and to one more, extrapolated to the
+  /// whole stack (compute and communication exactly when the layers plan
+  /// alike, peak memory within a few percent); 0, or a memory budget,
+  /// prices the whole program.
+  int foldKeep = 2;
 };
 
 /// One evaluated layout.

@@ -98,7 +98,7 @@ pid_t spawn(const std::function<Expected<passes::LayoutCost>()>& evaluate, int& 
 }
 
 // Reads the child's result to the end of its pipe and reaps it.
-Expected<passes::LayoutCost> collect(pid_t pid, int fd) {
+Expected<passes::LayoutCost> collectChild(pid_t pid, int fd) {
   std::string text;
   char buf[4096];
   for (ssize_t n; (n = ::read(fd, buf, sizeof buf)) != 0;) {
@@ -122,27 +122,46 @@ Expected<passes::LayoutCost> runIsolated(const std::function<Expected<passes::La
                                          const std::function<Expected<passes::LayoutCost>()>& fallback) {
   int fd = -1;
   pid_t pid = spawn(evaluate, fd);
-  return pid < 0 ? fallback() : collect(pid, fd);
+  return pid < 0 ? fallback() : collectChild(pid, fd);
+}
+
+StartedJobs::StartedJobs(const std::vector<Job>& jobs) {
+  for (const Job& job : jobs) {
+    int fd = -1;
+    pid_t pid = spawn(job, fd);
+    children_.emplace_back(pid, fd);
+  }
+}
+
+StartedJobs::~StartedJobs() {
+  for (auto [pid, fd] : children_)
+    if (pid >= 0) collectChild(pid, fd);
+}
+
+std::vector<Expected<passes::LayoutCost>> StartedJobs::collect(
+    const std::function<Expected<passes::LayoutCost>(size_t)>& fallback) {
+  // A child's result is small (well under a pipe's buffer): it never
+  // waits for its parent, so reading the children in turn cannot stall.
+  std::vector<Expected<passes::LayoutCost>> out;
+  for (size_t j = 0; j < children_.size(); ++j) {
+    auto [pid, fd] = children_[j];
+    out.push_back(pid < 0 ? fallback(j) : collectChild(pid, fd));
+  }
+  children_.clear();
+  return out;
 }
 
 std::vector<Expected<passes::LayoutCost>> runIsolatedAll(
     const std::vector<std::function<Expected<passes::LayoutCost>()>>& jobs,
     const std::function<Expected<passes::LayoutCost>(size_t)>& fallback, size_t parallel) {
-  std::vector<Expected<passes::LayoutCost>> out(jobs.size(), Status::error("not run"));
+  std::vector<Expected<passes::LayoutCost>> out;
   parallel = std::max<size_t>(parallel, 1);
   for (size_t start = 0; start < jobs.size(); start += parallel) {
-    size_t end = std::min(jobs.size(), start + parallel);
-    std::vector<std::pair<pid_t, int>> running;
-    for (size_t j = start; j < end; ++j) {
-      int fd = -1;
-      running.emplace_back(spawn(jobs[j], fd), fd);
-    }
-    // A child's result is small (well under a pipe's buffer): it never
-    // waits for its parent, so reading the children in turn cannot stall.
-    for (size_t j = start; j < end; ++j) {
-      auto [pid, fd] = running[j - start];
-      out[j] = pid < 0 ? fallback(j) : collect(pid, fd);
-    }
+    std::vector<StartedJobs::Job> batch(
+        jobs.begin() + static_cast<std::ptrdiff_t>(start),
+        jobs.begin() + static_cast<std::ptrdiff_t>(std::min(jobs.size(), start + parallel)));
+    for (auto& r : StartedJobs(batch).collect([&](size_t j) { return fallback(start + j); }))
+      out.push_back(std::move(r));
   }
   return out;
 }

@@ -18,6 +18,28 @@ namespace spmd::autoshard {
 Expected<passes::LayoutCost> runIsolated(const std::function<Expected<passes::LayoutCost>()>& evaluate,
                                          const std::function<Expected<passes::LayoutCost>()>& fallback);
 
+/// Jobs started each in its own child at once; the caller works on while
+/// they run, then collects them. The caller must not fork or start threads
+/// in between.
+class StartedJobs {
+ public:
+  using Job = std::function<Expected<passes::LayoutCost>()>;
+  /// Starts every job of `jobs` now.
+  explicit StartedJobs(const std::vector<Job>& jobs);
+  /// Reaps the children not collected (their results are dropped).
+  ~StartedJobs();
+  StartedJobs(const StartedJobs&) = delete;
+  StartedJobs& operator=(const StartedJobs&) = delete;
+  /// Waits for every child: results in job order (as runIsolated gives
+  /// them); `fallback(j)` runs job j in this process when its fork failed.
+  /// Once only.
+  std::vector<Expected<passes::LayoutCost>> collect(
+      const std::function<Expected<passes::LayoutCost>(size_t)>& fallback);
+
+ private:
+  std::vector<std::pair<int, int>> children_;  // (pid or -1, pipe's read end)
+};
+
 /// runIsolated for each job, `parallel` children at a time (results in job
 /// order); `fallback(j)` runs job j in this process when its fork fails.
 std::vector<Expected<passes::LayoutCost>> runIsolatedAll(

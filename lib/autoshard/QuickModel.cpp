@@ -8,10 +8,17 @@
 // lists, live ranges) is computed once.
 #include "autoshard/QuickModel.h"
 
+#include "autoshard/Fold.h"
+#include "autoshard/Variables.h"
+
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
+#include <cstdlib>
 #include <map>
+#include <optional>
 #include <unordered_map>
+#include <unordered_set>
 
 #include "passes/GatherParams.h"
 #include "passes/Optimizer.h"
@@ -106,6 +113,10 @@ struct QuickModel::Impl {
   std::vector<ValueComm> comm;                       // by value id: its redistributions
   ValueComm outputComm;                              // the outputs' redistributions
   std::vector<int64_t> rangeBytes, delta;            // by range; by node: live bytes starting - ending there
+  std::vector<char> grows;                           // by range: counted per folded layer (QuickModel())
+  std::vector<int64_t> growDelta;                    // delta of the ranges that grow
+  std::vector<char> extraNode;                       // by node, folded: a node of the extra layer
+  mutable std::vector<int64_t> liveAt, grownAt;      // scratch of peakLive()
   std::vector<int> rangeOf;                          // by value id: its range, -1: none
   size_t inputRanges = 0;                            // ranges[0, inputRanges): user inputs
   bool cached = false;                               // the figures are the last propagation's
@@ -136,8 +147,13 @@ struct QuickModel::Impl {
   double nodeSeconds(const sharding::Propagation& p, size_t n) const;
   void setRangeBytes(const sharding::Propagation& p, size_t r);
   Status update(const sharding::Propagation& p, const std::vector<int>* replanned);
+  Expected<passes::LayoutCost> evaluate(const schema::PlacementSchema& s);
   void sumComm(passes::LayoutCost& c) const;
   void sumMemory(const schema::ResolvedPlacements& pl, passes::LayoutCost& c) const;
+  /// The peak over nodes of the live bytes after each (the last
+  /// evaluation's), with the ranges marked in `grows` counted 1 + `times`
+  /// times.
+  int64_t peakLive(int64_t times) const;
 };
 
 Status QuickModel::Impl::prepare(const AutoOptions& o) {
@@ -439,6 +455,10 @@ void QuickModel::Impl::setRangeBytes(const sharding::Propagation& p, size_t r) {
   int64_t b = localBytes(*range.value, p.values[static_cast<size_t>(range.value->id())]);
   delta[static_cast<size_t>(range.first)] += b - rangeBytes[r];
   delta[static_cast<size_t>(range.last) + 1] -= b - rangeBytes[r];
+  if (!grows.empty() && grows[r]) {
+    growDelta[static_cast<size_t>(range.first)] += b - rangeBytes[r];
+    growDelta[static_cast<size_t>(range.last) + 1] -= b - rangeBytes[r];
+  }
   rangeBytes[r] = b;
 }
 
@@ -478,15 +498,119 @@ void QuickModel::Impl::sumMemory(const schema::ResolvedPlacements& pl, passes::L
   for (size_t i = 0; i < ins.size() && i < pl.inputs.size(); ++i)
     if (isStored(ins[i].kind) && ins[i].value && ins[i].value->isTensor())
       c.paramBytes += localBytes(*ins[i].value, pl.inputs[i]);
-  int64_t peak = 0, live = 0;
-  for (size_t i = 0; i + 1 < delta.size(); ++i) {
-    live += delta[i];
-    peak = std::max(peak, live);
-  }
-  c.peakBytes = c.paramBytes + peak;
+  c.peakBytes = c.paramBytes + peakLive(0);
 }
 
-QuickModel::QuickModel(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
+namespace {
+
+// c0 + n * (c1 - c0), field by field (counts at least 0).
+passes::LayoutCost extrapolate(const passes::LayoutCost& c0, const passes::LayoutCost& c1, int64_t n) {
+  auto lin = [n](auto a, auto b) { return a + static_cast<decltype(a)>(n) * (b - a); };
+  auto count = [&](int64_t a, int64_t b) { return std::max<int64_t>(0, lin(a, b)); };
+  passes::LayoutCost c = c0;
+  c.computeSeconds = lin(c0.computeSeconds, c1.computeSeconds);
+  c.commSeconds = lin(c0.commSeconds, c1.commSeconds);
+  c.paramBytes = count(c0.paramBytes, c1.paramBytes);
+  c.peakBytes = count(c0.peakBytes, c1.peakBytes);
+  for (size_t a = 0; a < c.axes.size() && a < c1.axes.size(); ++a) {
+    passes::AxisComm& ac = c.axes[a];
+    const passes::AxisComm& b = c1.axes[a];
+    ac.seconds = lin(ac.seconds, b.seconds);
+    ac.collectives = count(ac.collectives, b.collectives);
+    auto find = [](auto& kinds, const std::string& kind) {
+      return std::find_if(kinds.begin(), kinds.end(), [&](const auto& e) { return e.first == kind; });
+    };
+    for (const auto& e : b.byKind)
+      if (find(ac.byKind, e.first) == ac.byKind.end()) ac.byKind.emplace_back(e.first, 0);
+    for (auto& e : ac.byKind) {
+      auto it = find(b.byKind, e.first);
+      e.second = count(e.second, it == b.byKind.end() ? 0 : it->second);
+    }
+    ac.byKind.erase(
+        std::remove_if(ac.byKind.begin(), ac.byKind.end(), [](const auto& e) { return e.second == 0; }),
+        ac.byKind.end());
+  }
+  return c;
+}
+
+// True when the rules of `pins` lay out an input of the stack `prefix`
+// (its layers would then differ: not folded).
+bool pinsStack(const ir::ExportedProgram& p, const schema::PlacementSchema* pins, const std::string& prefix) {
+  for (const auto& name : pinnedNames(p, pins))
+    if (name.starts_with(prefix + ".")) return true;
+  return false;
+}
+
+Expected<std::unique_ptr<QuickModel::Impl>> prepared(pt2::Archive a, const AutoOptions& o) {
+  auto impl = std::make_unique<QuickModel::Impl>(std::move(a), o.mesh);
+  SPMD_RETURN_IF_ERROR(impl->prepare(o));
+  return impl;
+}
+
+}  // namespace
+
+// Outside the extra layer's nodes, that layer is wholly behind or ahead of
+// the node, as each folded layer is: its live bytes there count `times`
+// more. Inside them, each folded layer is behind or ahead of the one
+// running: the larger of what the layer leaves live just before and just
+// after its nodes (its saved activations, its gradients) counts `times` more.
+int64_t QuickModel::Impl::peakLive(int64_t times) const {
+  const size_t n = delta.size() - 1;
+  int64_t peak = 0, live = 0, grown = 0;
+  for (size_t i = 0; i < n; ++i) {
+    live += delta[i];
+    if (growDelta.empty()) {
+      peak = std::max(peak, live);
+      continue;
+    }
+    grown += growDelta[i];
+    liveAt[i] = live;
+    grownAt[i] = grown;
+  }
+  if (growDelta.empty()) return peak;
+  for (size_t i = 0; i < n;) {
+    if (!extraNode[i]) {
+      peak = std::max(peak, liveAt[i] + times * grownAt[i]);
+      ++i;
+      continue;
+    }
+    size_t j = i;
+    while (j < n && extraNode[j]) ++j;
+    int64_t around = std::max(i > 0 ? grownAt[i - 1] : 0, j < n ? grownAt[j] : 0);
+    for (; i < j; ++i) peak = std::max(peak, liveAt[i] + times * around);
+  }
+  return peak;
+}
+
+QuickModel::QuickModel(std::unique_ptr<Impl> impl, std::unique_ptr<Impl> next)
+    : impl_(std::move(impl)), next_(std::move(next)) {
+  if (!next_) return;
+  // The second cut's own values (its extra layer's, and their optimizer's
+  // and anchors'): the whole stack has L - kept - 1 more of each.
+  // (The first cut's graph keeps the values of the nodes it removed, without
+  // a producer: only its inputs and node results count.)
+  std::unordered_set<std::string_view> firstHas;
+  for (const ir::Value* v : impl_->archive.program.graph.inputs()) firstHas.insert(v->name());
+  for (const auto& n : impl_->archive.program.graph.nodes())
+    for (const ir::Value* v : n->outputValues()) firstHas.insert(v->name());
+  std::unordered_set<std::string_view> firstNodes;
+  for (const auto& n : impl_->archive.program.graph.nodes()) firstNodes.insert(n->name());
+  // A value the rest reads (the chain's exit: the layer's output, the
+  // gradient it hands down) is one value however many layers there are.
+  next_->grows.resize(next_->ranges.size());
+  for (size_t r = 0; r < next_->ranges.size(); ++r) {
+    const ir::Value& v = *next_->ranges[r].value;
+    next_->grows[r] = !firstHas.count(v.name()) &&
+                      std::none_of(v.users().begin(), v.users().end(),
+                                   [&](const ir::Node* u) { return firstNodes.count(u->name()) > 0; });
+  }
+  for (const auto& n : next_->archive.program.graph.nodes())
+    next_->extraNode.push_back(!firstNodes.count(n->name()));
+  next_->liveAt.assign(next_->extraNode.size(), 0);
+  next_->grownAt.assign(next_->extraNode.size(), 0);
+  next_->growDelta.assign(next_->delta.size(), 0);
+}
+
 QuickModel::~QuickModel() = default;
 
 Expected<std::unique_ptr<QuickModel>> QuickModel::create(const std::string& modelPath, const AutoOptions& o) {
@@ -494,16 +618,65 @@ Expected<std::unique_ptr<QuickModel>> QuickModel::create(const std::string& mode
   return create(std::move(a), o);
 }
 
+// Folded: `a` cut to o.foldKeep layers, a second reading of it to one more.
+// Where either cut fails, the whole program.
 Expected<std::unique_ptr<QuickModel>> QuickModel::create(pt2::Archive a, const AutoOptions& o) {
-  auto impl = std::make_unique<Impl>(Impl(std::move(a), o.mesh));
-  SPMD_RETURN_IF_ERROR(impl->prepare(o));
-  return std::unique_ptr<QuickModel>(new QuickModel(std::move(impl)));
+  if (o.foldKeep > 0 && !o.memoryBudget) {  // folded peaks are estimates (QuickModelTest: within 6%)
+    auto more = pt2::readArchive(a.path, {.loadWeights = false});
+    auto cut = more ? foldLayers(more->program, o.foldKeep + 1) : Expected<FoldedStack>(more.status());
+    if (cut && pinsStack(a.program, o.pins, cut->prefix))
+      cut = Status::error("the pins lay out inputs of " + cut->prefix);
+    if (cut) {
+      std::unordered_set<std::string> cutAway;
+      for (const auto& in : a.program.signature.inputs) cutAway.insert(in.target);
+      auto first = foldLayers(a.program, o.foldKeep);
+      for (const auto& in : a.program.signature.inputs) cutAway.erase(in.target);
+      if (first) {
+        SPMD_ASSIGN_OR_RETURN(auto impl, prepared(std::move(a), o));
+        SPMD_ASSIGN_OR_RETURN(auto next, prepared(std::move(*more), o));
+        std::unique_ptr<QuickModel> q(new QuickModel(std::move(impl), std::move(next)));
+        q->extra_ = cut->layers - o.foldKeep;
+        q->cutAway_ = std::move(cutAway);
+        q->folding_ = cut->prefix + " priced at " + std::to_string(o.foldKeep) + " and " +
+                      std::to_string(o.foldKeep + 1) + " of " + std::to_string(cut->layers) + " layers";
+        return q;
+      }
+      cut = first.status();
+      SPMD_ASSIGN_OR_RETURN(a,
+                            pt2::readArchive(a.path, {.loadWeights = false}));  // a failed cut may change it
+    }
+    if (std::getenv("SPMD_AUTO_TRACE"))
+      std::fprintf(stderr, "auto: not folded: %s\n", cut.status().message().c_str());
+  }
+  SPMD_ASSIGN_OR_RETURN(auto impl, prepared(std::move(a), o));
+  return std::unique_ptr<QuickModel>(new QuickModel(std::move(impl), nullptr));
 }
 
 bool QuickModel::covers(const schema::PlacementSchema& s) { return !s.sequenceParallel && s.tpPlan.empty(); }
 
 Expected<passes::LayoutCost> QuickModel::evaluate(const schema::PlacementSchema& s) {
-  Impl& m = *impl_;
+  if (!next_) return impl_->evaluate(s);
+  // A rule naming one tensor of a layer the cuts removed (a group written
+  // member by member) matches nothing there, and must not fail.
+  std::optional<schema::PlacementSchema> lenient;
+  for (size_t r = 0; r < s.params.size(); ++r)
+    if (!s.params[r].optional && cutAway_.count(s.params[r].match)) {
+      if (!lenient) lenient = s;
+      lenient->params[r].optional = true;
+    }
+  const schema::PlacementSchema& cutSchema = lenient ? *lenient : s;
+  SPMD_ASSIGN_OR_RETURN(passes::LayoutCost c, impl_->evaluate(cutSchema));
+  SPMD_ASSIGN_OR_RETURN(passes::LayoutCost c1, next_->evaluate(cutSchema));
+  passes::LayoutCost out = extrapolate(c, c1, extra_);
+  // The peak of live values on the second cut, each value of its extra
+  // layer counted once per layer it stands for (a value both cuts have,
+  // like a RoPE table every layer reads, once).
+  out.peakBytes = out.paramBytes + next_->peakLive(extra_ - 1);
+  return out;
+}
+
+Expected<passes::LayoutCost> QuickModel::Impl::evaluate(const schema::PlacementSchema& s) {
+  Impl& m = *this;
   const ir::ExportedProgram& prog = m.archive.program;
   if (!m.resolve) m.resolve = std::make_unique<schema::ResolveCache>(prog);
   SPMD_ASSIGN_OR_RETURN(schema::ResolvedPlacements pl,

@@ -10,6 +10,12 @@
 //       product of the axes the node shards         -> compute
 //     weights at their stored layout + live values  -> memory
 //
+// A stack of repeated layers (Fold.h) is priced on two cuts of the program,
+// to AutoOptions::foldKeep layers and to one more; each figure is
+// extrapolated to the whole stack: cost(L) = cost(k) + (L - k) * (cost(k+1) -
+// cost(k)), which is the whole program's figure when the layers past the
+// first plan alike (QuickModelTest compares the two).
+//
 // What it leaves out of the compiled program's cost (passes::modelLayout):
 // bucketing (each collective pays its own alpha), the copies a
 // redistribution allocates, and sequence parallelism (a schema asking for it
@@ -18,6 +24,8 @@
 #pragma once
 
 #include <memory>
+#include <string>
+#include <unordered_set>
 
 #include "autoshard/AutoShard.h"
 #include "passes/LayoutCost.h"
@@ -30,8 +38,9 @@ namespace spmd::autoshard {
 class QuickModel {
  public:
   /// Reads the model at `modelPath` (no weights) and prepares its graph for
-  /// the compile options and mesh of `o`. Errors: the model does not read,
-  /// the optimizer cannot be appended.
+  /// the compile options and mesh of `o` (folding its layers unless
+  /// o.foldKeep is 0, the program has no stack, or o.pins lay out part of
+  /// it). Errors: the model does not read, the optimizer cannot be appended.
   static Expected<std::unique_ptr<QuickModel>> create(const std::string& modelPath, const AutoOptions& o);
   /// The same on an archive already read (without weights), which it keeps.
   static Expected<std::unique_ptr<QuickModel>> create(pt2::Archive archive, const AutoOptions& o);
@@ -47,11 +56,19 @@ class QuickModel {
   /// planned.
   Expected<passes::LayoutCost> evaluate(const schema::PlacementSchema& s);
 
+  /// How layouts are priced: empty for the whole program, else e.g.
+  /// "model.layers priced at 2 and 3 of 32 layers".
+  const std::string& folding() const { return folding_; }
+
   struct Impl;  ///< the prepared graph and what is read of it once (QuickModel.cpp)
 
  private:
-  explicit QuickModel(std::unique_ptr<Impl> impl);
-  std::unique_ptr<Impl> impl_;
+  QuickModel(std::unique_ptr<Impl> impl, std::unique_ptr<Impl> next);
+  std::unique_ptr<Impl> impl_;  ///< the program, or its first kept layers when folded
+  std::unique_ptr<Impl> next_;  ///< folded: the first kept + 1 layers; else null
+  int64_t extra_ = 0;           ///< folded: L - kept, the times next_'s extra layer counts
+  std::string folding_;
+  std::unordered_set<std::string> cutAway_;  ///< folded: the stored inputs' FQNs the cuts removed
 };
 
 }  // namespace spmd::autoshard

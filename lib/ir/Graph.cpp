@@ -339,6 +339,16 @@ void Graph::eraseNodes(const std::function<bool(const Node&)>& pred) {
   rebuildUses();
 }
 
+void Graph::eraseInputs(const std::function<bool(const Value&)>& pred) {
+  inputs_.erase(std::remove_if(inputs_.begin(), inputs_.end(),
+                               [&](const Value* v) {
+                                 if (!pred(*v)) return false;
+                                 SPMD_CHECK(v->users_.empty());
+                                 return true;
+                               }),
+                inputs_.end());
+}
+
 void Graph::replaceUses(Value* from, Value* to, int fromIndex) {
   for (size_t i = static_cast<size_t>(std::max(fromIndex, 0)); i < nodes_.size(); ++i)
     for (auto& in : nodes_[i]->inputs_)

@@ -291,6 +291,9 @@ class Graph {
   void setNodeOrder(const std::vector<Node*>& order);
   /// Removes the nodes for which `pred` holds; their results must be unused.
   void eraseNodes(const std::function<bool(const Node&)>& pred);
+  /// Removes the graph inputs for which `pred` holds; they must be unused
+  /// (the caller keeps the signature's InputSpecs in step).
+  void eraseInputs(const std::function<bool(const Value&)>& pred);
   /// Makes every node at index >= `fromIndex`, and every graph output, read
   /// `to` instead of `from`; users are updated.
   void replaceUses(Value* from, Value* to, int fromIndex = 0);

@@ -119,3 +119,70 @@ TEST_CASE("the quick model refuses what compiling refuses, and leaves sequence p
   REQUIRE_FALSE(missing.hasValue());
   CHECK(missing.status().message().find("/nonexistent/model.pt2") != std::string::npos);
 }
+
+TEST_CASE("a stack of layers priced folded costs what the whole program costs") {
+  struct Case {
+    std::string model, optimizer;
+    std::vector<int64_t> mesh;
+  };
+  for (const Case& k : {Case{"llama_deep_train", "adamw", {2, 4}}, Case{"llama_deep_train", "sgd", {8}},
+                        Case{"llama_deep", "", {2, 2}}}) {
+    INFO(k.model << " " << k.optimizer << " on " << k.mesh.size() << "-D mesh");
+    auto mesh = sharding::Mesh::create(k.mesh);
+    REQUIRE(mesh.hasValue());
+    autoshard::AutoOptions o;
+    o.mesh = *mesh;
+    o.compile.optimizer.kind = k.optimizer;
+    auto folded = autoshard::QuickModel::create(modelPath(k.model), o);
+    o.foldKeep = 0;
+    auto whole = autoshard::QuickModel::create(modelPath(k.model), o);
+    REQUIRE(folded.hasValue());
+    REQUIRE(whole.hasValue());
+    CHECK((*folded)->folding().ends_with("layers priced at 2 and 3 of 32 layers"));
+    CHECK((*whole)->folding().empty());
+    int priced = 0;
+    double worst = 0;
+    auto all = layouts(k.model, *mesh, 16);
+    {  // groups written member by member (as for globs that would match more):
+       // rules naming tensors of the layers the cuts removed
+      auto archive = pt2::readArchive(modelPath(k.model), {.loadWeights = false});
+      REQUIRE(archive.hasValue());
+      auto groups = autoshard::buildGroups(archive->program, *mesh, {}, true);
+      for (auto& g : groups) g.exact = true;
+      for (size_t opt : {1, 2}) {
+        std::vector<size_t> c;
+        for (const auto& g : groups) c.push_back(std::min(opt, g.options.size() - 1));
+        all.emplace_back("member by member " + std::to_string(opt),
+                         autoshard::schemaFor(groups, c, *mesh, nullptr));
+      }
+    }
+    for (const auto& [name, s] : all) {
+      auto f = (*folded)->evaluate(s);
+      auto w = (*whole)->evaluate(s);
+      INFO(name << (w ? std::string() : ": " + w.status().message()));
+      REQUIRE(f.hasValue() == w.hasValue());
+      if (!w) continue;
+      ++priced;
+      CHECK(f->computeSeconds == Approx(w->computeSeconds).epsilon(1e-9));
+      CHECK(f->commSeconds == Approx(w->commSeconds).epsilon(1e-9));
+      CHECK(f->paramBytes == w->paramBytes);
+      // Peak memory is estimated (the peak may lie inside a folded layer):
+      // within 10%. Searches under a memory budget do not fold.
+      CHECK(std::abs(static_cast<double>(f->peakBytes) / static_cast<double>(w->peakBytes) - 1) <= 0.10);
+      worst = std::max(worst,
+                       std::abs(static_cast<double>(f->peakBytes) / static_cast<double>(w->peakBytes) - 1));
+      REQUIRE(f->axes.size() == w->axes.size());
+      for (size_t a = 0; a < f->axes.size(); ++a) {
+        CHECK(f->axes[a].seconds == Approx(w->axes[a].seconds).epsilon(1e-9));
+        CHECK(f->axes[a].collectives == w->axes[a].collectives);
+        auto kinds = [](std::vector<std::pair<std::string, int64_t>> v) {
+          std::sort(v.begin(), v.end());
+          return v;
+        };
+        CHECK(kinds(f->axes[a].byKind) == kinds(w->axes[a].byKind));
+      }
+    }
+    CHECK(priced >= 8);
+    WARN("peak memory: worst relative error " << worst);
+  }
+}
