@@ -42,25 +42,33 @@ std::vector<std::pair<std::string, schema::PlacementSchema>> layouts(const std::
   return out;
 }
 
+// One model, optimizer and mesh of a test.
+struct Case {
+  std::string model, optimizer;
+  std::vector<int64_t> mesh;
+};
+
+// The quick model's options for `k`.
+autoshard::AutoOptions optionsFor(const Case& k) {
+  auto mesh = sharding::Mesh::create(k.mesh);
+  REQUIRE(mesh.hasValue());
+  autoshard::AutoOptions o;
+  o.mesh = *mesh;
+  o.compile.optimizer.kind = k.optimizer;
+  return o;
+}
+
 }  // namespace
 
 TEST_CASE("the quick model prices layouts as compiling them does") {
-  struct Case {
-    std::string model, optimizer;
-    std::vector<int64_t> mesh;
-  };
   for (const Case& k : {Case{"llama", "", {4}}, Case{"llama_train", "adamw", {2, 2}},
                         Case{"gpt_block", "", {2}}, Case{"mlp_train", "sgd", {4}}}) {
     INFO(k.model << " on " << k.mesh.size() << "-D mesh");
-    auto mesh = sharding::Mesh::create(k.mesh);
-    REQUIRE(mesh.hasValue());
-    autoshard::AutoOptions o;
-    o.mesh = *mesh;
-    o.compile.optimizer.kind = k.optimizer;
+    autoshard::AutoOptions o = optionsFor(k);
     auto quick = autoshard::QuickModel::create(modelPath(k.model), o);
     REQUIRE(quick.hasValue());
     std::vector<Priced> priced;
-    for (const auto& [name, s] : layouts(k.model, *mesh, 12)) {
+    for (const auto& [name, s] : layouts(k.model, o.mesh, 12)) {
       auto full = costOf(k.model, s, k.mesh, k.optimizer);
       auto q = (*quick)->evaluate(s);
       INFO(name << (q ? std::string() : ": " + q.status().message()));
@@ -121,18 +129,11 @@ TEST_CASE("the quick model refuses what compiling refuses, and leaves sequence p
 }
 
 TEST_CASE("a stack of layers priced folded costs what the whole program costs") {
-  struct Case {
-    std::string model, optimizer;
-    std::vector<int64_t> mesh;
-  };
   for (const Case& k : {Case{"llama_deep_train", "adamw", {2, 4}}, Case{"llama_deep_train", "sgd", {8}},
                         Case{"llama_deep", "", {2, 2}}}) {
     INFO(k.model << " " << k.optimizer << " on " << k.mesh.size() << "-D mesh");
-    auto mesh = sharding::Mesh::create(k.mesh);
-    REQUIRE(mesh.hasValue());
-    autoshard::AutoOptions o;
-    o.mesh = *mesh;
-    o.compile.optimizer.kind = k.optimizer;
+    autoshard::AutoOptions o = optionsFor(k);
+    const sharding::Mesh* mesh = &o.mesh;
     auto folded = autoshard::QuickModel::create(modelPath(k.model), o);
     o.foldKeep = 0;
     auto whole = autoshard::QuickModel::create(modelPath(k.model), o);
