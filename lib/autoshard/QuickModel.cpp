@@ -118,6 +118,7 @@ struct QuickModel::Impl {
   std::vector<char> extraNode;                       // by node, folded: a node of the extra layer
   mutable std::vector<int64_t> liveAt, grownAt;      // scratch of peakLive()
   std::vector<int> rangeOf;                          // by value id: its range, -1: none
+  std::vector<size_t> usedValues;                    // ids of the values some node reads, in order
   size_t inputRanges = 0;                            // ranges[0, inputRanges): user inputs
   bool cached = false;                               // the figures are the last propagation's
   std::unique_ptr<schema::ResolveCache> resolve;     // the program's glob matches (first evaluation on)
@@ -238,6 +239,10 @@ void QuickModel::Impl::readFacts() {
     if (!f.results.empty()) f.dtype = f.results[0]->type().dtype;
     for (ir::Value* v : n->inputValues()) lastUse[static_cast<size_t>(v->id())] = n->index();
   }
+  for (const NodeFacts& f : nodes)
+    for (const ir::Value* v : f.operands) usedValues.push_back(static_cast<size_t>(v->id()));
+  std::sort(usedValues.begin(), usedValues.end());
+  usedValues.erase(std::unique(usedValues.begin(), usedValues.end()), usedValues.end());
   const int lastNode = std::max(0, static_cast<int>(g.nodes().size()) - 1);
   for (const auto& o : g.outputs())
     for (ir::Value* v : o.values)
@@ -415,7 +420,7 @@ void QuickModel::Impl::sumComm(passes::LayoutCost& c) const {
         countKind(ac, m.kind, 1);
     }
   };
-  for (const ValueComm& vc : comm) add(vc);
+  for (size_t id : usedValues) add(comm[id]);
   add(outputComm);
   double limit = static_cast<double>(std::max<int64_t>(bucketBytes, 1));
   for (const auto& [key, bytes] : buckets) {
