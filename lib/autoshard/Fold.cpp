@@ -358,12 +358,25 @@ Expected<FoldedStack> foldLayers(ir::ExportedProgram& program, int keep) {
     return Status::error("the stack " + stack->prefix + " has " + std::to_string(stack->layers()) +
                          " layers: too few to keep " + std::to_string(keep));
   FoldedStack out{stack->prefix, stack->layers(), keep};
-  Folder f(program, std::move(*stack), keep);
-  SPMD_RETURN_IF_ERROR(f.analyze());
-  f.apply();
-  Status st = program.graph.verify();
-  if (!st.isOk()) return st.withContext("folding the layers of " + out.prefix + " (program left changed)");
-  return out;
+  // The first layer may differ from the others (one that also computes
+  // what they all reuse: sizes of a dynamic batch, a mask): then the stack
+  // is layers 1..L-1 and layer 0 is kept as part of the rest.
+  Status first = Status::ok();
+  for (int skip = 0; skip < 2 && keep - skip >= 1 && stack->layers() - skip > keep - skip + 1; ++skip) {
+    Stack s = *stack;
+    s.inputs.erase(s.inputs.begin(), s.inputs.begin() + skip);
+    Folder f(program, std::move(s), keep - skip);
+    Status st = f.analyze();
+    if (!st.isOk()) {
+      if (skip == 0) first = st;
+      continue;
+    }
+    f.apply();
+    st = program.graph.verify();
+    if (!st.isOk()) return st.withContext("folding the layers of " + out.prefix + " (program left changed)");
+    return out;
+  }
+  return first;
 }
 
 }  // namespace spmd::autoshard

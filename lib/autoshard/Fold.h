@@ -18,7 +18,9 @@
 // result types), and every operand of a node in layer k+1 is the twin of the
 // node's operand in layer k, the same value from outside the stack, or (at
 // either end of the chain) the value the chain enters or leaves by. Anything
-// else, and the program is not folded.
+// else, and the program is not folded. The first layer may differ (it may
+// compute what all layers reuse, like the sizes of a dynamic batch): then
+// layers 1..L-1 are the stack, and layer 0 is kept as part of the rest.
 #pragma once
 
 #include <string>
