@@ -100,8 +100,8 @@ class Evaluator {
     }
   }
   /// Starts compiling the schemas not evaluated yet, each in its own child,
-  /// at once, and returns: the caller (the quick model's search) works on
-  /// the while; the next evaluate() or prefetch() collects them. Does
+  /// at once, and returns: the caller (the quick model's search) goes on
+  /// meanwhile, and the next evaluate() or prefetch() collects them. Does
   /// nothing unless prefetches().
   void start(const std::vector<schema::PlacementSchema>& schemas) {
     if (!prefetches() || started_ || !readOnce().isOk()) return;
