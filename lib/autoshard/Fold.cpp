@@ -19,10 +19,6 @@
 namespace spmd::autoshard {
 namespace {
 
-bool isStored(ir::InputKind k) {
-  return k == ir::InputKind::Parameter || k == ir::InputKind::Buffer || k == ir::InputKind::TensorConstant;
-}
-
 bool isIndex(const std::string& c) {
   return !c.empty() && c.size() < 9 &&
          std::all_of(c.begin(), c.end(), [](char ch) { return std::isdigit(ch); }) &&
@@ -43,7 +39,7 @@ std::optional<Stack> findStack(const ir::ExportedProgram& p) {
   std::map<std::string, std::map<int, std::map<std::string, size_t>>> byPrefix;
   const auto& ins = p.signature.inputs;
   for (size_t i = 0; i < ins.size(); ++i) {
-    if (!isStored(ins[i].kind) || !ins[i].value) continue;
+    if (!ir::isStored(ins[i].kind) || !ins[i].value) continue;
     std::vector<std::string> parts;
     for (size_t a = 0, b; a <= ins[i].target.size(); a = b + 1) {
       b = std::min(ins[i].target.find('.', a), ins[i].target.size());

@@ -79,10 +79,6 @@ std::vector<int64_t> hintShape(const ir::Value& v) {
   return s;
 }
 
-bool isStored(ir::InputKind k) {
-  return k == ir::InputKind::Parameter || k == ir::InputKind::Buffer || k == ir::InputKind::TensorConstant;
-}
-
 }  // namespace
 
 struct QuickModel::Impl {
@@ -501,7 +497,7 @@ Status QuickModel::Impl::update(const sharding::Propagation& p, const std::vecto
 void QuickModel::Impl::sumMemory(const schema::ResolvedPlacements& pl, passes::LayoutCost& c) const {
   const auto& ins = archive.program.signature.inputs;
   for (size_t i = 0; i < ins.size() && i < pl.inputs.size(); ++i)
-    if (isStored(ins[i].kind) && ins[i].value && ins[i].value->isTensor())
+    if (ir::isStored(ins[i].kind) && ins[i].value && ins[i].value->isTensor())
       c.paramBytes += localBytes(*ins[i].value, pl.inputs[i]);
   c.peakBytes = c.paramBytes + peakLive(0);
 }

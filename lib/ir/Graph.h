@@ -217,6 +217,11 @@ enum class OutputKind : uint8_t {
 };
 /// "parameter", "user_input", ... (the export schema's field names).
 std::string_view inputKindName(InputKind k);
+/// True for inputs stored with the program (parameters, buffers, tensor
+/// constants), as opposed to what the caller feeds.
+inline bool isStored(InputKind k) {
+  return k == InputKind::Parameter || k == InputKind::Buffer || k == InputKind::TensorConstant;
+}
 std::string_view outputKindName(OutputKind k);
 
 /// One graph input with its meaning.

@@ -35,8 +35,7 @@ class PhaseTimer {
 void fillWeights(const pt2::Archive& archive, program::Program& p) {
   for (size_t i = 0; i < p.graph.signature.inputs.size(); ++i) {
     const ir::InputSpec& in = p.graph.signature.inputs[i];
-    bool stored = in.kind == ir::InputKind::Parameter || in.kind == ir::InputKind::Buffer ||
-                  in.kind == ir::InputKind::TensorConstant;
+    bool stored = ir::isStored(in.kind);
     if (!stored || !in.value) continue;
     const pt2::TensorPayload* t = archive.payload(in.target);
     program::WeightEntry w;

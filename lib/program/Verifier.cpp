@@ -150,8 +150,7 @@ Status checkWeightInputs(const Program& p) {
   std::map<std::string, const WeightEntry*, std::less<>> byFqn;
   for (const auto& w : p.weights) byFqn.emplace(w.fqn, &w);
   for (const ir::InputSpec& in : p.graph.signature.inputs) {
-    bool weight = in.kind == ir::InputKind::Parameter || in.kind == ir::InputKind::Buffer ||
-                  in.kind == ir::InputKind::TensorConstant;
+    bool weight = ir::isStored(in.kind);
     auto it = byFqn.find(in.target);
     if (!weight || !in.value || !in.value->isTensor() || it == byFqn.end()) continue;
     const WeightEntry& w = *it->second;

@@ -97,8 +97,7 @@ Status verifyPayloads(const io::ZipArchive& zip, const Archive& archive, const S
   for (const auto* table : {&archive.weights, &archive.constants})
     for (const auto& [fqn, t] : *table) SPMD_RETURN_IF_ERROR(checkPayload(zip, t));
   for (const auto& in : archive.program.signature.inputs) {
-    bool stored = in.kind == ir::InputKind::Parameter || in.kind == ir::InputKind::Buffer ||
-                  in.kind == ir::InputKind::TensorConstant;
+    bool stored = ir::isStored(in.kind);
     if (!stored || !in.value || !in.value->isTensor()) continue;
     const TensorPayload* t = archive.payload(in.target);
     if (!t)

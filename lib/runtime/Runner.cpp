@@ -81,8 +81,7 @@ Expected<ProgramRunner> ProgramRunner::create(const ir::ExportedProgram& program
       r.userInputNames_.push_back(s.name.empty() ? v->name() : s.name);
       continue;
     }
-    const bool weight = s.kind == ir::InputKind::Parameter || s.kind == ir::InputKind::Buffer ||
-                        s.kind == ir::InputKind::TensorConstant;
+    const bool weight = ir::isStored(s.kind);
     if (!weight)
       return Status::error("input '" + v->name() + "' is a " + std::string(ir::inputKindName(s.kind)) +
                            ", which spmd_runtime cannot feed");
