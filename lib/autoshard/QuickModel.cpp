@@ -619,22 +619,31 @@ Expected<std::unique_ptr<QuickModel>> QuickModel::create(const std::string& mode
   return create(std::move(a), o);
 }
 
-// Folded: `a` cut to o.foldKeep layers, a second reading of it to one more.
-// Where either cut fails, the whole program.
+// Folded: `a` cut to o.foldKeep + 1 layers (first: a program without a
+// stack is refused before anything more is read), a second reading of it to
+// o.foldKeep. Where either cut fails, the whole program (a cut that failed
+// after changing its program changed its node count: read again).
 Expected<std::unique_ptr<QuickModel>> QuickModel::create(pt2::Archive a, const AutoOptions& o) {
   if (o.foldKeep > 0 && !o.memoryBudget) {  // folded peaks are estimates (QuickModelTest: within 6%)
-    auto more = pt2::readArchive(a.path, {.loadWeights = false});
-    auto cut = more ? foldLayers(more->program, o.foldKeep + 1) : Expected<FoldedStack>(more.status());
-    if (cut && pinsStack(a.program, o.pins, cut->prefix))
-      cut = Status::error("the pins lay out inputs of " + cut->prefix);
-    if (cut) {
+    const size_t nodes = a.program.graph.nodes().size();
+    auto cut = foldLayers(a.program, o.foldKeep + 1);
+    std::optional<pt2::Archive> whole;
+    Status why = cut ? Status::ok() : cut.status();
+    if (why.isOk()) {
+      auto w = pt2::readArchive(a.path, {.loadWeights = false});
+      if (w) whole.emplace(std::move(*w));
+      why = w ? Status::ok() : w.status();
+    }
+    if (why.isOk() && pinsStack(whole->program, o.pins, cut->prefix))
+      why = Status::error("the pins lay out inputs of " + cut->prefix);
+    if (why.isOk()) {
       std::unordered_set<std::string> cutAway;
-      for (const auto& in : a.program.signature.inputs) cutAway.insert(in.target);
-      auto first = foldLayers(a.program, o.foldKeep);
-      for (const auto& in : a.program.signature.inputs) cutAway.erase(in.target);
+      for (const auto& in : whole->program.signature.inputs) cutAway.insert(in.target);
+      auto first = foldLayers(whole->program, o.foldKeep);
+      for (const auto& in : whole->program.signature.inputs) cutAway.erase(in.target);
       if (first) {
-        SPMD_ASSIGN_OR_RETURN(auto impl, prepared(std::move(a), o));
-        SPMD_ASSIGN_OR_RETURN(auto next, prepared(std::move(*more), o));
+        SPMD_ASSIGN_OR_RETURN(auto impl, prepared(std::move(*whole), o));
+        SPMD_ASSIGN_OR_RETURN(auto next, prepared(std::move(a), o));
         std::unique_ptr<QuickModel> q(new QuickModel(std::move(impl), std::move(next)));
         q->extra_ = cut->layers - o.foldKeep;
         q->cutAway_ = std::move(cutAway);
@@ -642,12 +651,14 @@ Expected<std::unique_ptr<QuickModel>> QuickModel::create(pt2::Archive a, const A
                       std::to_string(o.foldKeep + 1) + " of " + std::to_string(cut->layers) + " layers";
         return q;
       }
-      cut = first.status();
-      SPMD_ASSIGN_OR_RETURN(a,
-                            pt2::readArchive(a.path, {.loadWeights = false}));  // a failed cut may change it
+      why = first.status();
     }
-    if (std::getenv("SPMD_AUTO_TRACE"))
-      std::fprintf(stderr, "auto: not folded: %s\n", cut.status().message().c_str());
+    if (whole && whole->program.graph.nodes().size() == nodes) {
+      a = std::move(*whole);
+    } else if (a.program.graph.nodes().size() != nodes) {
+      SPMD_ASSIGN_OR_RETURN(a, pt2::readArchive(a.path, {.loadWeights = false}));
+    }
+    if (std::getenv("SPMD_AUTO_TRACE")) std::fprintf(stderr, "auto: not folded: %s\n", why.message().c_str());
   }
   SPMD_ASSIGN_OR_RETURN(auto impl, prepared(std::move(a), o));
   return std::unique_ptr<QuickModel>(new QuickModel(std::move(impl), nullptr));
