@@ -294,9 +294,8 @@ Status Folder::planRewiring() {
     }
   }
   std::unordered_map<std::string, int> layerOfTarget;
-  for (const auto& in : p_.signature.inputs)
-    if (auto it = stackInput_.find(in.value); in.value && it != stackInput_.end())
-      layerOfTarget[in.target] = it->second.first;
+  for (size_t k = 0; k < s_.inputs.size(); ++k)
+    for (size_t i : s_.inputs[k]) layerOfTarget[p_.signature.inputs[i].target] = static_cast<int>(k);
   const auto& outs = g_.outputs();
   for (size_t o = 0; o < outs.size() && o < p_.signature.outputs.size(); ++o) {
     auto t = layerOfTarget.find(p_.signature.outputs[o].target);
@@ -332,8 +331,8 @@ void Folder::apply() {
     outs.erase(outs.begin() + static_cast<std::ptrdiff_t>(*it));
     p_.signature.outputs.erase(p_.signature.outputs.begin() + static_cast<std::ptrdiff_t>(*it));
   }
-  std::vector<int> layer = layerOf_;
-  g_.eraseNodes([&](const ir::Node& n) { return layer[static_cast<size_t>(n.index())] >= keep_; });
+  // eraseNodes() renumbers only after it removed: layerOf_ indexes what it asks about.
+  g_.eraseNodes([&](const ir::Node& n) { return layerOf_[static_cast<size_t>(n.index())] >= keep_; });
   auto drop = [&](const ir::Value* v) {
     auto it = stackInput_.find(v);
     return it != stackInput_.end() && it->second.first >= keep_;

@@ -504,7 +504,8 @@ void QuickModel::Impl::sumMemory(const schema::ResolvedPlacements& pl, passes::L
 
 namespace {
 
-// c0 + n * (c1 - c0), field by field (counts at least 0).
+// c0 + n * (c1 - c0), field by field (counts at least 0), but for the peak:
+// a maximum does not extrapolate (QuickModel::evaluate sets it).
 passes::LayoutCost extrapolate(const passes::LayoutCost& c0, const passes::LayoutCost& c1, int64_t n) {
   auto lin = [n](auto a, auto b) { return a + static_cast<decltype(a)>(n) * (b - a); };
   auto count = [&](int64_t a, int64_t b) { return std::max<int64_t>(0, lin(a, b)); };
@@ -512,7 +513,6 @@ passes::LayoutCost extrapolate(const passes::LayoutCost& c0, const passes::Layou
   c.computeSeconds = lin(c0.computeSeconds, c1.computeSeconds);
   c.commSeconds = lin(c0.commSeconds, c1.commSeconds);
   c.paramBytes = count(c0.paramBytes, c1.paramBytes);
-  c.peakBytes = count(c0.peakBytes, c1.peakBytes);
   for (size_t a = 0; a < c.axes.size() && a < c1.axes.size(); ++a) {
     passes::AxisComm& ac = c.axes[a];
     const passes::AxisComm& b = c1.axes[a];
