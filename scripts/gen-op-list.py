@@ -35,6 +35,12 @@ repeat_interleave.self_int max_pool2d adaptive_avg_pool2d avg_pool2d batch_norm
 _native_batch_norm_legit_functional _native_batch_norm_legit_no_training
 hardswish hardsigmoid mish softplus pad stack meshgrid arange.start cumsum topk
 sort argsort index_select gather scatter.src index.Tensor
+histc new_empty_strided polar view_as_complex view_as_real angle conj_physical
+copysign.Scalar copysign.Tensor deg2rad digamma erfc erfinv exp2 float_power.Tensor_Tensor
+fmax fmin frac heaviside hypot i0 ldexp.Tensor lgamma logaddexp logaddexp2 logit
+nan_to_num nextafter rad2deg round.decimals sgn signbit sinc special_erfcx
+special_i0e special_i1 special_i1e special_ndtri xlogy.Tensor cumprod median.default
+median.dim nanmedian.default nanmedian.dim mode
 """.split()
 
 # The backward ops (derivatives.yaml) of the EXTRAS that have one.

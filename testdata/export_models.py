@@ -280,6 +280,55 @@ class CNNLoss(nn.Module):
         return F.cross_entropy(self.net(x), y)
 
 
+class Affine(nn.Module):
+    """ResMLP's per-channel affine norm: beta + alpha * x (an addcmul)."""
+
+    def __init__(self, d):
+        super().__init__()
+        self.alpha = nn.Parameter(1 + 0.1 * torch.randn(1, 1, d))
+        self.beta = nn.Parameter(0.1 * torch.randn(1, 1, d))
+
+    def forward(self, x):
+        return torch.addcmul(self.beta, self.alpha, x)
+
+
+class ResMLP(nn.Module):
+    """timm's ResMLP (MlpMixer with ResBlock + Affine), 2 blocks: the token
+    mixing Linear runs on a transposed activation, so elementwise ops keep a
+    permuted layout and views read strides the shards need not have."""
+
+    def __init__(self, d=32, tokens=16, layers=2, classes=10):
+        super().__init__()
+        self.stem = nn.Linear(12, d)
+        self.blocks = nn.ModuleList()
+        for _ in range(layers):
+            b = nn.Module()
+            b.norm1, b.norm2 = Affine(d), Affine(d)
+            b.linear_tokens = nn.Linear(tokens, tokens)
+            b.mlp = nn.Sequential(nn.Linear(d, 4 * d), nn.GELU(), nn.Linear(4 * d, d))
+            b.ls1 = nn.Parameter(0.1 * torch.ones(d))
+            b.ls2 = nn.Parameter(0.1 * torch.ones(d))
+            self.blocks.append(b)
+        self.norm = Affine(d)
+        self.head = nn.Linear(d, classes)
+
+    def forward(self, x):
+        x = self.stem(x)
+        for b in self.blocks:
+            x = x + b.ls1 * b.linear_tokens(b.norm1(x).transpose(1, 2)).transpose(1, 2)
+            x = x + b.ls2 * b.mlp(b.norm2(x))
+        return self.head(self.norm(x).mean(1))
+
+
+class ResMLPLoss(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.net = ResMLP()
+
+    def forward(self, x, y):
+        return F.cross_entropy(self.net(x), y)
+
+
 # ----------------------------------------------------------------- export
 #
 # The archives are written by the spmdc_export package (python/spmdc_export),
@@ -343,6 +392,10 @@ CASES = {
                                          [tokens(2, 16)]),
     "llama_deep_train": lambda o: export_train(
         o, "llama_deep_train", LlamaLoss(layers=32, d=32, heads=4, ffn=64), [tokens(2, 16), tokens(2, 16)]),
+    "resmlp": lambda o: export_infer(o, "resmlp", ResMLP(), [torch.randn(4, 16, 12)],
+                                     note="timm-style ResMLP: token mixing on a transposed activation"),
+    "resmlp_train": lambda o: export_train(o, "resmlp_train", ResMLPLoss(),
+                                           [torch.randn(4, 16, 12), torch.randint(0, 10, (4,))]),
     # Compute-bound: 8 layers of width 1024 (about 100M parameters), for
     # step-time comparisons on a GPU; not part of testdata.
     "llama_big": lambda o: export_infer(o, "llama_big", Llama(d=1024, heads=16, ffn=2816, layers=8,

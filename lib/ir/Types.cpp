@@ -14,7 +14,7 @@ struct TypeInfo {
   int64_t bytes;
 };
 
-constexpr std::array<TypeInfo, 18> kTypes = {{
+constexpr std::array<TypeInfo, 20> kTypes = {{
     {ScalarType::Byte, "u8", "U8", 1},
     {ScalarType::Char, "i8", "I8", 1},
     {ScalarType::Short, "i16", "I16", 2},
@@ -33,6 +33,8 @@ constexpr std::array<TypeInfo, 18> kTypes = {{
     {ScalarType::Float8E5M2, "f8e5m2", "F8_E5M2", 1},
     {ScalarType::Float8E4M3FNUZ, "f8e4m3fnuz", "", 1},
     {ScalarType::Float8E5M2FNUZ, "f8e5m2fnuz", "", 1},
+    {ScalarType::UInt32, "u32", "U32", 4},
+    {ScalarType::UInt64, "u64", "U64", 8},
 }};
 
 const TypeInfo* info(ScalarType t) {

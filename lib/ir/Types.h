@@ -36,6 +36,8 @@ enum class ScalarType : int8_t {
   Float8E5M2 = 30,
   Float8E4M3FNUZ = 31,
   Float8E5M2FNUZ = 32,
+  UInt32 = 34,
+  UInt64 = 35,
 };
 
 /// Maps a schema number to a ScalarType; nullopt for numbers the schema lacks.

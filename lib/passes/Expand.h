@@ -31,6 +31,9 @@ struct ExpandInput {
   /// One per signature output; nullopt keeps the propagated layout.
   std::vector<std::optional<sharding::ShardingSpec>> outputSpecs;
   sharding::CostModel cost = sharding::CostModel();
+  /// When set, receives one note per node the expansion rewrote for its
+  /// local shards beyond the rule (a view run as a reshape), for --report.
+  std::vector<std::string>* notes = nullptr;
 };
 
 /// Builds the local program (graph, boundary placements, collective

@@ -20,7 +20,8 @@ namespace {
 const char* sizeArgOf(std::string_view target) {
   static const std::pair<std::string_view, const char*> kSizeArgs[] = {
       {"aten._unsafe_view.default", "size"},   {"aten.empty.memory_format", "size"},
-      {"aten.empty_permuted.default", "size"}, {"aten.expand.default", "size"},
+      {"aten.empty_permuted.default", "size"}, {"aten.empty_strided.default", "size"},
+      {"aten.expand.default", "size"},         {"aten.new_empty_strided.default", "size"},
       {"aten.full.default", "size"},           {"aten.new_empty.default", "size"},
       {"aten.new_full.default", "size"},       {"aten.new_ones.default", "size"},
       {"aten.new_zeros.default", "size"},      {"aten.ones.default", "size"},
@@ -153,6 +154,31 @@ Status Expander::localizeArgs(const ir::Node& n, const sharding::NodeSharding& n
       if (local.sizes[j].isStatic()) a.ints[j] = local.sizes[j].value();
     }
   }
+  bool sharded = false;
+  for (size_t j = 0; j < local.sizes.size(); ++j)
+    sharded |= shardCount(ns.results[0], static_cast<int64_t>(j), mesh_) != 1;
+  return sharded ? localizeStrides(n, local, args) : Status::ok();
+}
+
+// empty_strided's strides, for the local sizes of a sharded result:
+// row-major (the values are uninitialized, so only the layout changes).
+// Symbolic sizes: an error.
+Status Expander::localizeStrides(const ir::Node& n, const ir::TensorType& local,
+                                 std::vector<ir::NamedArgument>& args) {
+  for (auto& na : args) {
+    if (na.name != "stride" || na.arg.ints.size() != local.sizes.size()) continue;
+    std::vector<int64_t> strides(local.sizes.size());
+    int64_t next = 1;
+    for (size_t j = local.sizes.size(); j-- > 0;) {
+      if (!local.sizes[j].isStatic())
+        return Status::error("node %" + n.name() + " (" + n.target() +
+                             "): the strides of a symbolic local shape " + local.str() +
+                             " cannot be made local; replicate this tensor");
+      strides[j] = next;
+      next *= std::max<int64_t>(local.sizes[j].value(), 1);
+    }
+    na.arg = Argument::integers(strides);
+  }
   return Status::ok();
 }
 
@@ -231,6 +257,79 @@ Status Expander::checkUnevenView(const ir::Node& n, const sharding::NodeSharding
                          " would hold other rows on rank " + std::to_string(r) +
                          ": merging or splitting an unevenly sharded dim is not supported; shard "
                          "dims that divide evenly there, or replicate that tensor");
+  }
+  return Status::ok();
+}
+
+// squeeze's result rank depends on which dims have size 1, and a shard can
+// have one row where the global tensor has many:
+//   %squeeze: f32[2, 3] = aten.squeeze.dim(%x, 0)            (global x: f32[2, 3], a no-op)
+//   %squeeze: f32[1, 3] = aten.squeeze.dims(%x, [])          (local on dp=2: keeps the dim)
+// Every overload becomes squeeze.dims over the dims whose global size is 1,
+// when some other candidate dim is sharded (otherwise the node is unchanged).
+Status Expander::globalSqueeze(const ir::Node& n, const sharding::NodeSharding& ns, std::string& target,
+                               std::vector<ir::NamedArgument>& args) {
+  static const std::string_view kSqueezes[] = {"aten.squeeze.default", "aten.squeeze.dim",
+                                               "aten.squeeze.dims"};
+  if (std::find(std::begin(kSqueezes), std::end(kSqueezes), n.target()) == std::end(kSqueezes))
+    return Status::ok();
+  auto ops = sharding::tensorOperands(n);
+  if (ops.empty() || ns.operands.empty() || args.empty()) return Status::ok();
+  const ir::TensorType& t = ops[0]->type();
+  std::vector<int64_t> candidates;
+  const Argument* dimArg = n.target() == "aten.squeeze.default" ? nullptr : n.input("dim");
+  if (!dimArg) {
+    for (int64_t d = 0; d < t.rank(); ++d) candidates.push_back(d);
+  } else {
+    for (int64_t d : dimArg->ints)
+      candidates.push_back(sharding::normalizeDim(d, std::max<int64_t>(t.rank(), 1)));
+  }
+  std::vector<int64_t> keep;
+  bool exposed = false;
+  for (int64_t d : candidates) {
+    if (d < 0 || d >= t.rank()) return Status::ok();  // a 0-d squeeze, or the verifier's error
+    const ir::Dim& size = t.sizes[static_cast<size_t>(d)];
+    if (size.isStatic() && size.value() == 1)
+      keep.push_back(d);
+    else
+      exposed |= shardCount(ns.operands[0], d, mesh_) != 1;
+  }
+  if (!exposed) return Status::ok();
+  target = "aten.squeeze.dims";
+  args = {args[0], {"dim", Argument::integers(keep), false}};
+  return Status::ok();
+}
+
+// A view is legal on the traced tensor when its strides allow it. Where the
+// traced operand was not contiguous (an elementwise op kept a permuted
+// layout, TensorIterator's rule), the shard's layout comes from other
+// kernels and may not allow it:
+//   %view_8 = aten.view.default(%add_3, [32, 8])   (traced %add_3: strides [1, 4, 32], viewable)
+//   %view_8 = aten.reshape.default(%add_3, [16, 8]) (local: a view where it can be, else a copy)
+// In an exported (functional) graph reshape means what view means.
+Status Expander::viewAsReshape(const ir::Node& n, const sharding::NodeSharding& ns, std::string& target,
+                               std::vector<ir::NamedArgument>& args) {
+  if (n.target() != "aten.view.default" || ns.operands.empty()) return Status::ok();
+  auto ops = sharding::tensorOperands(n);
+  if (ops.empty()) return Status::ok();
+  const ir::TensorType& t = ops[0]->type();
+  bool sharded = false;
+  for (int64_t d = 0; d < t.rank(); ++d) sharded |= shardCount(ns.operands[0], d, mesh_) != 1;
+  if (!sharded || t.strides.size() != t.sizes.size()) return Status::ok();
+  // Row-major contiguous: each stride the product of the sizes after it (size-1 dims free).
+  int64_t expect = 1;
+  for (int64_t d = t.rank() - 1; d >= 0; --d) {
+    const ir::Dim& size = t.sizes[static_cast<size_t>(d)];
+    const ir::Dim& stride = t.strides[static_cast<size_t>(d)];
+    if (!size.isStatic() || !stride.isStatic()) return Status::ok();  // symbolic: as traced
+    if (size.value() != 1 && stride.value() != expect) {
+      target = "aten.reshape.default";
+      for (auto& na : args)
+        if (na.name == "size") na.name = "shape";
+      reshapedViews_.push_back("%" + n.name());
+      return Status::ok();
+    }
+    expect *= size.value();
   }
   return Status::ok();
 }
@@ -314,6 +413,8 @@ Status Expander::expandNode(const ir::Node& n) {
   std::string target = n.target();
   double meanScale = 0;  // != 0: an uneven mean became a sum, scaled below
   SPMD_RETURN_IF_ERROR(unevenMean(n, ns, target, args, meanScale));
+  SPMD_RETURN_IF_ERROR(globalSqueeze(n, ns, target, args));
+  SPMD_RETURN_IF_ERROR(viewAsReshape(n, ns, target, args));
   if (target == "aten.embedding.default" && !ns.operands.empty() && ns.operands[0].shardsDim(0)) {
     // Vocab-parallel: this rank's rows are looked up, the rest give zeros.
     target = std::string(ir::kVocabEmbedding);

@@ -57,6 +57,7 @@ class Expander {
     for (const auto& n : src_.graph.nodes()) SPMD_RETURN_IF_ERROR(expandNode(*n));
     SPMD_RETURN_IF_ERROR(addOutputs(dst, out));
     hoistLocalSizes();
+    noteReshapedViews();
     out.collectives = std::move(records_);
     return out;
   }
@@ -122,6 +123,19 @@ class Expander {
     g_->setNodeOrder(symbols);
   }
 
+  // One note for every view viewAsReshape rewrote (for --report).
+  void noteReshapedViews() {
+    if (!in_.notes || reshapedViews_.empty()) return;
+    std::string names;
+    for (size_t i = 0; i < reshapedViews_.size() && i < 8; ++i) names += (i ? ", " : "") + reshapedViews_[i];
+    if (reshapedViews_.size() > 8) names += " and " + std::to_string(reshapedViews_.size() - 8) + " more";
+    in_.notes->push_back(
+        std::to_string(reshapedViews_.size()) +
+        " view(s) of sharded tensors traced in a permuted layout run as aten.reshape.default "
+        "(a view where the shard's layout allows it, else a copy): " +
+        names);
+  }
+
   std::string uniqueName(const std::string& base) {
     std::string name = base;
     for (int i = 1; g_->findValue(name) || src_.graph.findValue(name); ++i)
@@ -171,6 +185,8 @@ class Expander {
   Status expandNode(const ir::Node& n);
   Status localizeArgs(const ir::Node& n, const sharding::NodeSharding& ns,
                       std::vector<ir::NamedArgument>& args);
+  Status localizeStrides(const ir::Node& n, const ir::TensorType& local,
+                         std::vector<ir::NamedArgument>& args);
   Status localizeSplit(const ir::Node& n, const sharding::NodeSharding& ns,
                        std::vector<ir::NamedArgument>& args);
   Expected<ir::Value*> localSize(ir::Value* globalSym, int64_t k, const ir::Node& n);
@@ -201,6 +217,14 @@ class Expander {
   // global count), so that P(avg) divides by the global size.
   Status unevenMean(const ir::Node& n, const sharding::NodeSharding& ns, std::string& target,
                     std::vector<ir::NamedArgument>& args, double& scale);
+  // Rewrites squeeze (every overload) to squeeze.dims over the dims whose
+  // global size is 1, where a sharded dim could have one row locally.
+  Status globalSqueeze(const ir::Node& n, const sharding::NodeSharding& ns, std::string& target,
+                       std::vector<ir::NamedArgument>& args);
+  // A view of a sharded operand whose traced strides are not row-major
+  // becomes a reshape (the shard's layout may not allow the view).
+  Status viewAsReshape(const ir::Node& n, const sharding::NodeSharding& ns, std::string& target,
+                       std::vector<ir::NamedArgument>& args);
   // Error when `n` is a view whose operand is sharded unevenly and whose
   // local result would not hold the operand's local elements.
   Status checkUnevenView(const ir::Node& n, const sharding::NodeSharding& ns);
@@ -213,6 +237,7 @@ class Expander {
   }
 
   const ExpandInput& in_;
+  std::vector<std::string> reshapedViews_;  ///< "%view_8": views viewAsReshape made reshapes
   const ir::ExportedProgram& src_;
   const sharding::Propagation& prop_;
   const sharding::Mesh& mesh_;

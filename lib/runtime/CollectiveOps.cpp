@@ -23,6 +23,8 @@
 #include <torch/csrc/jit/frontend/function_schema_parser.h>
 
 #include <deque>
+#include <functional>
+#include <optional>
 #include <stdexcept>
 #include <unordered_map>
 
@@ -420,24 +422,56 @@ void waitOp(Stack& s) {
   s.emplace_back(*r);
 }
 
-// Gloo has no bool: a collective on a bool tensor runs synchronously on
-// bytes and converts back. NArgs: the kernel's argument count (the tensor is
-// the first, async the last).
-// Complex tensors likewise travel as their real view (a trailing dim of 2,
-// which no collective's dim argument names).
+// Dtypes a backend cannot carry travel as one it can, and come back:
+//   bool -> uint8; int16, uint16 -> int32; uint32 -> int64 (widened: sums,
+//   max and min are exact); uint64 -> int64's bits (moved exactly; sums
+//   wrap as uint64 does); complex -> its real view (a trailing dim of 2,
+//   which no collective's dim argument names).
+// Neither Gloo nor NCCL has bool or int16; Gloo has no unsigned type past
+// uint8, and neither has complex.
+struct Carrier {
+  at::Tensor value;                            // what the collective moves
+  std::function<at::Tensor(at::Tensor)> back;  // its result, in the original dtype
+};
+
+std::optional<Carrier> carrierOf(const at::Tensor& x) {
+  if (x.is_complex())
+    return Carrier{at::view_as_real(x.resolve_conj()).contiguous(),
+                   [](at::Tensor t) { return at::view_as_complex(t.contiguous()); }};
+  at::ScalarType want;
+  switch (x.scalar_type()) {
+    case at::kBool:
+      want = at::kByte;
+      break;
+    case at::kShort:
+    case at::kUInt16:
+      want = at::kInt;
+      break;
+    case at::kUInt32:
+      want = at::kLong;
+      break;
+    case at::kUInt64:
+      return Carrier{x.contiguous().view(at::kLong),
+                     [](at::Tensor t) { return t.contiguous().view(at::kUInt64); }};
+    default:
+      return std::nullopt;
+  }
+  at::ScalarType type = x.scalar_type();
+  return Carrier{x.to(want), [type](at::Tensor t) { return t.to(type); }};
+}
+
+// A kernel on a carried dtype runs synchronously on its carrier. NArgs: the
+// kernel's argument count (the tensor is the first, async the last).
 template <void (*Kernel)(Stack&), size_t NArgs>
-void asGlooType(Stack& s) {
+void asCarriedType(Stack& s) {
   c10::IValue& self = s[s.size() - NArgs];
-  bool isBool = self.toTensor().scalar_type() == at::kBool;
-  bool isComplex = self.toTensor().is_complex();
-  if (!isBool && !isComplex) return Kernel(s);
   c10::InferenceMode normalTensors(false);
-  self =
-      isBool ? self.toTensor().to(at::kByte) : at::view_as_real(self.toTensor().resolve_conj()).contiguous();
+  std::optional<Carrier> carrier = carrierOf(self.toTensor());
+  if (!carrier) return Kernel(s);
+  self = carrier->value;
   s.back() = false;
   Kernel(s);
-  at::Tensor out = s.back().toTensor();
-  s.back() = isBool ? out.to(at::kBool) : at::view_as_complex(out.contiguous());
+  s.back() = carrier->back(s.back().toTensor());
 }
 
 const LocalOpDef kCollectives[] = {
@@ -445,14 +479,14 @@ const LocalOpDef kCollectives[] = {
      "spmd::all_gather(Tensor self, str axis, int dim, *, int split_factor=1, int size=-1, bool async=False) "
      "-> "
      "Tensor",
-     asGlooType<allGather, 6>},
+     asCarriedType<allGather, 6>},
     {"spmd.all_reduce", "spmd::all_reduce(Tensor self, str axis, str op, *, bool async=False) -> Tensor",
-     asGlooType<allReduce, 4>},
+     asCarriedType<allReduce, 4>},
     {"spmd.all_to_all",
      "spmd::all_to_all(Tensor self, str axis, int split_dim, int concat_dim, *, int size=-1, bool "
      "async=False) "
      "-> Tensor",
-     asGlooType<allToAll, 6>},
+     asCarriedType<allToAll, 6>},
     {"spmd.global_symbol", "spmd::global_symbol(str name) -> int", globalSymbol},
     {"spmd.local_size", "spmd::local_size(int size, str spec, int dim) -> int", localSize},
     {"spmd.local_slice",
@@ -461,7 +495,7 @@ const LocalOpDef kCollectives[] = {
      localSlice},
     {"spmd.reduce_scatter",
      "spmd::reduce_scatter(Tensor self, str axis, int dim, str op, *, bool async=False) -> Tensor",
-     asGlooType<reduceScatter, 5>},
+     asCarriedType<reduceScatter, 5>},
     {"spmd.vocab_embedding",
      "spmd::vocab_embedding(Tensor weight, Tensor indices, str spec, int vocab) -> Tensor", vocabEmbedding},
     {"spmd.wait", "spmd::wait(Tensor self) -> Tensor", waitOp},
@@ -472,9 +506,8 @@ const LocalOpDef kCollectives[] = {
 
 at::Tensor allReduceNow(MeshComm& comm, int64_t axis, const at::Tensor& x, sharding::ReduceOp op) {
   c10::InferenceMode normalTensors(false);
-  if (x.scalar_type() == at::kBool) return allReduceNow(comm, axis, x.to(at::kByte), op).to(at::kBool);
-  if (x.is_complex())
-    return at::view_as_complex(allReduceNow(comm, axis, at::view_as_real(x.resolve_conj()).contiguous(), op));
+  if (std::optional<Carrier> carrier = carrierOf(x))
+    return carrier->back(allReduceNow(comm, axis, carrier->value, op));
   Started st = startAllReduce(comm, axis, x, reduceOf(std::string(sharding::reduceOpName(op))), false);
   comm.track(st.pending.work);
   if (st.pending.work) st.pending.work->wait();
@@ -484,12 +517,8 @@ at::Tensor allReduceNow(MeshComm& comm, int64_t axis, const at::Tensor& x, shard
 at::Tensor allGatherNow(MeshComm& comm, int64_t axis, const at::Tensor& x, int64_t dim, int64_t splitFactor,
                         int64_t size) {
   c10::InferenceMode normalTensors(false);
-  if (x.scalar_type() == at::kBool)
-    return allGatherNow(comm, axis, x.to(at::kByte), dim, splitFactor, size).to(at::kBool);
-  if (x.is_complex())
-    return at::view_as_complex(
-        allGatherNow(comm, axis, at::view_as_real(x.resolve_conj()).contiguous(), dim, splitFactor, size)
-            .contiguous());
+  if (std::optional<Carrier> carrier = carrierOf(x))
+    return carrier->back(allGatherNow(comm, axis, carrier->value, dim, splitFactor, size));
   Started st = startAllGather(comm, axis, x, dim, splitFactor, size, false);
   comm.track(st.pending.work);
   if (st.pending.work) st.pending.work->wait();

@@ -31,6 +31,8 @@ constexpr std::pair<ST, c10::ScalarType> kScalarTypes[] = {
     {ST::Float8E5M2, c10::ScalarType::Float8_e5m2},
     {ST::Float8E4M3FNUZ, c10::ScalarType::Float8_e4m3fnuz},
     {ST::Float8E5M2FNUZ, c10::ScalarType::Float8_e5m2fnuz},
+    {ST::UInt32, c10::ScalarType::UInt32},
+    {ST::UInt64, c10::ScalarType::UInt64},
 };
 
 // Export schema Layout numbers: 1 sparse_coo, 2 sparse_csr, 3 sparse_csc,

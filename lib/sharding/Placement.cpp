@@ -338,8 +338,13 @@ Status checkSplits(const std::vector<int64_t>& global, const ShardingSpec& spec,
     // torch.chunk splits a plain run, or each of a strided shard's sf rows,
     // at any size; a split of strided runs must divide them.
     bool runs = !p.isStrided() && local[d].blocks != 1;
-    if ((p.isStrided() && local[d].size % sf != 0) || (even && local[d].size % (n * sf) != 0) ||
-        (runs && local[d].size % n != 0))
+    if (p.isStrided() && local[d].size % sf != 0)  // the sf rows, whatever the mesh
+      return Status::error(where + " does not split into " + std::to_string(sf) + " equal rows for " +
+                           p.str() + " on mesh axis '" + name +
+                           "': a strided shard views the dim as [sf, size / sf], "
+                           "so sf must divide it (a fused weight of k parts has k * n rows: sf=k); the mesh "
+                           "axis need not divide it");
+    if ((even && local[d].size % (n * sf) != 0) || (runs && local[d].size % n != 0))
       return Status::error(where + " does not divide evenly over mesh axis '" + name + "' of size " +
                            std::to_string(n) + (p.isStrided() ? " in " + std::to_string(sf) + " rows" : "") +
                            (even || !runs ? ": shard it over axes whose sizes divide it, or pad it"

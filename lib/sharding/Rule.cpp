@@ -1,6 +1,7 @@
 // RuleBuilder and rule printing.
 #include "sharding/Rule.h"
 
+#include <algorithm>
 #include <utility>
 
 namespace spmd::sharding {
@@ -122,6 +123,20 @@ Expected<OpShardingRule> RuleBuilder::build() {
   };
   SPMD_RETURN_IF_ERROR(check(rule_.operands, operandShapes_, "operand"));
   SPMD_RETURN_IF_ERROR(check(rule_.results, resultShapes_, "result"));
+  // A dim of size 0 (x.repeat(0)) holds nothing to split: it and every
+  // factor it shares with others stay whole (a zero-size strided shard
+  // would have no rows to split).
+  auto emptyDimsWhole = [&](const std::vector<DimFactors>& tensors) {
+    for (const DimFactors& dims : tensors)
+      for (const std::vector<int>& fs : dims) {
+        bool empty = std::any_of(fs.begin(), fs.end(),
+                                 [&](int f) { return rule_.factors[static_cast<size_t>(f)].size == 0; });
+        for (int f : fs)
+          if (empty) rule_.factors[static_cast<size_t>(f)].kind = FactorKind::NeedReplication;
+      }
+  };
+  emptyDimsWhole(rule_.operands);
+  emptyDimsWhole(rule_.results);
   if (rule_.linearOperands.empty()) rule_.linearOperands.assign(rule_.operands.size(), false);
   rule_.additiveOperands.resize(rule_.operands.size(), false);
   return std::move(rule_);

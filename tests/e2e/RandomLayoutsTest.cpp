@@ -33,8 +33,8 @@ using spmd::testing::TempDir;
 namespace {
 
 const char* kModels[] = {
-    "mlp", "mlp_train", "gpt_block", "gpt_block_sdpa",  "gpt_block_fused", "llama", "llama_train",
-    "cnn", "cnn_train", "moe",       "llama_train_t214"};
+    "mlp", "mlp_train", "gpt_block", "gpt_block_sdpa",   "gpt_block_fused", "llama",       "llama_train",
+    "cnn", "cnn_train", "moe",       "llama_train_t214", "resmlp",          "resmlp_train"};
 
 int64_t envInt(const char* name, int64_t fallback) {
   const char* v = std::getenv(name);

@@ -10,15 +10,6 @@ namespace {
 
 using Args = std::vector<std::pair<std::string, Argument>>;
 
-// op(self = x, more...) -> `outs`.
-void onX(CheckStats& total, const std::string& target, const at::Tensor& x, Args more,
-         const std::vector<Out>& outs, const std::vector<std::string>& mustSee, const char* self = "self") {
-  OneOp op;
-  Args args{{self, op.in("x", x)}};
-  args.insert(args.end(), more.begin(), more.end());
-  op.node(target, args, outs).check(total, mustSee);
-}
-
 constexpr ir::ScalarType kLong = ir::ScalarType::Long;
 constexpr ir::ScalarType kBool = ir::ScalarType::Bool;
 

@@ -13,13 +13,10 @@ namespace {
 
 using Args = std::vector<std::pair<std::string, Argument>>;
 
-// op(self = x, more...) -> one result of `out` sizes.
-void onX(CheckStats& total, const std::string& target, const at::Tensor& x, Args more,
-         std::vector<int64_t> out, const std::vector<std::string>& mustSee) {
-  OneOp op;
-  Args args{{"self", op.in("x", x)}};
-  args.insert(args.end(), more.begin(), more.end());
-  op.node(target, args, {{"y", out}}).check(total, mustSee);
+// op(self = x, more...) -> one f32 result of `out` sizes.
+void onXSized(CheckStats& total, const std::string& target, const at::Tensor& x, Args more,
+              std::vector<int64_t> out, const std::vector<std::string>& mustSee) {
+  onX(total, target, x, std::move(more), {{"y", std::move(out)}}, mustSee);
 }
 
 }  // namespace
@@ -27,13 +24,14 @@ void onX(CheckStats& total, const std::string& target, const at::Tensor& x, Args
 TEST_CASE("hand-built views: flatten, unflatten, view_as, expand_as, chunk, unbind, stack") {
   at::manual_seed(21);
   CheckStats total;
-  onX(total, "aten.flatten.using_ints", randn({4, 2, 8}), {{"start_dim", I(1)}}, {4, 16},
-      {"operands [S(0)] -> results [S(0)]", "operands [S(1)] -> results [S(1)]",
-       "operands [S(2)] -> results [S(1,sf=2)]"});
+  onXSized(total, "aten.flatten.using_ints", randn({4, 2, 8}), {{"start_dim", I(1)}}, {4, 16},
+           {"operands [S(0)] -> results [S(0)]", "operands [S(1)] -> results [S(1)]",
+            "operands [S(2)] -> results [S(1,sf=2)]"});
   // The sizes are global: the unflattened dim stays whole.
-  onX(total, "aten.unflatten.int", randn({8, 12, 4}), {{"dim", I(1)}, {"sizes", Is({4, 3})}}, {8, 4, 3, 4},
-      {"operands [S(0)] -> results [S(0)]", "operands [S(2)] -> results [S(3)]",
-       "operands [S(0), S(2)] -> results [S(0), S(3)] on 2x2"});
+  onXSized(total, "aten.unflatten.int", randn({8, 12, 4}), {{"dim", I(1)}, {"sizes", Is({4, 3})}},
+           {8, 4, 3, 4},
+           {"operands [S(0)] -> results [S(0)]", "operands [S(2)] -> results [S(3)]",
+            "operands [S(0), S(2)] -> results [S(0), S(3)] on 2x2"});
   {
     OneOp op;
     auto x = op.in("x", randn({8, 4})), o = op.in("o", randn({32}));
@@ -95,15 +93,34 @@ TEST_CASE("hand-built views: flatten, unflatten, view_as, expand_as, chunk, unbi
   printTotal("views", total);
 }
 
+// squeeze keeps its global meaning where a shard has one row: the local
+// [1, 3] of a global [2, 3] keeps its dim 0 (issue: squeeze(0) gave [6]).
+TEST_CASE("hand-built squeeze at local size 1, every overload") {
+  at::manual_seed(23);
+  CheckStats total;
+  onXSized(total, "aten.squeeze.dim", randn({2, 4}), {{"dim", I(0)}}, {2, 4},
+           {"operands [S(0)] -> results [S(0)]", "operands [S(1)] -> results [S(1)]"});
+  onXSized(total, "aten.squeeze.dim", randn({4, 1, 4}), {{"dim", I(-2)}}, {4, 4},
+           {"operands [S(0)] -> results [S(0)]", "operands [S(0), S(2)] -> results [S(0), S(1)] on 2x2"});
+  onXSized(total, "aten.squeeze.default", randn({4, 1, 2}), {}, {4, 2},
+           {"operands [S(0)] -> results [S(0)]", "operands [S(2)] -> results [S(1)]"});
+  onXSized(total, "aten.squeeze.dims", randn({2, 2, 1}), {{"dim", Is({0, 2})}}, {2, 2},
+           {"operands [S(0)] -> results [S(0)]", "operands [S(0), S(1)] -> results [S(0), S(1)] on 2x2"});
+  // Uneven shards (3 rows on 2 ranks: 2 and 1) run end to end in
+  // tests/e2e/local_shapes.py.
+  printTotal("squeeze", total);
+}
+
 TEST_CASE("hand-built strided views and scatters: as_strided, diagonal, select_scatter") {
   at::manual_seed(22);
   CheckStats total;
-  onX(total, "aten.as_strided.default", randn({8, 4}), {{"size", Is({4, 4})}, {"stride", Is({1, 4})}}, {4, 4},
-      {"operands [R] -> results [R]"});
-  onX(total, "aten.diagonal.default", randn({4, 6, 6}), {{"offset", I(1)}, {"dim1", I(1)}, {"dim2", I(2)}},
-      {4, 5}, {"operands [S(0)] -> results [S(0)]", "operands [P(sum)] -> results [P(sum)]"});
-  onX(total, "aten.diagonal.default", randn({6, 4, 6}), {{"dim1", I(0)}, {"dim2", I(-1)}}, {4, 6},
-      {"operands [S(1)] -> results [S(0)]"});
+  onXSized(total, "aten.as_strided.default", randn({8, 4}), {{"size", Is({4, 4})}, {"stride", Is({1, 4})}},
+           {4, 4}, {"operands [R] -> results [R]"});
+  onXSized(total, "aten.diagonal.default", randn({4, 6, 6}),
+           {{"offset", I(1)}, {"dim1", I(1)}, {"dim2", I(2)}}, {4, 5},
+           {"operands [S(0)] -> results [S(0)]", "operands [P(sum)] -> results [P(sum)]"});
+  onXSized(total, "aten.diagonal.default", randn({6, 4, 6}), {{"dim1", I(0)}, {"dim2", I(-1)}}, {4, 6},
+           {"operands [S(1)] -> results [S(0)]"});
   {
     OneOp op;
     auto x = op.in("x", randn({8, 6, 4})), src = op.in("s", randn({8, 4}));
@@ -119,43 +136,45 @@ TEST_CASE("hand-built padding, flips, repeats, differences and triangles") {
   at::manual_seed(23);
   CheckStats total;
   at::Tensor img = randn({2, 4, 8, 8});
-  onX(total, "aten.constant_pad_nd.default", randn({8, 4}), {{"pad", Is({1, 2})}, {"value", F(0.0)}}, {8, 7},
-      {"operands [S(0)] -> results [S(0)]", "operands [P(sum)] -> results [P(sum)]"});
-  onX(total, "aten.constant_pad_nd.default", randn({8, 4}), {{"pad", Is({0, 0, -1, 1})}, {"value", F(2.0)}},
-      {8, 4}, {"operands [S(1)] -> results [S(1)]"});
-  onX(total, "aten.pad.default", img, {{"pad", Is({1, 1, 2, 2})}, {"mode", Str("reflect")}}, {2, 4, 12, 10},
-      {"operands [S(1)] -> results [S(1)]", "operands [P(sum)] -> results [P(sum)]"});
-  onX(total, "aten.pad.default", img, {{"pad", Is({1, 1, 0, 0})}, {"mode", Str("circular")}}, {2, 4, 8, 10},
-      {"operands [S(2)] -> results [S(2)]"});
-  onX(total, "aten.pad.default", img, {{"pad", Is({1, 1})}, {"mode", Str("constant")}, {"value", F(1.0)}},
-      {2, 4, 8, 10}, {"operands [S(0)] -> results [S(0)]"});
-  onX(total, "aten.reflection_pad1d.default", randn({2, 4, 8}), {{"padding", Is({2, 3})}}, {2, 4, 13},
-      {"operands [S(1)] -> results [S(1)]", "operands [P(sum)] -> results [P(sum)]"});
-  onX(total, "aten.reflection_pad2d.default", img, {{"padding", Is({1, 0, 2, 1})}}, {2, 4, 11, 9},
-      {"operands [S(0)] -> results [S(0)]"});
-  onX(total, "aten.reflection_pad3d.default", randn({2, 4, 4, 4, 4}), {{"padding", Is({1, 1, 0, 0, 2, 2})}},
-      {2, 4, 8, 4, 6}, {"operands [S(3)] -> results [S(3)]"});
-  onX(total, "aten.replication_pad2d.default", img, {{"padding", Is({1, 1, 0, 0})}}, {2, 4, 8, 10},
-      {"operands [S(2)] -> results [S(2)]", "operands [P(sum)] -> results [P(sum)]"});
-  onX(total, "aten.replication_pad3d.default", randn({2, 4, 4, 4, 4}), {{"padding", Is({0, 0, 1, 1, 0, 0})}},
-      {2, 4, 4, 6, 4}, {"operands [S(4)] -> results [S(4)]"});
-  onX(total, "aten.flip.default", randn({8, 4, 4}), {{"dims", Is({0, -1})}}, {8, 4, 4},
-      {"operands [S(1)] -> results [S(1)]", "operands [P(sum)] -> results [P(sum)]"});
-  onX(total, "aten.repeat.default", randn({8, 4}), {{"repeats", Is({2, 1})}}, {16, 4},
-      {"operands [S(0)] -> results [S(0,sf=2)]", "operands [S(1)] -> results [S(1)]"});
-  onX(total, "aten.repeat.default", randn({8, 4}), {{"repeats", Is({3, 1, 2})}}, {3, 8, 8},
-      {"operands [S(0)] -> results [S(1)]", "operands [S(1)] -> results [S(2,sf=2)]",
-       "operands [P(sum)] -> results [P(sum)]"});
-  onX(total, "aten.repeat_interleave.self_int", randn({8, 4}), {{"repeats", I(3)}, {"dim", I(0)}}, {24, 4},
-      {"operands [S(0)] -> results [S(0)]", "operands [S(1)] -> results [S(1)]"});
-  onX(total, "aten.repeat_interleave.self_int", randn({8, 4}), {{"repeats", I(2)}}, {64},
-      {"operands [R] -> results [R]"});
-  onX(total, "aten.repeat_interleave.self_int", randn({8, 4}),
-      {{"repeats", I(2)}, {"dim", I(1)}, {"output_size", I(8)}}, {8, 8}, {"operands [R] -> results [R]"});
-  onX(total, "aten.diff.default", randn({8, 4}), {{"dim", I(0)}}, {7, 4},
-      {"operands [S(1)] -> results [S(1)]", "operands [P(sum)] -> results [P(sum)]"});
-  onX(total, "aten.diff.default", randn({8, 6}), {{"n", I(2)}}, {8, 4},
-      {"operands [S(0)] -> results [S(0)]"});
+  onXSized(total, "aten.constant_pad_nd.default", randn({8, 4}), {{"pad", Is({1, 2})}, {"value", F(0.0)}},
+           {8, 7}, {"operands [S(0)] -> results [S(0)]", "operands [P(sum)] -> results [P(sum)]"});
+  onXSized(total, "aten.constant_pad_nd.default", randn({8, 4}),
+           {{"pad", Is({0, 0, -1, 1})}, {"value", F(2.0)}}, {8, 4}, {"operands [S(1)] -> results [S(1)]"});
+  onXSized(total, "aten.pad.default", img, {{"pad", Is({1, 1, 2, 2})}, {"mode", Str("reflect")}},
+           {2, 4, 12, 10}, {"operands [S(1)] -> results [S(1)]", "operands [P(sum)] -> results [P(sum)]"});
+  onXSized(total, "aten.pad.default", img, {{"pad", Is({1, 1, 0, 0})}, {"mode", Str("circular")}},
+           {2, 4, 8, 10}, {"operands [S(2)] -> results [S(2)]"});
+  onXSized(total, "aten.pad.default", img,
+           {{"pad", Is({1, 1})}, {"mode", Str("constant")}, {"value", F(1.0)}}, {2, 4, 8, 10},
+           {"operands [S(0)] -> results [S(0)]"});
+  onXSized(total, "aten.reflection_pad1d.default", randn({2, 4, 8}), {{"padding", Is({2, 3})}}, {2, 4, 13},
+           {"operands [S(1)] -> results [S(1)]", "operands [P(sum)] -> results [P(sum)]"});
+  onXSized(total, "aten.reflection_pad2d.default", img, {{"padding", Is({1, 0, 2, 1})}}, {2, 4, 11, 9},
+           {"operands [S(0)] -> results [S(0)]"});
+  onXSized(total, "aten.reflection_pad3d.default", randn({2, 4, 4, 4, 4}),
+           {{"padding", Is({1, 1, 0, 0, 2, 2})}}, {2, 4, 8, 4, 6}, {"operands [S(3)] -> results [S(3)]"});
+  onXSized(total, "aten.replication_pad2d.default", img, {{"padding", Is({1, 1, 0, 0})}}, {2, 4, 8, 10},
+           {"operands [S(2)] -> results [S(2)]", "operands [P(sum)] -> results [P(sum)]"});
+  onXSized(total, "aten.replication_pad3d.default", randn({2, 4, 4, 4, 4}),
+           {{"padding", Is({0, 0, 1, 1, 0, 0})}}, {2, 4, 4, 6, 4}, {"operands [S(4)] -> results [S(4)]"});
+  onXSized(total, "aten.flip.default", randn({8, 4, 4}), {{"dims", Is({0, -1})}}, {8, 4, 4},
+           {"operands [S(1)] -> results [S(1)]", "operands [P(sum)] -> results [P(sum)]"});
+  onXSized(total, "aten.repeat.default", randn({8, 4}), {{"repeats", Is({2, 1})}}, {16, 4},
+           {"operands [S(0)] -> results [S(0,sf=2)]", "operands [S(1)] -> results [S(1)]"});
+  onXSized(total, "aten.repeat.default", randn({8, 4}), {{"repeats", Is({3, 1, 2})}}, {3, 8, 8},
+           {"operands [S(0)] -> results [S(1)]", "operands [S(1)] -> results [S(2,sf=2)]",
+            "operands [P(sum)] -> results [P(sum)]"});
+  onXSized(total, "aten.repeat_interleave.self_int", randn({8, 4}), {{"repeats", I(3)}, {"dim", I(0)}},
+           {24, 4}, {"operands [S(0)] -> results [S(0)]", "operands [S(1)] -> results [S(1)]"});
+  onXSized(total, "aten.repeat_interleave.self_int", randn({8, 4}), {{"repeats", I(2)}}, {64},
+           {"operands [R] -> results [R]"});
+  onXSized(total, "aten.repeat_interleave.self_int", randn({8, 4}),
+           {{"repeats", I(2)}, {"dim", I(1)}, {"output_size", I(8)}}, {8, 8},
+           {"operands [R] -> results [R]"});
+  onXSized(total, "aten.diff.default", randn({8, 4}), {{"dim", I(0)}}, {7, 4},
+           {"operands [S(1)] -> results [S(1)]", "operands [P(sum)] -> results [P(sum)]"});
+  onXSized(total, "aten.diff.default", randn({8, 6}), {{"n", I(2)}}, {8, 4},
+           {"operands [S(0)] -> results [S(0)]"});
   {
     OneOp op;
     auto x = op.in("x", randn({8, 4})), pre = op.in("p", randn({8, 1})), app = op.in("a", randn({8, 3}));
@@ -165,8 +184,8 @@ TEST_CASE("hand-built padding, flips, repeats, differences and triangles") {
                        "operands [P(sum)] [P(sum)] [P(sum)] -> results [P(sum)]"});
   }
   for (const char* t : {"aten.tril.default", "aten.triu.default"})
-    onX(total, t, randn({4, 8, 6}), {{"diagonal", I(-1)}}, {4, 8, 6},
-        {"operands [S(0)] -> results [S(0)]", "operands [P(sum)] -> results [P(sum)]"});
+    onXSized(total, t, randn({4, 8, 6}), {{"diagonal", I(-1)}}, {4, 8, 6},
+             {"operands [S(0)] -> results [S(0)]", "operands [P(sum)] -> results [P(sum)]"});
   {
     OneOp op;
     auto a = op.in("a", randn({8})), b = op.in("b", randn({4}));
@@ -236,7 +255,7 @@ TEST_CASE("hand-built products: matmul, baddbmm, einsum, cdist, pdist") {
         .check(total, {"operands [S(0)] [R] -> results [S(0)]", "operands [S(1)] [R] -> results [S(1)]",
                        "operands [R] [S(1)] -> results [S(2)]"});
   }
-  onX(total, "aten._pdist_forward.default", randn({8, 4}), {{"p", F(1.0)}}, {28},
-      {"operands [R] -> results [R]"});
+  onXSized(total, "aten._pdist_forward.default", randn({8, 4}), {{"p", F(1.0)}}, {28},
+           {"operands [R] -> results [R]"});
   printTotal("products", total);
 }

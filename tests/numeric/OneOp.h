@@ -131,6 +131,17 @@ inline at::Tensor randint(int64_t high, std::vector<int64_t> sizes) {
   return at::randint(high, sizes, at::kLong);
 }
 
+/// Checks op(self = x, more...) -> `outs` (see OneOp::check for `mustSee`);
+/// `self` names x's argument.
+inline void onX(CheckStats& total, const std::string& target, const at::Tensor& x,
+                std::vector<std::pair<std::string, Argument>> more, const std::vector<Out>& outs,
+                const std::vector<std::string>& mustSee, const char* self = "self") {
+  OneOp op;
+  std::vector<std::pair<std::string, Argument>> args{{self, op.in("x", x)}};
+  args.insert(args.end(), more.begin(), more.end());
+  op.node(target, args, outs).check(total, mustSee);
+}
+
 inline void printTotal(const std::string& what, const CheckStats& s) {
   std::cout << "numeric hand-built " << what << ": " << s.summary() << std::endl;
 }

@@ -110,6 +110,12 @@ TEST_CASE("sample rules say what must stay whole", "[rules][coverage]") {
   // Each rank repeats its block of rows: a strided shard of the result.
   CHECK(textOf("aten.repeat.default") == "([j, k]) -> ([i j, k]) {i=2 replicated, j=8, k=6} linear-each(0)");
   // reduction "sum": output and total weight pending over sharded samples.
+  // A histogram with a fixed range: the shards' counts add up.
+  CHECK(textOf("aten.histc.default") ==
+        "([i, j]) -> ([k]) {i=8 reduction(sum), j=6 reduction(sum), k=4 replicated}");
+  // The (real, imaginary) pair stays whole; the other dims pass through.
+  CHECK(textOf("aten.view_as_complex.default") ==
+        "([i, j, k]) -> ([i, j]) {i=8, j=6, k=2 replicated} linear-each(0)");
   CHECK(textOf("aten.nll_loss_forward.default") ==
         "([j, i], [j]) -> ([], []) {i=5 replicated, j=8 reduction(sum)}");
 }

@@ -310,6 +310,7 @@ const std::vector<OpSample>& opSamples() {
     std::vector<OpSample> s;
     addOpSamples(s);
     addNnOpSamples(s);
+    addMoreOpSamples(s);
     return s;
   }();
   return kSamples;

@@ -26,6 +26,8 @@ const std::vector<OpSample>& opSamples();
 void addOpSamples(std::vector<OpSample>& s);
 /// Samples of the conv, norm, indexing, attention, factory and meta families.
 void addNnOpSamples(std::vector<OpSample>& s);
+/// Samples of ops beyond Core ATen (OpInfo's math, complex views, histc).
+void addMoreOpSamples(std::vector<OpSample>& s);
 
 /// Builders for the sample tables.
 namespace samples {

@@ -267,8 +267,9 @@ TEST_CASE("checkShardable takes uneven plain and strided shards, refuses uneven 
   CHECK(localShape({6}, spec({"R", "S(0,sf=3)"}), m, {0, 3}) == std::vector<int64_t>{0});
   CHECK(paddingElements({6}, spec({"R", "S(0,sf=3)"}), m) == 2 * 3 * 2);
   CHECK(checkShardable({12}, spec({"S(0,sf=5)", "R"}), m).message() ==
-        "dim 0 of size 12 does not divide evenly over mesh axis 'dp' of size 2 in 5 rows: shard it over axes "
-        "whose sizes divide it, or pad it");
+        "dim 0 of size 12 does not split into 5 equal rows for S(0,sf=5) on mesh axis 'dp': a strided shard "
+        "views the dim as [sf, size / sf], so sf must divide it (a fused weight of k parts has k * n rows: "
+        "sf=k); the mesh axis need not divide it");
   CHECK_THAT(checkShardable({24}, spec({"S(0,sf=3)", "S(0)"}), m).message(),
              Catch::Contains("would split the strided rows"));
   // Rows split unevenly by dp cannot be split again.

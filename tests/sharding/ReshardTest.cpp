@@ -282,8 +282,11 @@ TEST_CASE("planReshard refuses bad input with a clear message", "[reshard]") {
   CHECK(planReshard({6, 8}, 4, spec({"R", "S(0,sf=3)"}), spec({"R", "R"}), mesh).hasValue());
   auto strided = planReshard({6, 8}, 4, spec({"R", "S(0,sf=4)"}), spec({"R", "R"}), mesh);
   CHECK(strided.status().message() ==
-        "reshard [R, S(0,sf=4)] -> [R, R] of shape [6, 8]: dim 0 of size 6 does not divide evenly over mesh "
-        "axis 'tp' of size 4 in 4 rows: shard it over axes whose sizes divide it, or pad it");
+        "reshard [R, S(0,sf=4)] -> [R, R] of shape [6, 8]: dim 0 of size 6 does not split into 4 equal rows "
+        "for "
+        "S(0,sf=4) on mesh axis 'tp': a strided shard views the dim as [sf, size / sf], so sf must divide it "
+        "(a "
+        "fused weight of k parts has k * n rows: sf=k); the mesh axis need not divide it");
   CHECK(planReshard({8, 8}, 4, spec({"R"}), spec({"R", "R"}), mesh).status().message() ==
         "reshard [R] -> [R, R] of shape [8, 8]: sharding [R] has 1 placements but mesh 2x4 (dp, tp) has 2 "
         "axes: give one placement per mesh axis");

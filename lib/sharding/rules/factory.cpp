@@ -36,7 +36,7 @@ Expected<OpShardingRule> newFactoryRule(const ir::Node& node) {
 }
 
 // Values depend on the position (arange) or on a random stream (rand,
-// randperm), or the sizes are not made local (empty_strided): replicated.
+// randperm): replicated.
 Expected<OpShardingRule> replicatedFactory(const ir::Node& node) {
   RuleBuilder b(node);
   return b.replicateRest().build();
@@ -50,9 +50,12 @@ void registerFactoryRules(RuleRegistry& r) {
   r.add("aten.arange.start_step", replicatedFactory);
   r.add("aten.empty.memory_format", factoryRule);
   r.add("aten.empty_permuted.default", factoryRule);
-  r.add("aten.empty_strided.default", replicatedFactory);
+  // The expander makes size local and stride the local sizes' row-major strides.
+  r.add("aten.empty_strided.default", factoryRule);
   r.add("aten.full.default", factoryRule);
-  r.add({"aten.new_empty.default", "aten.new_ones.default", "aten.new_zeros.default"}, newFactoryRule);
+  r.add({"aten.new_empty.default", "aten.new_empty_strided.default", "aten.new_ones.default",
+         "aten.new_zeros.default"},
+        newFactoryRule);
   r.add("aten.ones.default", factoryRule);
   r.add("aten.rand.default", replicatedFactory);
   r.add("aten.randn.default", replicatedFactory);

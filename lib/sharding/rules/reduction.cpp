@@ -156,6 +156,18 @@ Expected<OpShardingRule> logSoftmaxRule(const ir::Node& node) {
   return rules::pointwise()(node);
 }
 
+// histc(self, bins, min, max): a histogram of every element. With a fixed
+// range (min < max) the counts of the shards add up, so every dim is a
+// summed reduction factor; with the data's own range (min == max) each
+// shard would bin by its own range, so everything stays whole.
+//   aten.histc.default(x[8, 6], 4, -1.0, 1.0) -> ([i, j]) -> ([k]) {i=8 reduction(sum), j=6 reduction(sum),
+//   k=4 replicated}
+Expected<OpShardingRule> histcRule(const ir::Node& node) {
+  bool fixedRange = rules::scalarArg(node, "min", 0) < rules::scalarArg(node, "max", 0);
+  return reduce(nullptr, fixedRange ? FactorKind::Reduction : FactorKind::NeedReplication, ReduceOp::Sum,
+                Linearity::None)(node);
+}
+
 }  // namespace
 
 void registerReductionRules(RuleRegistry& r) {
@@ -175,11 +187,15 @@ void registerReductionRules(RuleRegistry& r) {
   r.add("aten.any.dims", whole);
   r.add({"aten.argmax.default", "aten.argmin.default"}, whole);
   r.add("aten.cross_entropy_loss.default", lossRule);
+  r.add("aten.cumprod.default", pointwiseExceptDims("dim"));
   r.add("aten.cumsum.default", pointwiseExceptDims("dim", Linearity::Each, {0}));
+  r.add("aten.histc.default", histcRule);
   r.add("aten.log_softmax.int", pointwiseExceptDims("dim"));
   r.add("aten.max.dim", whole);  // values with indices: no pending form
   r.add("aten.mean.default", reduce(nullptr, FactorKind::Reduction, ReduceOp::Avg, Linearity::Each));
   r.add("aten.mean.dim", reduce("dim", FactorKind::Reduction, ReduceOp::Avg, Linearity::Each));
+  r.add({"aten.median.dim", "aten.mode.default", "aten.nanmedian.dim"}, whole);
+  r.add({"aten.median.default", "aten.nanmedian.default"}, wholeAll);
   r.add("aten.min.dim", whole);
   r.add("aten.nll_loss_backward.default", nllLossBackwardRule);
   r.add("aten.nll_loss_forward.default", lossRule);

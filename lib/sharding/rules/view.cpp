@@ -359,6 +359,26 @@ Expected<OpShardingRule> selectScatterRule(const ir::Node& node) {
   return b.linear(Linearity::Joint).replicateRest().build();
 }
 
+// Complex views: view_as_real adds the (real, imaginary) pair as a last
+// dim of 2; view_as_complex takes it away, so that dim stays whole. The
+// other dims pass through (both views are linear):
+//   aten.view_as_real.default(x c64[4, 6])       -> ([i, j]) -> ([i, j, k]) {i=4, j=6, k=2 replicated}
+//   aten.view_as_complex.default(x f32[4, 6, 2]) -> ([i, j, k]) -> ([i, j]) {i=4, j=6, k=2 replicated}
+Expected<OpShardingRule> complexViewRule(const ir::Node& n) {
+  RuleBuilder b(n);
+  SPMD_RETURN_IF_ERROR(checkTensors(b, "complex view", 1));
+  const auto& in = b.operandShape(0);
+  const auto& out = b.resultShape(0);
+  bool toReal = out.size() == in.size() + 1;
+  if (!toReal && in.size() != out.size() + 1)
+    return Status::error("complex view rule: expected ranks that differ by one, got " +
+                         std::to_string(in.size()) + " and " + std::to_string(out.size()));
+  const auto& shorter = toReal ? in : out;
+  for (int64_t d = 0; d < static_cast<int64_t>(shorter.size()); ++d)
+    if (shorter[static_cast<size_t>(d)] != 1) b.addFactor({d}, {d}, shorter[static_cast<size_t>(d)]);
+  return b.linear(Linearity::Each, {0}).replicateRest().build();
+}
+
 }  // namespace
 
 void registerViewRules(RuleRegistry& r) {
@@ -404,7 +424,9 @@ void registerViewRules(RuleRegistry& r) {
   });
   r.add("aten.unbind.int", unbindRule);
   r.add("aten.unflatten.int", unflattenRule);
-  r.add("aten.view_as.default", reshapeRule);  // other: the result's shape
+  r.add("aten.view_as.default", reshapeRule);
+  r.add({"aten.view_as_complex.default", "aten.view_as_real.default"},
+        complexViewRule);  // other: the result's shape
 }
 
 }  // namespace spmd::sharding
