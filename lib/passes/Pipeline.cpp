@@ -9,6 +9,7 @@
 #include "passes/GatherParams.h"
 #include "passes/Passes.h"
 #include "passes/SequenceParallel.h"
+#include "schema/ForeignOps.h"
 #include "schema/Resolve.h"
 #include "sharding/Propagation.h"
 #include "sharding/RuleText.h"
@@ -69,6 +70,8 @@ Expected<CompileResult> compile(pt2::Archive& archive, const schema::PlacementSc
                                 const CompileOptions& options) {
   CompileResult r;
   SPMD_RETURN_IF_ERROR(checkPrintAfter(options));
+  // An op the runtime has no kernel for would fail on every rank: refused here.
+  SPMD_RETURN_IF_ERROR(schema::checkForeignOps(archive.program, schema).withContext(archive.path));
   PhaseTimer timer(r.timingsMs);
   if (!options.optimizer.kind.empty()) {
     Status st = appendOptimizer(archive.program, options.optimizer);
@@ -107,6 +110,7 @@ Expected<CompileResult> compile(pt2::Archive& archive, const schema::PlacementSc
   in.inputSpecs = placements.inputs;
   in.outputSpecs = placements.outputs;
   in.cost = options.cost;
+  in.notes = &r.notes;
   auto expanded = expand(in);
   if (!expanded) return expanded.status().withContext(archive.path);
   r.program = std::move(*expanded);

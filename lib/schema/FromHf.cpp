@@ -34,12 +34,16 @@ bool looksLikePlan(const json& doc) {
   return true;
 }
 
-ordered meshJson(const SchemaMesh& m) {
-  ordered mesh = {{"shape", m.shape}};
-  std::vector<std::string> axes = m.axes;
-  if (axes.empty() && m.shape.size() == 1) axes = {m.tpAxis.empty() ? "tp" : m.tpAxis};
-  if (!axes.empty()) mesh["axes"] = axes;
-  return mesh;
+// The mesh's axis names: as given, else the last is the tp axis (tp, or
+// as --tp-axis names it) and the others split the batch: dp (2-D), or dp0,
+// dp1, ... (more axes).
+std::vector<std::string> axisNames(const SchemaMesh& m) {
+  if (!m.axes.empty() || m.shape.empty()) return m.axes;
+  std::vector<std::string> axes;
+  for (size_t a = 0; a + 1 < m.shape.size(); ++a)
+    axes.push_back(m.shape.size() == 2 ? "dp" : "dp" + std::to_string(a));
+  axes.push_back(m.tpAxis.empty() ? "tp" : m.tpAxis);
+  return axes;
 }
 
 }  // namespace
@@ -74,14 +78,21 @@ Expected<std::string> explicitSchemaFromPlan(const TpPlan& plan, const SchemaMes
   out["comment"] = "Written by spmdc schema from-hf from " + source +
                    (program ? " and the model: the placements compiling with that plan gives."
                             : ": modules taken for nn.Linear (give --model to check the types).");
-  out["mesh"] = meshJson(m);
   PlacementSchema s;
   s.source = source;
   s.meshShape = m.shape;
-  s.meshAxes = out["mesh"].value("axes", std::vector<std::string>{});
+  s.meshAxes = axisNames(m);
+  out["mesh"] = {{"shape", m.shape}, {"axes", s.meshAxes}};
   s.tpPlan = plan;
   s.tpAxis = m.tpAxis;
   SPMD_ASSIGN_OR_RETURN(sharding::Mesh mesh, resolveMesh(s, std::nullopt));
+  SPMD_ASSIGN_OR_RETURN(int64_t tp, [&]() -> Expected<int64_t> {
+    std::string axis = m.tpAxis.empty() ? "tp" : m.tpAxis;
+    if (mesh.axisIndex(axis) >= 0) return mesh.axisIndex(axis);
+    if (mesh.numAxes() == 1) return int64_t{0};
+    return Status::error(source + ": the mesh " + mesh.str() + " has no axis '" + axis +
+                         "': name the tp axis with --tp-axis, or leave out --axes (dp,tp)");
+  }());
   ordered rules = ordered::array();
   if (program) {
     SPMD_ASSIGN_OR_RETURN(ResolvedPlacements r, resolvePlacements(s, *program, std::nullopt));
@@ -111,13 +122,6 @@ Expected<std::string> explicitSchemaFromPlan(const TpPlan& plan, const SchemaMes
   out["params"] = rules;
   // The other axes split the batch (data parallel x tensor parallel).
   ordered inputs = ordered::array();
-  SPMD_ASSIGN_OR_RETURN(int64_t tp, [&]() -> Expected<int64_t> {
-    std::string axis = m.tpAxis.empty() ? "tp" : m.tpAxis;
-    if (mesh.axisIndex(axis) >= 0) return mesh.axisIndex(axis);
-    if (mesh.numAxes() == 1) return int64_t{0};
-    return Status::error(source + ": the mesh " + mesh.str() + " has no axis '" + axis +
-                         "': name the axes (--axes dp,tp) or give --tp-axis");
-  }());
   for (int64_t a = 0; a < mesh.numAxes(); ++a)
     if (a != tp)
       inputs.push_back({{"match", "*"},

@@ -27,7 +27,9 @@ Expected<TpPlan> readHfPlan(const std::string& path);
 /// What the written schema's mesh is.
 struct SchemaMesh {
   std::vector<int64_t> shape;
-  /// Empty: "tp" for a 1-D mesh; N-D meshes must name their axes.
+  /// Empty: the last axis is the tp axis (named as tpAxis says) and the
+  /// others split the batch: "tp" (1-D), "dp", "tp" (2-D), "dp0", "dp1",
+  /// "tp" (3-D), ...
   std::vector<std::string> axes;
   /// Empty: the axis named tp.
   std::string tpAxis;

@@ -479,16 +479,34 @@ std::optional<Preset> presetNamed(std::string_view name) {
   return std::nullopt;
 }
 
-Expected<PlacementSchema> loadSchemaOrPreset(const std::string& arg) {
-  if (presetNamed(arg) && !std::ifstream(arg).good()) return presetSchema(arg);
+namespace {
+
+/// "dp, ddp, fsdp, hsdp" and then `more` ("dp, ddp, fsdp, hsdp, auto").
+std::string presetList(const std::vector<std::string_view>& more = {}) {
+  std::string list;
+  for (const auto& names : {presetNames(), more})
+    for (std::string_view n : names) list += (list.empty() ? "" : ", ") + std::string(n);
+  return list;
+}
+
+}  // namespace
+
+Expected<PlacementSchema> loadSchemaOrPreset(const std::string& arg,
+                                             const std::vector<std::string_view>& toolPresets) {
+  bool exists = std::ifstream(arg).good();
+  if (presetNamed(arg) && !exists) return presetSchema(arg);
+  // A bare word that names no file was meant as a preset ("fsdp2").
+  if (!exists && arg.find('/') == std::string::npos && arg.find('.') == std::string::npos)
+    return Status::error("--schema " + elided(arg) + ": no such preset or schema file (presets: " +
+                         presetList(toolPresets) + "; or give a placement schema file)");
   return loadPlacementSchema(arg);
 }
 
 Expected<PlacementSchema> presetSchema(std::string_view name) {
   std::optional<Preset> preset = presetNamed(name);
   if (!preset)
-    return Status::error("unknown placement preset '" + std::string(name) +
-                         "' (presets: dp, ddp, fsdp, hsdp; or give a schema file)");
+    return Status::error("unknown placement preset '" + std::string(name) + "' (presets: " + presetList() +
+                         "; or give a schema file)");
   PlacementSchema s;
   s.source = "preset '" + std::string(name) + "'";
   s.preset = *preset;

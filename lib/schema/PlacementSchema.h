@@ -140,7 +140,10 @@ std::optional<Preset> presetNamed(std::string_view name);
 
 /// What `spmdc --schema <arg>` means: the preset `arg` names (dp, ddp,
 /// fsdp, hsdp) unless a file of that name exists, else the file at `arg`.
-Expected<PlacementSchema> loadSchemaOrPreset(const std::string& arg);
+/// A word without '/' or '.' that names neither is refused with the list of
+/// presets, then `toolPresets` (names the caller handles itself, e.g. auto).
+Expected<PlacementSchema> loadSchemaOrPreset(const std::string& arg,
+                                             const std::vector<std::string_view>& toolPresets = {});
 
 /// Names of the presets, in the order `spmdc --help` lists them.
 std::vector<std::string_view> presetNames();

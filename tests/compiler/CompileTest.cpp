@@ -521,6 +521,73 @@ TEST_CASE("ops without a rule are refused in one error listing all of them") {
   CHECK(std::filesystem::exists(dir.file("out.spmd")));
 }
 
+TEST_CASE("an op from outside LibTorch is refused at compile time unless the schema gives it a rule") {
+  // custom_op calls spmdtest.scaled_add, whose kernel only a --load-library
+  // brings: without a rule it used to compile under --replicate-unknown and
+  // then fail on every rank ("the linked LibTorch has no operator").
+  TempDir dir;
+  std::string out = dir.file("out.spmd");
+  for (const std::string flags : {"", " --replicate-unknown"}) {
+    INFO(flags);
+    auto res = runCommand(kSpmdc + " compile " + model("custom_op") + " --schema dp --mesh 2" + flags +
+                          " -o " + out);
+    CHECK(res.exitCode == 2);
+    CHECK_THAT(
+        res.stderrText,
+        Catch::StartsWith("error: " + model("custom_op") +
+                          ": node %scaled_add (spmdtest.scaled_add.default, export_models.py:") &&
+            Catch::Contains("the op is not LibTorch's (namespace 'spmdtest', registered from Python?)") &&
+            Catch::Contains("give it a rule in the schema's \"rules\" and run spmd-run --load-library"));
+    CHECK(std::count(res.stderrText.begin(), res.stderrText.end(), '\n') == 1);
+    CHECK_FALSE(std::filesystem::exists(out));
+  }
+  auto ok = runCommand(kSpmdc + " compile " + model("custom_op") + " --schema " + SPMD_SOURCE_DIR +
+                       "/testdata/schemas/custom_op_dp.json -q -o " + out);
+  INFO(ok.stderrText);
+  CHECK(ok.exitCode == 0);
+  // transformers' MoE fallback (registered from Python): the message names
+  // the export setting that avoids it.
+  std::string moe = dir.file("moe.pt2");
+  spmd::testing::rewriteArchive(model("custom_op"), moe, [](const std::string& name, std::string bytes) {
+    if (name.ends_with(".json"))
+      bytes = spmd::testing::replaceFirst(bytes, "torch.ops.spmdtest.scaled_add.default\"",
+                                          "torch.ops.transformers.grouped_mm_fallback.default\"");
+    return std::optional<std::string>(bytes);
+  });
+  auto res = runCommand(kSpmdc + " compile " + moe + " --schema dp --mesh 2 --replicate-unknown -o " + out);
+  CHECK(res.exitCode == 2);
+  CHECK_THAT(res.stderrText, Catch::Contains("(transformers.grouped_mm_fallback.default") &&
+                                 Catch::Contains("config._experts_implementation = \"batched_mm\""));
+}
+
+TEST_CASE("an unknown preset lists the presets in one line") {
+  TempDir dir;
+  auto res =
+      runCommand(kSpmdc + " compile " + model("mlp") + " --schema fsdp2 --mesh 2 -o " + dir.file("o.spmd"));
+  CHECK(res.exitCode == 2);
+  CHECK(res.stderrText ==
+        "error: --schema fsdp2: no such preset or schema file (presets: dp, ddp, fsdp, hsdp, auto; or give a "
+        "placement schema file)\n");
+}
+
+TEST_CASE("from-hf on a 2-D mesh without --axes names them dp and tp; the schema compiles") {
+  // It used to fail with "the mesh 2x2 (d0, d1) has no axis named tp; name
+  // one in "mesh": {"axes": [...]}", i.e. edit the JSON by hand.
+  TempDir dir;
+  std::string plan = std::string(SPMD_TESTDATA_DIR) + "/schemas/llama_hf_plan.json";
+  for (const std::string& withModel : {std::string(), " --model " + model("llama")}) {
+    INFO(withModel);
+    auto r = runCommand(kSpmdc + " schema from-hf " + plan + " --mesh 2x2" + withModel + " -o " +
+                        dir.file("s.json"));
+    INFO(r.stderrText);
+    REQUIRE(r.exitCode == 0);
+    auto j = nlohmann::json::parse(readFile(dir.file("s.json")));
+    CHECK(j["mesh"]["axes"] == nlohmann::json{"dp", "tp"});
+    auto c = compileOrFail("llama", dir.file("s.json"));
+    CHECK(countCollectives(c.program)["spmd.all_reduce"] >= 2);  // Megatron's, over tp
+  }
+}
+
 TEST_CASE("bad schemas are refused with exit 2 and no output") {
   TempDir dir;
   struct Case {
@@ -534,7 +601,7 @@ TEST_CASE("bad schemas are refused with exit 2 and no output") {
       {R"J({"version": 1, "mesh": {"shape": [8], "axes": ["tp"]}, "params": [{"match": "fc1.weight", "placements": {"tp": "S(2)"}}]})J",
        "fc1.weight"},
       {R"J({"version": 1, "mesh": {"shape": [3], "axes": ["tp"]}, "params": [{"match": "fc1.weight", "placements": {"tp": "S(0,sf=3)"}}]})J",
-       "does not divide evenly over mesh axis 'tp' of size 3 in 3 rows"},
+       "dim 0 of size 256 does not split into 3 equal rows for S(0,sf=3) on mesh axis 'tp'"},
       {R"J({"version": 1, "mesh": {"shape": [8], "axes": ["tp"]}, "params": [{"match": "fc1.weight", "placements": ["S(0)", "R"]}]})J",
        "2 placements given for the 1-axis mesh"},
       {R"J({"version": 1, "mesh": {"shape": [8], "axes": ["tp"]}, "parms": []})J", "parms"},

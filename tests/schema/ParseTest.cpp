@@ -121,6 +121,20 @@ TEST_CASE("loadSchemaOrPreset: preset names, else files", "[schema][parse]") {
         "tp.json: cannot read the placement schema: No such file or directory");
 }
 
+TEST_CASE("loadSchemaOrPreset: an unknown preset name lists the presets", "[schema][parse][bad]") {
+  // A bare word that names no file was meant as a preset: the message says
+  // which exist (and the names the tool itself takes, as compile's auto).
+  CHECK(loadSchemaOrPreset("fsdp2").status().message() ==
+        "--schema fsdp2: no such preset or schema file (presets: dp, ddp, fsdp, hsdp; or give a placement "
+        "schema file)");
+  CHECK(loadSchemaOrPreset("megatron", {"auto"}).status().message() ==
+        "--schema megatron: no such preset or schema file (presets: dp, ddp, fsdp, hsdp, auto; or give a "
+        "placement schema file)");
+  // Paths stay file errors.
+  CHECK(loadSchemaOrPreset("schemas/tp").status().message() ==
+        "schemas/tp: cannot read the placement schema: No such file or directory");
+}
+
 TEST_CASE("loadPlacementSchema reads a file and names it", "[schema][parse]") {
   std::string path = std::string(SPMD_BINARY_DIR) + "/schema_test_load.json";
   std::ofstream(path)

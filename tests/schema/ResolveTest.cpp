@@ -370,8 +370,22 @@ TEST_CASE("a shard that does not divide splits unevenly, a strided one too; its 
       {"match": "fc2.weight", "placements": {"tp": "S(0,sf=3)"}}]})js",
                      mlpProgram()) ==
         "s.json: /params/0: rule 'fc2.weight' on parameter 'fc2.weight' f32[64, 256]: dim 0 of size 64 does "
-        "not divide evenly over mesh axis 'tp' of size 3 in 3 rows: shard it over axes whose sizes divide "
-        "it, or pad it");
+        "not split into 3 equal rows for S(0,sf=3) on mesh axis 'tp': a strided shard views the dim as [sf, "
+        "size / sf], so sf must divide it (a fused weight of k parts has k * n rows: sf=k); the mesh axis "
+        "need not divide it");
+  // The cause is the split factor, not the mesh: sf=3 of 64 rows fails on
+  // an axis of 2 (which divides 64) just the same; sf=4 on an axis of 3
+  // (which does not) is fine.
+  CHECK_THAT(resolveError(R"js({"version": 1, "mesh": {"shape": [2, 2], "axes": ["dp", "tp"]}, "params": [
+      {"match": "fc2.weight", "placements": {"tp": "S(0,sf=3)"}}]})js",
+                          mlpProgram()),
+             Catch::Contains("dim 0 of size 64 does not split into 3 equal rows for S(0,sf=3) on mesh axis "
+                             "'tp'") &&
+                 !Catch::Contains("divide evenly over mesh axis"));
+  r = resolved(R"js({"version": 1, "mesh": {"shape": [2, 3], "axes": ["dp", "tp"]},
+      "params": [{"match": "fc2.weight", "placements": {"tp": "S(0,sf=4)"}}]})js",
+               mlpProgram());
+  CHECK(r.inputs[2] == ShardingSpec{{kR, Placement::stridedShard(0, 4)}});
 }
 
 TEST_CASE("preset dp: user inputs S(0) on every axis, parameters replicated", "[schema][preset]") {

@@ -136,7 +136,7 @@ int runCompile(const CompileArgs& a) {
     extras.sections.emplace_back("auto", spmd::autoshard::autoReportJson(*chosen, budget));
     extras.summaryLines = spmd::autoshard::autoSummaryLines(*chosen, budget);
   } else {
-    auto s = spmd::schema::loadSchemaOrPreset(a.schema);
+    auto s = spmd::schema::loadSchemaOrPreset(a.schema, {"auto"});
     if (!s) return fail(s.status());
     schema = std::move(*s);
   }

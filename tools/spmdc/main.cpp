@@ -191,7 +191,8 @@ int main(int argc, char** argv) {
       "from-hf", "Write the explicit schema of a Hugging Face tensor-parallel plan (base_model_tp_plan)");
   fromHf->add_option("plan", h.plan, "JSON file holding base_model_tp_plan (and tp_plan)")->required();
   fromHf->add_option("--mesh", h.mesh, "mesh shape, e.g. 2 or 2x4")->required();
-  fromHf->add_option("--axes", h.axes, "mesh axis names, e.g. dp,tp (default for 1-D: tp)");
+  fromHf->add_option("--axes", h.axes,
+                     "mesh axis names, e.g. dp,tp (default: tp for 1-D, dp,tp for 2-D, dp0,dp1,tp for 3-D)");
   fromHf->add_option("--tp-axis", h.tpAxis, "the axis the plan shards over (default: tp)");
   fromHf->add_option("--model", h.model, "the exported model (.pt2): one exact rule per parameter");
   fromHf->add_option("-o,--output", h.output, "schema file to write")->required();
