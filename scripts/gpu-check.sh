@@ -11,11 +11,15 @@
 # 1. builds spmdc and spmd-run from the bundle against this machine's torch,
 #    with the NCCL path (scripts/gpu-build.sh);
 # 2. exports the test models and a compute-bound one (8 layers, width 1024)
-#    with this torch, runs them with spmd-run on the GPU (1 rank on NCCL,
-#    2 ranks on one GPU over Gloo with CUDA tensors, NCCL across GPUs where
+#    with this torch, runs them with spmd-run on the GPU (1 rank on NCCL;
+#    2 ranks on one GPU over Gloo with CUDA tensors under dp, fsdp with its
+#    reduce-scatter, Megatron TP and an all-to-all; NCCL across GPUs where
 #    there are several) and compares every output with PyTorch eager on the
-#    same GPU (scripts/gpu_check.py);
-# 3. prints a step-time table, spmd-run against eager, at 1 rank.
+#    same GPU (scripts/gpu_check.py; the program moved there by
+#    torch.export.passes.move_to_device_pass); a failing row is reported and
+#    the rest still run;
+# 3. prints a step-time table at 1 rank: spmd-run's median step against
+#    eager's, both synchronized per step.
 # Exits non-zero on any failure. Environment: BUNDLE (.deps/gpu-bundle),
 # BUILD_DIR (build-gpu), PYTHON (python3), WORK (a temp folder).
 set -euo pipefail

@@ -4,28 +4,40 @@ the GPU against PyTorch eager on the same GPU, and a timing table.
     python3 scripts/gpu_check.py SPMDC SPMD_RUN [--device cuda|cpu] [--work DIR] [--quick]
 
 Per model (exported here with this torch by testdata/export_models.py):
-  - eager reference on the device (inference models: the exported module
-    on the device; train steps: the eager loss and gradients the export
-    wrote, computed on the CPU, compared with a looser tolerance);
+  - eager reference on the device (inference models: the exported program
+    moved to the device by torch.export.passes.move_to_device_pass; train
+    steps: the eager loss and gradients the export wrote, computed on the
+    CPU, compared with a looser tolerance);
   - spmd-run at 1 rank (NCCL on CUDA), at 2 ranks on one device (Gloo with
-    device tensors) under dp and Megatron TP, and at every GPU under TP over
-    NCCL when there are several; every output compared with the reference;
-  - step time of spmd-run at 1 rank against eager's, same inputs.
-Exits non-zero on any failure. --device cpu runs the same flow on the CPU
-(what CI does, so the script cannot rot between GPU runs); --quick leaves
-out the compute-bound model.
+    device tensors) under dp, fsdp (parameters all-gathered; a train step's
+    gradients reduce-scattered) and Megatron TP, an all-to-all (mlp, batch
+    split in, columns split out) at 2 ranks, and TP over NCCL at every GPU
+    when there are several; every output compared with the reference;
+  - step time of spmd-run at 1 rank against eager's, same inputs: both the
+    median over synchronized steps after warm-up (spmd-run's "step X ms" is
+    the slowest rank's median, its first step left out).
+Every row reports its own failure (a reference or an export that fails
+included) and the table goes on; exits non-zero on any failure. --device
+cpu runs the same flow on the CPU (what CI does, so the script cannot rot
+between GPU runs); --quick leaves out the compute-bound model.
+
+reference(model_dir, device) and reference_outputs() are importable; the
+test tests/gpucheck/test_reference.py runs them on the meta device standing
+in for CUDA.
 """
 import argparse
 import json
 import os
 import re
+import statistics
 import subprocess
 import sys
 import tempfile
 import time
 
 import torch
-from safetensors.torch import load_file, save_file
+from safetensors.torch import load_file
+from torch.export.passes import move_to_device_pass
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 INFER = ["mlp", "gpt_block", "llama"]
@@ -33,6 +45,15 @@ TRAIN = ["llama_train"]
 BIG = "llama_big"
 TP = {"mlp": "mlp_tp.json", "gpt_block": "gpt_block_tp.json", "llama": "llama_tp.json",
       "llama_big": "llama_tp.json"}
+# mlp with its batch split in and its columns split out: the output's
+# reshard from S(0) to S(1) is an all-to-all (2 ranks: 32 rows and 64
+# columns split evenly).
+ALL_TO_ALL = {
+    "version": 1,
+    "mesh": {"shape": [2], "axes": ["dp"]},
+    "inputs": [{"match": "x", "placements": {"dp": "S(0)"}}],
+    "outputs": [{"match": "output.0", "placements": {"dp": "S(1)"}}],
+}
 FAILURES = []
 
 
@@ -48,24 +69,53 @@ def sync(device):
         torch.cuda.synchronize()
 
 
-def eager(model_dir, device, steps):
-    """Eager outputs on `device` and ms per step of the exported module."""
+def export_models(work, names):
+    """Exports test models `names` with this torch into work/<name> (testdata/export_models.py)."""
+    sh([sys.executable, os.path.join(ROOT, "testdata", "export_models.py"), work, "--only", ",".join(names)],
+       timeout=1200)
+
+
+def reference(model_dir, device):
+    """The eager reference of an exported model on `device`: (module, inputs).
+
+    The exported program goes to the device through PyTorch's own
+    torch.export.passes.move_to_device_pass, which moves the parameters,
+    buffers and constants and rewrites the devices torch.export baked into
+    factory ops (the causal mask's aten.full(..., device=cpu) in gpt_block
+    and llama); ep.module().to(device) moves only the first and fails there.
+    Not the original nn.Module: testdata/export_models.py builds each model
+    inside the function that exports it and keeps no handle on it, and the
+    program is what spmdc compiles, with the same weights and ops.
+    """
     ep = torch.export.load(os.path.join(model_dir, "model.pt2"))
-    mod = ep.module().to(device)
+    ep = move_to_device_pass(ep, device)
     ins = load_file(os.path.join(model_dir, "inputs.safetensors"))
     args = [ins[f"input.{i}"].to(device) for i in range(len(ins))]
+    return ep.module(), args
+
+
+def reference_outputs(mod, args):
+    """The reference's outputs, a tuple of tensors on its device."""
     with torch.no_grad():
         out = mod(*args)
+    return tuple(out) if isinstance(out, (tuple, list)) else (out,)
+
+
+def eager(model_dir, device, steps):
+    """Eager outputs (on the CPU) and the median ms per synchronized step."""
+    mod, args = reference(model_dir, device)
+    outs = reference_outputs(mod, args)
+    times = []
+    with torch.no_grad():
         for _ in range(3):
             mod(*args)
-        sync(device)
-        t = time.perf_counter()
         for _ in range(steps):
+            sync(device)
+            t = time.perf_counter()
             mod(*args)
-        sync(device)
-    ms = 1e3 * (time.perf_counter() - t) / steps
-    outs = out if isinstance(out, (tuple, list)) else (out,)
-    return {f"output.{i}": o.detach().cpu() for i, o in enumerate(outs)}, ms
+            sync(device)
+            times.append(time.perf_counter() - t)
+    return {f"output.{i}": o.detach().cpu() for i, o in enumerate(outs)}, 1e3 * statistics.median(times)
 
 
 def compare(got_path, want, rtol, atol):
@@ -84,8 +134,18 @@ def compare(got_path, want, rtol, atol):
     return f"ok (max abs {worst:.2g})"
 
 
-def run_case(a, work, model, layout, n, want, rtol, atol, repeat):
-    """Compiles `model` under `layout` for n ranks, runs it, checks it; returns ms/step."""
+def row(model, label, n, ms, verdict):
+    """Prints one table row; a verdict other than ok counts as a failure."""
+    if not verdict.startswith("ok"):
+        FAILURES.append(f"{model} {label} n={n}: {verdict}")
+    print(f"{model:12s} {label:14s} {n:>2d}  {ms:9.3f} ms  {verdict}", flush=True)
+
+
+def run_case(a, work, model, layout, n, want, rtol, atol, repeat, collective=None):
+    """Compiles `model` under `layout` for n ranks, runs it, checks it; returns ms/step.
+
+    `collective` ("spmd.all_to_all", ...): the program must hold it, so the
+    row cannot pass without exercising it."""
     d = os.path.join(work, model)
     label = os.path.basename(layout).replace(".json", "")
     prog = os.path.join(work, f"{model}.{label}.{n}.spmd")
@@ -93,6 +153,8 @@ def run_case(a, work, model, layout, n, want, rtol, atol, repeat):
     try:
         sh([a.spmdc, "compile", os.path.join(d, "model.pt2"), "--mesh", str(n), "--schema", layout,
             "-o", prog, "-q"])
+        if collective and collective + "(" not in sh([a.spmdc, "dump", prog]):
+            raise RuntimeError(f"the program has no {collective}: the row would not exercise it")
         text = sh([a.spmd_run, "-n", str(n), prog, "--device", a.device, "--inputs",
                    os.path.join(d, "inputs.safetensors"), "--output", out, "--repeat", str(repeat)])
         m = re.search(r"step ([0-9.]+) ms", text)
@@ -100,10 +162,43 @@ def run_case(a, work, model, layout, n, want, rtol, atol, repeat):
         verdict = compare(out, want, rtol, atol)
     except (RuntimeError, subprocess.TimeoutExpired) as e:
         ms, verdict = float("nan"), f"FAILED: {e}"
-    if not verdict.startswith("ok"):
-        FAILURES.append(f"{model} {label} n={n}: {verdict}")
-    print(f"{model:12s} {label:14s} {n:>2d}  {ms:9.3f} ms  {verdict}", flush=True)
+    row(model, label, n, ms, verdict)
     return ms
+
+
+def check_model(a, work, m, gpus, steps):
+    """Every row of model `m`; returns (m, spmd-run ms at 1 rank, eager ms)."""
+    examples = os.path.join(ROOT, "schemas", "examples")
+    try:
+        export_models(work, [m])
+        d = os.path.join(work, m)
+        if m in TRAIN:
+            # The joint graph's eager reference: the loss and gradients the
+            # export computed (CPU); the device's kernels differ in rounding.
+            want, eager_ms = load_file(os.path.join(d, "expected.safetensors")), float("nan")
+            rtol, atol = 2e-3, 1e-4
+        else:
+            want, eager_ms = eager(d, a.device, steps)
+            rtol, atol = 1e-4, 1e-5
+    except Exception as e:  # noqa: BLE001: any failure of the reference is this model's row
+        row(m, "reference", 1, float("nan"), f"FAILED: {type(e).__name__}: {str(e).strip()[-2000:]}")
+        return None
+    ms1 = run_case(a, work, m, "dp", 1, want, rtol, atol, steps)
+    if m == BIG:
+        return m, ms1, eager_ms
+    run_case(a, work, m, "dp", 2, want, rtol, atol, 3)
+    run_case(a, work, m, "fsdp", 2, want, rtol, atol, 3,
+             collective="spmd.reduce_scatter" if m in TRAIN else None)
+    if m in TP:
+        run_case(a, work, m, os.path.join(examples, TP[m]), 2, want, rtol, atol, 3)
+        if gpus > 2:
+            run_case(a, work, m, os.path.join(examples, TP[m]), gpus, want, rtol, atol, 3)
+    if m == "mlp":
+        layout = os.path.join(work, "mlp_alltoall.json")
+        with open(layout, "w") as f:
+            json.dump(ALL_TO_ALL, f)
+        run_case(a, work, m, layout, 2, want, rtol, atol, 3, collective="spmd.all_to_all")
+    return m, ms1, eager_ms
 
 
 def main():
@@ -119,35 +214,15 @@ def main():
         return 2
     gpus = torch.cuda.device_count() if a.device == "cuda" else 1
     work = a.work or tempfile.mkdtemp(prefix="spmdc-gpu-check-")
+    os.makedirs(work, exist_ok=True)
     models = INFER + TRAIN + ([] if a.quick else [BIG])
     print(f"torch {torch.__version__}, device {a.device}"
           + (f" ({torch.cuda.get_device_name(0)}, {gpus} GPU)" if a.device == "cuda" else ""), flush=True)
-    sh([sys.executable, os.path.join(ROOT, "testdata", "export_models.py"), work, "--only", ",".join(models)],
-       timeout=1200)
     steps = 100 if a.device == "cuda" else 10
-    examples = os.path.join(ROOT, "schemas", "examples")
-    timing = []
     print(f"{'model':12s} {'layout':14s} {'n':>2s}  {'step':>12s}  result")
-    for m in models:
-        d = os.path.join(work, m)
-        if m in TRAIN:
-            # The joint graph's eager reference: the loss and gradients the
-            # export computed (CPU); the device's kernels differ in rounding.
-            want, eager_ms = load_file(os.path.join(d, "expected.safetensors")), float("nan")
-            rtol, atol = 2e-3, 1e-4
-        else:
-            want, eager_ms = eager(d, a.device, steps)
-            rtol, atol = 1e-4, 1e-5
-        ms1 = run_case(a, work, m, "dp", 1, want, rtol, atol, steps)
-        timing.append((m, ms1, eager_ms))
-        if m == BIG:
-            continue
-        run_case(a, work, m, "dp", 2, want, rtol, atol, 3)
-        if m in TP:
-            run_case(a, work, m, os.path.join(examples, TP[m]), 2, want, rtol, atol, 3)
-            if gpus > 2:
-                run_case(a, work, m, os.path.join(examples, TP[m]), gpus, want, rtol, atol, 3)
-    print(f"\n== step time at 1 rank, {a.device} ({steps} steps; spmd-run's last step vs eager's mean)")
+    timing = [t for t in (check_model(a, work, m, gpus, steps) for m in models) if t]
+    print(f"\n== step time at 1 rank, {a.device} ({steps} steps; the median step after warm-up, each "
+          "step synchronized: spmd-run's 'step' against eager's)")
     print(f"{'model':12s} {'spmd-run ms':>12s} {'eager ms':>10s} {'ratio':>7s}")
     for m, ms, e in timing:
         print(f"{m:12s} {ms:12.3f} {e:10.3f} {ms / e if e == e and e > 0 else float('nan'):7.2f}")

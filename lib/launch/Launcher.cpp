@@ -41,24 +41,15 @@ Status validateConfig(const LaunchConfig& cfg) {
   return Status::ok();
 }
 
-/// The port the workers rendezvous on. Node 0 picks a free one when none
-/// was given, and refuses a given one that is busy.
-Expected<int> settlePort(const LaunchConfig& cfg, std::ostream& err) {
-  if (cfg.nodeRank != 0) return cfg.masterPort;
-  if (cfg.masterPort != 0) {
-    // Only a busy port is certain to fail; other bind errors (an address
-    // this node reaches through NAT, say) are left to the workers.
-    if (isPortInUse(cfg.masterAddr, cfg.masterPort)) {
-      Status busy = checkPortFree(cfg.masterAddr, cfg.masterPort);
-      if (!busy.isOk()) return busy;
-    }
-    return cfg.masterPort;
-  }
-  SPMD_ASSIGN_OR_RETURN(int port, findFreePort(cfg.masterAddr));
-  if (cfg.nnodes > 1)
-    err << "note: picked --master-port " << port << "; pass --master-port " << port
+/// The rendezvous port. Node 0 listens on it (a free one when none was
+/// given) until rank 0 takes the socket over; other nodes were told it.
+Expected<StoreSocket> settlePort(const LaunchConfig& cfg, std::ostream& err) {
+  if (cfg.nodeRank != 0) return StoreSocket(-1, cfg.masterPort);
+  SPMD_ASSIGN_OR_RETURN(StoreSocket sock, listenForStore(cfg.masterAddr, cfg.masterPort));
+  if (cfg.masterPort == 0 && cfg.nnodes > 1)
+    err << "note: picked --master-port " << sock.port() << "; pass --master-port " << sock.port()
         << " to the other nodes\n";
-  return port;
+  return sock;
 }
 
 }  // namespace
@@ -66,7 +57,7 @@ Expected<int> settlePort(const LaunchConfig& cfg, std::ostream& err) {
 Expected<LaunchResult> launchWorkers(const LaunchConfig& cfg, std::ostream& out, std::ostream& err) {
   Clock::time_point start = Clock::now();
   SPMD_RETURN_IF_ERROR(validateConfig(cfg));
-  SPMD_ASSIGN_OR_RETURN(int port, settlePort(cfg, err));
+  SPMD_ASSIGN_OR_RETURN(StoreSocket store, settlePort(cfg, err));
   SPMD_ASSIGN_OR_RETURN(std::string program, resolveProgram(cfg.workerArgv[0]));
   SPMD_ASSIGN_OR_RETURN(std::unique_ptr<SignalPipe> signals, SignalPipe::install());
 
@@ -89,13 +80,17 @@ Expected<LaunchResult> launchWorkers(const LaunchConfig& cfg, std::ostream& out,
         {"LOCAL_WORLD_SIZE", std::to_string(cfg.nprocPerNode)},
         {"GROUP_RANK", std::to_string(cfg.nodeRank)},
         {"MASTER_ADDR", cfg.masterAddr},
-        {"MASTER_PORT", std::to_string(port)},
+        {"MASTER_PORT", std::to_string(store.port())},
+        // Rank 0's store serves the socket we listen on: the port is never free in between.
+        {kMasterListenFdVar, rank == 0 ? std::to_string(store.fd()) : ""},
     };
     vars.insert(vars.end(), threads.begin(), threads.end());
     std::vector<std::string> env = workerEnvironment(vars);
     // On error the supervisor's destructor kills the workers already started.
-    SPMD_ASSIGN_OR_RETURN(SpawnedWorker worker, spawnWorker(program, cfg.workerArgv, env));
+    SPMD_ASSIGN_OR_RETURN(SpawnedWorker worker,
+                          spawnWorker(program, cfg.workerArgv, env, rank == 0 ? store.fd() : -1));
     supervisor.add(rank, worker);
+    if (rank == 0) store.close();  // rank 0 holds the port now; it frees it when it exits
   }
   LaunchResult result = supervisor.run();
   result.wallSeconds = std::chrono::duration<double>(Clock::now() - start).count();

@@ -12,9 +12,13 @@
 // Workers get RANK = nodeRank * nprocPerNode + localRank, WORLD_SIZE =
 // nnodes * nprocPerNode, LOCAL_RANK, LOCAL_WORLD_SIZE, GROUP_RANK (the node
 // rank), MASTER_ADDR and MASTER_PORT on top of the launcher's environment.
+// On node 0 the launcher listens on MASTER_PORT itself and rank 0 inherits
+// that socket (SPMD_MASTER_LISTEN_FD) for its rendezvous store, so the port
+// is never free for another process to take in between.
 // The first worker that fails stops the rest: SIGTERM to each worker's
 // process group, SIGKILL after killGrace. Nothing is left running when
-// launchWorkers returns.
+// launchWorkers returns, and a launcher that is killed (even by SIGKILL)
+// takes its workers with it.
 #pragma once
 
 #include <chrono>
@@ -57,11 +61,13 @@ struct LaunchResult {
 /// stderr to `err` line by line as "[rank R] <line>", and waits for them.
 /// A worker failing, or SIGINT/SIGTERM reaching the launcher (forwarded to
 /// the workers; a second one kills them at once), stops all workers; it is
-/// reported in the result, not as an error. Errors: an invalid config, a
-/// busy --master-port on node 0, or a program that cannot be executed
+/// reported in the result, not as an error. Errors: an invalid config, an
+/// unresolvable --master-addr or a busy --master-port on node 0, or a
+/// program that cannot be executed
 /// ("cannot start worker: <path>: No such file or directory"); workers
 /// already started are then killed. One launch at a time per process: it
-/// owns the SIGCHLD/SIGINT/SIGTERM handlers while it runs.
+/// owns the SIGCHLD/SIGINT/SIGTERM handlers while it runs. The workers die
+/// when the calling thread does (see spawnWorker).
 Expected<LaunchResult> launchWorkers(const LaunchConfig& cfg, std::ostream& out, std::ostream& err);
 
 }  // namespace spmd::launch

@@ -1,11 +1,13 @@
-// Ports: getaddrinfo + socket + bind (SO_REUSEADDR, as TCPStore binds).
+// Ports: the rendezvous socket (getaddrinfo + socket + bind + listen) and the
+// address the workers bind.
 //
-//   findFreePort("127.0.0.1")          -> 41873
-//   findFreePort("no.such.host.")      -> error "cannot resolve --master-addr no.such.host.: ..."
-//   checkPortFree("127.0.0.1", 22)     -> error "port 22 on 127.0.0.1 is in use; ..."
+//   listenForStore("127.0.0.1", 0)       -> a socket listening on [::]:41873
+//   listenForStore("no.such.host.", 0)   -> error "cannot resolve --master-addr no.such.host.: ..."
+//   listenForStore("127.0.0.1", 22)      -> error "port 22 is in use; ..."
 #include "launch/Ports.h"
 
 #include <arpa/inet.h>
+#include <fcntl.h>
 #include <netdb.h>
 #include <netinet/in.h>
 #include <sys/socket.h>
@@ -13,15 +15,14 @@
 
 #include <cerrno>
 #include <cstring>
+#include <utility>
 
 namespace spmd::launch {
 namespace {
 
-/// A bound socket, closed on destruction; `port` is the port it holds.
+/// A socket descriptor, closed on destruction.
 struct BoundSocket {
   int fd = -1;
-  int port = 0;
-  int bindErrno = 0;
   BoundSocket() = default;
   BoundSocket(const BoundSocket&) = delete;
   BoundSocket& operator=(const BoundSocket&) = delete;
@@ -36,79 +37,102 @@ int portOf(const sockaddr_storage& ss) {
   return 0;
 }
 
-/// Resolves `addr` and binds `port` on its first address. Resolution and
-/// socket failures are returned as errors; a failed bind is reported in
-/// `out.bindErrno` so callers can word it.
-Status bindOnce(const std::string& addr, int port, BoundSocket& out) {
+Status checkResolves(const std::string& host) {
   addrinfo hints{};
   hints.ai_family = AF_UNSPEC;
   hints.ai_socktype = SOCK_STREAM;
-  hints.ai_flags = AI_PASSIVE | AI_NUMERICSERV;
   addrinfo* found = nullptr;
-  std::string service = std::to_string(port);
-  int rc = ::getaddrinfo(addr.empty() ? nullptr : addr.c_str(), service.c_str(), &hints, &found);
+  int rc = ::getaddrinfo(host.c_str(), nullptr, &hints, &found);
+  if (found != nullptr) ::freeaddrinfo(found);
   if (rc != 0 || found == nullptr)
-    return Status::error("cannot resolve --master-addr " + addr + ": " + ::gai_strerror(rc) +
+    return Status::error("cannot resolve --master-addr " + host + ": " + ::gai_strerror(rc) +
                          "; pass a numeric address or a resolvable host name");
-  out.fd = ::socket(found->ai_family, found->ai_socktype | SOCK_CLOEXEC, found->ai_protocol);
-  if (out.fd < 0) {
-    int err = errno;
-    ::freeaddrinfo(found);
-    return Status::error("cannot open a socket for " + addr + ": " + std::strerror(err));
-  }
-  int one = 1;
-  ::setsockopt(out.fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
-  if (::bind(out.fd, found->ai_addr, found->ai_addrlen) != 0) out.bindErrno = errno;
-  ::freeaddrinfo(found);
-  if (out.bindErrno != 0) return Status::ok();
-  sockaddr_storage ss{};
-  socklen_t len = sizeof(ss);
-  if (::getsockname(out.fd, reinterpret_cast<sockaddr*>(&ss), &len) != 0)
-    return Status::error("cannot read the bound port on " + addr + ": " + std::strerror(errno));
-  out.port = portOf(ss);
   return Status::ok();
 }
 
-/// What to do about a failed bind, by its errno.
-const char* bindHint(int err) {
-  return err == EADDRNOTAVAIL ? "; pass an address of this machine as --master-addr"
-                              : "; pass another --master-port or omit it to pick a free one";
-}
-
-std::string where(const std::string& addr, int port) {
-  return "port " + std::to_string(port) + " on " + addr;
+/// Binds the wildcard address of `family` (AF_INET6 dual-stack, or AF_INET)
+/// at `port` and listens. Returns the descriptor, moved to 3 or above so
+/// that a child's stdin/stdout/stderr never land on it; -1 with errno set.
+int listenOnAny(int family, int port) {
+  int fd = ::socket(family, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  if (fd < 0) return -1;
+  auto failed = [fd] {
+    int err = errno;
+    ::close(fd);
+    errno = err;
+    return -1;
+  };
+  int one = 1, zero = 0;
+  // A given port may still have connections in TIME_WAIT from the last run
+  // (TCPStore sets the same); a picked one is never shared.
+  if (port != 0) ::setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
+  sockaddr_storage ss{};
+  socklen_t len = 0;
+  if (family == AF_INET6) {
+    ::setsockopt(fd, IPPROTO_IPV6, IPV6_V6ONLY, &zero, sizeof zero);  // IPv4 clients too
+    auto& a = reinterpret_cast<sockaddr_in6&>(ss);
+    a.sin6_family = AF_INET6;
+    a.sin6_addr = in6addr_any;
+    a.sin6_port = htons(static_cast<uint16_t>(port));
+    len = sizeof a;
+  } else {
+    auto& a = reinterpret_cast<sockaddr_in&>(ss);
+    a.sin_family = AF_INET;
+    a.sin_addr.s_addr = htonl(INADDR_ANY);
+    a.sin_port = htons(static_cast<uint16_t>(port));
+    len = sizeof a;
+  }
+  if (::bind(fd, reinterpret_cast<sockaddr*>(&ss), len) != 0 || ::listen(fd, SOMAXCONN) != 0) return failed();
+  if (fd >= 3) return fd;
+  int high = ::fcntl(fd, F_DUPFD_CLOEXEC, 3);
+  if (high < 0) return failed();
+  ::close(fd);
+  return high;
 }
 
 }  // namespace
 
-Expected<int> findFreePort(const std::string& addr) {
-  BoundSocket sock;
-  SPMD_RETURN_IF_ERROR(bindOnce(addr, 0, sock));
-  if (sock.bindErrno != 0)
-    return Status::error("cannot bind a free port on " + addr + ": " + std::strerror(sock.bindErrno) +
-                         "; pass an address of this machine as --master-addr");
-  if (sock.port <= 0) return Status::error("cannot read the bound port on " + addr);
-  return sock.port;
+StoreSocket::StoreSocket(StoreSocket&& other) noexcept
+    : fd_(std::exchange(other.fd_, -1)), port_(other.port_) {}
+
+StoreSocket& StoreSocket::operator=(StoreSocket&& other) noexcept {
+  if (this != &other) {
+    close();
+    fd_ = std::exchange(other.fd_, -1);
+    port_ = other.port_;
+  }
+  return *this;
 }
 
-Status checkPortFree(const std::string& addr, int port) {
-  if (port < 1 || port > 65535)
+void StoreSocket::close() {
+  if (fd_ >= 0) ::close(fd_);
+  fd_ = -1;
+}
+
+Expected<StoreSocket> listenForStore(const std::string& masterAddr, int port) {
+  if (port < 0 || port > 65535)
     return Status::error("--master-port " + std::to_string(port) +
                          " is out of range; pass 1..65535 or omit it");
+  SPMD_RETURN_IF_ERROR(checkResolves(masterAddr));
+  // As TCPStore: IPv6 (here explicitly dual-stack), else IPv4.
+  int fd = listenOnAny(AF_INET6, port);
+  if (fd < 0) fd = listenOnAny(AF_INET, port);
+  if (fd < 0) {
+    int err = errno;
+    std::string what = port == 0 ? std::string("a free port") : "port " + std::to_string(port);
+    if (err == EADDRINUSE)
+      return Status::error(what + " is in use; pass another --master-port or omit it to pick a free one");
+    return Status::error("cannot listen on " + what + ": " + std::strerror(err) +
+                         (port == 0 ? "" : "; pass another --master-port or omit it to pick a free one"));
+  }
   BoundSocket sock;
-  SPMD_RETURN_IF_ERROR(bindOnce(addr, port, sock));
-  if (sock.bindErrno == EADDRINUSE)
-    return Status::error(where(addr, port) +
-                         " is in use; pass another --master-port or omit it to pick a free one");
-  if (sock.bindErrno != 0)
-    return Status::error("cannot bind " + where(addr, port) + ": " + std::strerror(sock.bindErrno) +
-                         bindHint(sock.bindErrno));
-  return Status::ok();
-}
-
-bool isPortInUse(const std::string& addr, int port) {
-  BoundSocket sock;
-  return port >= 1 && port <= 65535 && bindOnce(addr, port, sock).isOk() && sock.bindErrno == EADDRINUSE;
+  sock.fd = fd;
+  sockaddr_storage ss{};
+  socklen_t len = sizeof(ss);
+  if (::getsockname(fd, reinterpret_cast<sockaddr*>(&ss), &len) != 0 || portOf(ss) <= 0)
+    return Status::error("cannot read the port of the rendezvous socket: " +
+                         std::string(std::strerror(errno)));
+  return StoreSocket(std::exchange(sock.fd, -1), portOf(ss));
 }
 
 Expected<std::string> localAddressFor(const std::string& host) {

@@ -1,12 +1,14 @@
 // TCP ports for the rendezvous (c10d TCPStore on MASTER_ADDR:MASTER_PORT).
 //
-//   SPMD_ASSIGN_OR_RETURN(int port, findFreePort("127.0.0.1"));   // e.g. 41873
-//   SPMD_RETURN_IF_ERROR(checkPortFree("127.0.0.1", 29500));
-//   // busy: "port 29500 on 127.0.0.1 is in use; pass another --master-port
-//   //        or omit it to pick a free one"
+//   SPMD_ASSIGN_OR_RETURN(StoreSocket s, listenForStore("127.0.0.1", 0));   // s.port() e.g. 41873
+//   // start rank 0 with s.fd() inherited (TCPStoreOptions::masterListenFd), then
+//   s.close();
+//   listenForStore("127.0.0.1", 29500)
+//     -> busy: "port 29500 is in use; pass another --master-port or omit it to pick a free one"
 //
-// Both bind a throw-away socket and close it again, so another process can
-// still take the port before the worker binds it; that window is short.
+// The port stays taken from the moment the launcher picks it until rank 0's
+// store stops serving it: no other process can bind it in between, so
+// concurrent launches cannot collide on it.
 #pragma once
 
 #include <string>
@@ -15,18 +17,39 @@
 
 namespace spmd::launch {
 
-/// A TCP port that was free on `addr` (a numeric address or a host name of
-/// this machine) when asked: binds port 0 and reads back what the system chose.
-Expected<int> findFreePort(const std::string& addr);
+/// A listening TCP socket on every address of this machine that holds the
+/// rendezvous port until rank 0 takes it over; closed on destruction.
+class StoreSocket {
+ public:
+  StoreSocket() = default;
+  /// Owns `fd`, a socket listening on `port`.
+  StoreSocket(int fd, int port) : fd_(fd), port_(port) {}
+  ~StoreSocket() { close(); }
+  StoreSocket(StoreSocket&& other) noexcept;
+  StoreSocket& operator=(StoreSocket&& other) noexcept;
+  StoreSocket(const StoreSocket&) = delete;
+  StoreSocket& operator=(const StoreSocket&) = delete;
 
-/// OK when a listener could bind `addr`:`port` now. A busy port is the error
-/// "port P on A is in use; pass another --master-port or omit it to pick a
-/// free one"; other failures name the address and the system's reason.
-Status checkPortFree(const std::string& addr, int port);
+  /// The descriptor (close-on-exec, never 0..2), or -1 once closed.
+  int fd() const { return fd_; }
+  /// The port it listens on.
+  int port() const { return port_; }
+  /// Closes this process's descriptor (a child that inherited it keeps its own).
+  void close();
 
-/// True only when binding `addr`:`port` fails because the port is taken;
-/// false when it is free or binding fails for another reason.
-bool isPortInUse(const std::string& addr, int port);
+ private:
+  int fd_ = -1;
+  int port_ = 0;
+};
+
+/// Listens on `port` (0: a free one the system picks) on every address of
+/// this machine, IPv6 and IPv4 ("::" dual-stack, else 0.0.0.0), as c10d's
+/// TCPStore server binds, after checking that `masterAddr` (where the
+/// workers will connect) resolves. Errors: "cannot resolve --master-addr
+/// A: <reason>; ...", "port P is in use; pass another --master-port or omit
+/// it to pick a free one", or another bind failure naming the port and the
+/// system's reason.
+Expected<StoreSocket> listenForStore(const std::string& masterAddr, int port);
 
 /// The address of this machine that packets to `host` leave from (the
 /// source address the routing table picks; nothing is sent), e.g.

@@ -1,4 +1,5 @@
-// spawnWorker: pipe2(O_CLOEXEC) x3 + fork + setpgid + dup2 + execve.
+// spawnWorker: pipe2(O_CLOEXEC) x3 + fork + PR_SET_PDEATHSIG + setpgid + dup2
+// + execve.
 //
 //   spawnWorker("/no/such", {"/no/such"}, env)
 //     -> error "cannot start worker: /no/such: No such file or directory"
@@ -10,6 +11,7 @@
 
 #include <fcntl.h>
 #include <signal.h>
+#include <sys/prctl.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -50,8 +52,20 @@ std::vector<char*> cStrings(const std::vector<std::string>& strings) {
   return out;
 }
 
+/// Sends errno to the parent through the exec pipe and exits.
+[[noreturn]] void childFailed(int execFd) {
+  int e = errno;
+  (void)!::write(execFd, &e, sizeof(e));
+  ::_exit(127);
+}
+
 /// The child's side: never returns.
-[[noreturn]] void execChild(const char* path, char* const* argv, char* const* envp, const SpawnFds& fds) {
+[[noreturn]] void execChild(const char* path, char* const* argv, char* const* envp, const SpawnFds& fds,
+                            pid_t launcher, int inheritFd) {
+  // First of all: die with the launcher (the signal survives execve). A
+  // launcher that died before this line left us to another parent already.
+  if (::prctl(PR_SET_PDEATHSIG, SIGKILL) != 0) childFailed(fds.exec[1]);
+  if (::getppid() != launcher) ::_exit(127);
   ::setpgid(0, 0);
   struct sigaction dfl {};
   dfl.sa_handler = SIG_DFL;
@@ -60,15 +74,11 @@ std::vector<char*> cStrings(const std::vector<std::string>& strings) {
   sigset_t none;
   sigemptyset(&none);
   ::sigprocmask(SIG_SETMASK, &none, nullptr);
-  if (::dup2(fds.devNull, 0) < 0 || ::dup2(fds.out[1], 1) < 0 || ::dup2(fds.err[1], 2) < 0) {
-    int e = errno;
-    (void)!::write(fds.exec[1], &e, sizeof(e));
-    ::_exit(127);
-  }
+  if (::dup2(fds.devNull, 0) < 0 || ::dup2(fds.out[1], 1) < 0 || ::dup2(fds.err[1], 2) < 0 ||
+      (inheritFd >= 0 && ::fcntl(inheritFd, F_SETFD, 0) != 0))
+    childFailed(fds.exec[1]);
   ::execve(path, argv, envp);
-  int e = errno;
-  (void)!::write(fds.exec[1], &e, sizeof(e));
-  ::_exit(127);
+  childFailed(fds.exec[1]);
 }
 
 Status startError(const std::string& what, int err) {
@@ -120,7 +130,7 @@ std::vector<std::string> workerEnvironment(const std::vector<std::pair<std::stri
 }
 
 Expected<SpawnedWorker> spawnWorker(const std::string& path, const std::vector<std::string>& argv,
-                                    const std::vector<std::string>& env) {
+                                    const std::vector<std::string>& env, int inheritFd) {
   SpawnFds fds;
   if (::pipe2(fds.out, O_CLOEXEC) != 0 || ::pipe2(fds.err, O_CLOEXEC) != 0 ||
       ::pipe2(fds.exec, O_CLOEXEC) != 0)
@@ -134,8 +144,9 @@ Expected<SpawnedWorker> spawnWorker(const std::string& path, const std::vector<s
   sigset_t all, old;
   sigfillset(&all);
   ::pthread_sigmask(SIG_SETMASK, &all, &old);
+  pid_t launcher = ::getpid();
   pid_t pid = ::fork();
-  if (pid == 0) execChild(path.c_str(), argvC.data(), envC.data(), fds);
+  if (pid == 0) execChild(path.c_str(), argvC.data(), envC.data(), fds, launcher, inheritFd);
   int forkErr = errno;
   ::pthread_sigmask(SIG_SETMASK, &old, nullptr);
   if (pid < 0) return startError("fork", forkErr);

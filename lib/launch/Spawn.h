@@ -34,11 +34,15 @@ Expected<std::string> resolveProgram(const std::string& program);
 std::vector<std::string> workerEnvironment(const std::vector<std::pair<std::string, std::string>>& vars);
 
 /// Forks and executes `path` with `argv` and `env`, in a new process group,
-/// with default signal handling and an empty signal mask. When execution
-/// fails the child is reaped and the error reads "cannot start worker:
-/// <path>: <reason>".
+/// with default signal handling and an empty signal mask. The worker dies
+/// with this process however it dies (SIGKILL, the OOM killer): it gets
+/// SIGKILL when the calling thread exits, which must therefore outlive it.
+/// `inheritFd` (>= 3, or -1 for none) stays open in the worker under its
+/// number; every other descriptor of ours is closed. When execution fails
+/// the child is reaped and the error reads "cannot start worker: <path>:
+/// <reason>".
 Expected<SpawnedWorker> spawnWorker(const std::string& path, const std::vector<std::string>& argv,
-                                    const std::vector<std::string>& env);
+                                    const std::vector<std::string>& env, int inheritFd = -1);
 
 /// "SIGKILL" for 9, "signal 77" for numbers without a common name.
 std::string signalName(int sig);

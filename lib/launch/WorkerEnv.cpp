@@ -57,6 +57,12 @@ Expected<WorkerEnv> workerEnvFromEnvironment() {
   if (env.masterPort < 1 || env.masterPort > 65535)
     return Status::error("environment variable MASTER_PORT=" + std::to_string(env.masterPort) +
                          " is out of range 1..65535" + kHowToStart);
+  if (const char* fd = std::getenv(kMasterListenFdVar); fd != nullptr && *fd != '\0') {
+    SPMD_ASSIGN_OR_RETURN(env.masterListenFd, readInt(kMasterListenFdVar));
+    if (env.rank != 0)
+      return Status::error(std::string("environment variable ") + kMasterListenFdVar + " is set on RANK=" +
+                           std::to_string(env.rank) + "; only rank 0 serves the store" + kHowToStart);
+  }
   return env;
 }
 

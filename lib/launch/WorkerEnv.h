@@ -23,12 +23,20 @@ struct WorkerEnv {
   int localWorldSize = 1;  ///< LOCAL_WORLD_SIZE: workers on this node
   std::string masterAddr;  ///< MASTER_ADDR: host of the rendezvous store
   int masterPort = 0;      ///< MASTER_PORT: 1..65535
+  /// SPMD_MASTER_LISTEN_FD (rank 0 under spmd-run): a socket already
+  /// listening on masterPort for the store to serve (TCPStoreOptions::
+  /// masterListenFd); -1 when unset or empty (torchrun): rank 0 binds the port.
+  int masterListenFd = -1;
 };
 
-/// Reads RANK, WORLD_SIZE, LOCAL_RANK, LOCAL_WORLD_SIZE, MASTER_ADDR and
-/// MASTER_PORT. A missing, non-numeric or out-of-range variable is an error
-/// naming it and its value ("environment variable RANK is not set; start
-/// workers with spmd-run or torchrun").
+/// The variable naming rank 0's inherited rendezvous socket.
+inline constexpr const char* kMasterListenFdVar = "SPMD_MASTER_LISTEN_FD";
+
+/// Reads RANK, WORLD_SIZE, LOCAL_RANK, LOCAL_WORLD_SIZE, MASTER_ADDR,
+/// MASTER_PORT and, when set, SPMD_MASTER_LISTEN_FD. A missing, non-numeric
+/// or out-of-range variable is an error naming it and its value
+/// ("environment variable RANK is not set; start workers with spmd-run or
+/// torchrun"), as is SPMD_MASTER_LISTEN_FD on a rank other than 0.
 Expected<WorkerEnv> workerEnvFromEnvironment();
 
 }  // namespace spmd::launch

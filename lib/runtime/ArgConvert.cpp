@@ -8,7 +8,10 @@
 //   int / SymInt  <- as_int | as_sym_int | as_scalar_type/as_layout/
 //                    as_memory_format (mapped to c10's numbers)
 //   int[]         <- as_ints | as_sym_ints (constants and SymInt values)
-//   Device        <- as_device (always the executor's target device)
+//   Device        <- as_device, None or left out: always the executor's
+//                    target device (a factory op exported with device=cpu,
+//                    device=None or no device makes its tensor where the
+//                    run's other values are)
 #include "runtime/ArgConvert.h"
 
 #include <ATen/ScalarOps.h>
@@ -27,6 +30,13 @@ using TK = c10::TypeKind;
 Status mismatch(const c10::Argument& s, const ir::Argument& a) {
   return Status::error("argument '" + s.name() + "': " + std::string(ir::argumentKindName(a.kind)) +
                        " cannot pass as " + s.type()->str());
+}
+
+/// Device or Device?: the argument that places a factory op's tensor.
+bool isDeviceArgument(const c10::Argument& s) {
+  c10::TypePtr t = s.type();
+  if (t->kind() == TK::OptionalType) t = t->containedType(0);
+  return t->kind() == TK::DeviceObjType;
 }
 
 ArgSlot constant(c10::IValue v) {
@@ -207,6 +217,8 @@ Expected<ArgSlot> convertList(const c10::Argument& s, const c10::TypePtr& elem, 
 Expected<ArgSlot> convertArgument(const c10::Argument& schemaArg, const ir::Argument& arg,
                                   const c10::Device& device) {
   c10::TypePtr type = schemaArg.type();
+  // None would put a factory op's tensor on the CPU, away from every other value.
+  if (isDeviceArgument(schemaArg) && arg.kind == K::None) return constant(device);
   if (type->kind() == TK::OptionalType) {
     const bool none = arg.kind == K::None || (arg.kind == K::OptionalTensor && arg.value() == nullptr);
     if (none) return constant(c10::IValue());
@@ -230,7 +242,8 @@ Expected<ArgSlot> convertArgument(const c10::Argument& schemaArg, const ir::Argu
   }
 }
 
-Expected<ArgSlot> defaultArgument(const c10::Argument& schemaArg) {
+Expected<ArgSlot> defaultArgument(const c10::Argument& schemaArg, const c10::Device& device) {
+  if (isDeviceArgument(schemaArg)) return constant(device);
   if (!schemaArg.default_value())
     return Status::error("required argument '" + schemaArg.name() + "' is missing");
   return constant(*schemaArg.default_value());

@@ -49,13 +49,16 @@ struct ArgSlot {
 };
 
 /// Converts node argument `arg` for schema argument `schemaArg`. Device
-/// arguments become `device`. Errors are one line without the node prefix
-/// ("argument 'other': as_string cannot pass as Tensor").
+/// arguments (Device, Device?) become `device`, whether the export passed a
+/// device (cpu when traced on the CPU) or None. Errors are one line without
+/// the node prefix ("argument 'other': as_string cannot pass as Tensor").
 Expected<ArgSlot> convertArgument(const c10::Argument& schemaArg, const ir::Argument& arg,
                                   const c10::Device& device);
 
-/// The slot of an argument the node omitted: the schema's default. Error
-/// when the argument has no default (a required argument is missing).
-Expected<ArgSlot> defaultArgument(const c10::Argument& schemaArg);
+/// The slot of an argument the node omitted: `device` for a device argument
+/// (a factory op left without a device makes its tensor on the run's
+/// device, not the CPU), else the schema's default. Error when the argument
+/// has no default (a required argument is missing).
+Expected<ArgSlot> defaultArgument(const c10::Argument& schemaArg, const c10::Device& device);
 
 }  // namespace spmd::runtime

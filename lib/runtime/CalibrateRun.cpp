@@ -3,8 +3,6 @@
 #include <ATen/Context.h>
 #include <unistd.h>
 
-#include <torch/csrc/distributed/c10d/TCPStore.hpp>
-
 #include <filesystem>
 #include <fstream>
 
@@ -64,32 +62,6 @@ Status checkOutputPath(const std::string& output) {
   return Status::ok();
 }
 
-// The rendezvous store of this worker (rank 0 serves it).
-Expected<c10::intrusive_ptr<c10d::Store>> openStore(const launch::WorkerEnv& env, int timeoutSeconds) {
-  try {
-    c10d::TCPStoreOptions so;
-    so.port = static_cast<uint16_t>(env.masterPort);
-    so.isServer = env.rank == 0;
-    so.numWorkers = static_cast<size_t>(env.worldSize);
-    so.timeout = std::chrono::seconds(timeoutSeconds);
-    return c10::intrusive_ptr<c10d::Store>(c10::make_intrusive<c10d::TCPStore>(env.masterAddr, so));
-  } catch (const std::exception& e) {
-    std::string what = e.what();
-    return Status::error("rank " + std::to_string(env.rank) + ": rendezvous at " + env.masterAddr + ":" +
-                         std::to_string(env.masterPort) + " failed: " + what.substr(0, what.find('\n')));
-  }
-}
-
-// Keeps the store's server (rank 0) up until every rank is done with it.
-void finish(c10d::Store& store, const launch::WorkerEnv& env, int timeoutSeconds) {
-  try {
-    if (store.add("spmd/finished", 1) == env.worldSize) store.set("spmd/all_done", std::vector<uint8_t>{1});
-    if (env.rank == 0) store.wait({"spmd/all_done"}, std::chrono::seconds(timeoutSeconds));
-  } catch (const std::exception&) {
-    // Another rank is gone; the launcher reports it.
-  }
-}
-
 }  // namespace
 
 int runCalibrate(const DistributedOptions& d, const CalibrateOptions& c, std::ostream& out,
@@ -131,7 +103,7 @@ int runCalibrateWorker(const DistributedOptions& d, const CalibrateOptions& c, s
       device->is_cuda() && ncclCompiled() && env->localWorldSize <= static_cast<int64_t>(at::getNumGPUs());
   if (Status st = chooseBindAddress(d, env->masterAddr, comm); !st.isOk())
     return fail(err, kBadInput, who + ": " + st.message());
-  auto store = openStore(*env, d.timeoutSeconds);
+  auto store = openRendezvousStore(*env, d.timeoutSeconds);
   if (!store) return fail(err, kFailure, store.status().message());
   auto meshComm = MeshComm::create(*store, *mesh, env->rank, comm);
   if (!meshComm) return fail(err, kFailure, meshComm.status().message());
@@ -148,7 +120,7 @@ int runCalibrateWorker(const DistributedOptions& d, const CalibrateOptions& c, s
     if (!st.isOk()) return fail(err, kFailure, who + ": " + st.withContext(c.output).message());
     err << summaryText(*measured);
   }
-  finish(**store, *env, d.timeoutSeconds);
+  finishRendezvous(**store, *env, d.timeoutSeconds);
   return 0;
 }
 

@@ -46,8 +46,10 @@ Expected<int64_t> loadCheckpoint(const std::string& dir, const program::Program&
                                  TensorMap& weights);
 
 /// Checks, without reading shards, that checkpoint `dir` has a valid index
-/// holding exactly `program`'s weights at their global shapes and dtypes
-/// (what a launcher can check before starting workers).
+/// holding exactly `program`'s weights at their global shapes and dtypes,
+/// and that every rank file exists and lists each of its shards with the
+/// index's dtype and shape (what a launcher can check before starting
+/// workers; checksums and NaN/Inf are the workers' to check).
 Status checkCheckpoint(const std::string& dir, const program::Program& program);
 
 /// Writes one safetensors file `output` of global tensors named by FQN from

@@ -52,17 +52,25 @@ class ShardReader {
  public:
   explicit ShardReader(std::string folder) : folder_(std::move(folder)) {}
 
-  // Rank `rank`'s shard of `w` as a fresh CPU tensor.
-  Expected<at::Tensor> read(const WeightRecord& w, int64_t rank) {
+  // Rank `rank`'s entry for `w`, checked against the index's dtype and
+  // region without reading its bytes.
+  Expected<const io::SafetensorsEntry*> entry(const WeightRecord& w, int64_t rank) {
     const ShardRecord& s = w.shards[static_cast<size_t>(rank)];
     std::string path = folder_ + "/" + s.file;
     SPMD_ASSIGN_OR_RETURN(const io::SafetensorsFile* file, open(path));
     const io::SafetensorsEntry* e = file->find(w.fqn);
-    std::string what = path + ": tensor '" + w.fqn + "'";
     if (!e) return Status::error(path + ": no tensor '" + w.fqn + "', which the index lists");
     if (e->dtype != w.dtype || e->shape != sizesOf(s.region))
-      return Status::error(what + " is not the shard the index describes (dtype " +
+      return Status::error(path + ": tensor '" + w.fqn + "' is not the shard the index describes (dtype " +
                            std::string(ir::scalarTypeName(e->dtype)) + ", another shape than its region)");
+    return e;
+  }
+
+  // Rank `rank`'s shard of `w` as a fresh CPU tensor.
+  Expected<at::Tensor> read(const WeightRecord& w, int64_t rank) {
+    const ShardRecord& s = w.shards[static_cast<size_t>(rank)];
+    std::string what = folder_ + "/" + s.file + ": tensor '" + w.fqn + "'";
+    SPMD_ASSIGN_OR_RETURN(const io::SafetensorsEntry* e, entry(w, rank));
     if (shardChecksum(e->data, e->bytes) != s.checksum)
       return Status::error(what + ": checksum mismatch: the file is damaged or is another rank's");
     SPMD_ASSIGN_OR_RETURN(c10::ScalarType dtype, toC10ScalarType(w.dtype));
@@ -156,7 +164,13 @@ Expected<at::Tensor> localShard(ShardReader& reader, const CheckpointIndex& inde
 Status checkCheckpoint(const std::string& dir, const program::Program& program) {
   std::string folder;
   SPMD_ASSIGN_OR_RETURN(CheckpointIndex index, readCheckpointIndex(dir, &folder));
-  return checkWeights(index, program, folder);
+  SPMD_RETURN_IF_ERROR(checkWeights(index, program, folder));
+  // Every rank file is there and lists each shard the index names (the
+  // headers only: the checksums are the workers' to check).
+  ShardReader reader(folder);
+  for (const WeightRecord& w : index.weights)
+    for (int64_t r = 0; r < index.mesh.numRanks(); ++r) SPMD_RETURN_IF_ERROR(reader.entry(w, r).status());
+  return reader.checkAllListed(index);
 }
 
 Expected<int64_t> loadCheckpoint(const std::string& dir, const program::Program& program, int64_t rank,

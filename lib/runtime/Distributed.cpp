@@ -6,7 +6,6 @@
 #include <unistd.h>
 
 #include <nlohmann/json.hpp>
-#include <torch/csrc/distributed/c10d/TCPStore.hpp>
 
 #include <algorithm>
 #include <cstdlib>
@@ -21,54 +20,13 @@
 #include "runtime/Checkpoint.h"
 #include "runtime/LaunchSupport.h"
 #include "runtime/Runner.h"
+#include "runtime/Verify.h"
 #include "runtime/Worker.h"
 #include "support/File.h"
 #include "support/Strings.h"
 
 namespace spmd::runtime {
 namespace {
-
-// Per-output comparison with the single-device reference; false when any
-// output is above tolerance.
-bool verify(const DistributedOptions& o, const TensorMap& got, std::ostream& out, std::ostream& err) {
-  auto archive = pt2::readArchive(o.verify);
-  if (!archive) return fail(err, kBadInput, archive.status().message()), false;
-  auto runner = ProgramRunner::create(*archive);
-  if (!runner) return fail(err, kFailure, o.verify + ": " + runner.status().message()), false;
-  TensorMap inputs;
-  if (!o.inputs.empty()) {
-    auto read = readTensors(o.inputs);
-    if (!read) return fail(err, kBadInput, read.status().message()), false;
-    inputs = std::move(*read);
-  }
-  auto expected = runner->run(inputs);
-  if (!expected) return fail(err, kFailure, o.verify + ": " + expected.status().message()), false;
-  bool ok = true;
-  for (const auto& [name, e] : *expected) {
-    auto it = got.find(name);
-    if (it == got.end()) {
-      err << "verify: " << name << " missing from the distributed outputs\n";
-      ok = false;
-      continue;
-    }
-    at::Tensor g = it->second.to(at::kDouble), x = e.to(at::kDouble);
-    if (g.sizes() != x.sizes()) {
-      err << "verify: " << name << " has shape " << g.sizes() << ", the reference " << x.sizes() << "\n";
-      ok = false;
-      continue;
-    }
-    double maxAbs = g.numel() ? (g - x).abs().max().item<double>() : 0.0;
-    double norm = x.norm().item<double>();
-    double rel = norm > 0 ? (g - x).norm().item<double>() / norm : maxAbs;
-    bool pass = rel <= o.rtol || maxAbs <= o.atol;
-    ok &= pass;
-    char line[256];
-    std::snprintf(line, sizeof line, "verify %-32s max abs %.3g  rel %.3g  %s\n", name.c_str(), maxAbs, rel,
-                  pass ? "ok" : "ABOVE TOLERANCE");
-    (pass ? out : err) << line;
-  }
-  return ok;
-}
 
 // Opens the loss log: fresh, or on --resume keeping the lines of steps
 // before the checkpoint's (later ones came from a run that did not reach
@@ -181,9 +139,12 @@ int runDistributed(const DistributedOptions& o, std::ostream& out, std::ostream&
     Status st = checkCheckpoint(o.resume, p);
     if (!st.isOk()) return fail(err, kBadInput, st.message());
   }
+  if (o.nodeRank == 0)  // the node that verifies
+    if (Status st = checkVerifyOptions(o, p.graph); !st.isOk()) return fail(err, kBadInput, st.message());
   ScratchDir scratch("spmd-run");
   const std::string& tmpDir = scratch.path;
-  std::string output = o.output.empty() && !o.verify.empty() ? tmpDir + "/outputs.safetensors" : o.output;
+  bool verifying = !o.verify.empty() || !o.verifyAgainst.empty();
+  std::string output = o.output.empty() && verifying ? tmpDir + "/outputs.safetensors" : o.output;
 
   launch::LaunchConfig cfg = launchConfig(
       o, {"--worker", o.program, "--device", o.device, "--timeout", std::to_string(o.timeoutSeconds),
@@ -219,10 +180,8 @@ int runDistributed(const DistributedOptions& o, std::ostream& out, std::ostream&
                 static_cast<long long>(ranks), result->wallSeconds, maxStep * 1e3,
                 withCommas(maxBytes).c_str());
   if (!o.quiet) out << line;
-  if (o.verify.empty() || o.nodeRank != 0) return 0;
-  auto got = readTensors(output);
-  if (!got) return fail(err, kFailure, got.status().message());
-  return verify(o, *got, out, err) ? 0 : kFailure;
+  if (!verifying || o.nodeRank != 0) return 0;
+  return verifyOutputs(o, output, out, err);
 }
 
 // Where this worker's Gloo transport listens: the interface named by
@@ -291,20 +250,9 @@ int runWorker(const DistributedOptions& o, std::ostream& err) {
   selectDevice(ro.device);
   ro.comm.nccl =
       ro.device.is_cuda() && ncclCompiled() && env->localWorldSize <= static_cast<int64_t>(at::getNumGPUs());
-  c10::intrusive_ptr<c10d::Store> store;
-  try {
-    c10d::TCPStoreOptions so;
-    so.port = static_cast<uint16_t>(env->masterPort);
-    so.isServer = env->rank == 0;
-    so.numWorkers = static_cast<size_t>(env->worldSize);
-    so.timeout = std::chrono::seconds(o.timeoutSeconds);
-    store = c10::make_intrusive<c10d::TCPStore>(env->masterAddr, so);
-  } catch (const std::exception& e) {
-    std::string what = e.what();
-    return fail(err, kFailure,
-                who + ": rendezvous at " + env->masterAddr + ":" + std::to_string(env->masterPort) +
-                    " failed: " + what.substr(0, what.find('\n')));
-  }
+  auto opened = openRendezvousStore(*env, o.timeoutSeconds);
+  if (!opened) return fail(err, kFailure, opened.status().message());
+  c10::intrusive_ptr<c10d::Store> store = *opened;
   auto r = runRank(*program, env->rank, store, batches[0], ro);
   if (!r) {
     // runRank's errors usually carry the rank already.
@@ -321,14 +269,7 @@ int runWorker(const DistributedOptions& o, std::ostream& err) {
     int64_t runs = std::max(o.steps, 1) * std::max(o.repeat, 1);
     f << r->stats.bytesSent / runs << " " << r->stepSeconds << " " << r->peakBytes << "\n";
   }
-  // Keep the store's server (rank 0) up until every rank is done with it.
-  try {
-    if (store->add("spmd/finished", 1) == env->worldSize)
-      store->set("spmd/all_done", std::vector<uint8_t>{1});
-    if (env->rank == 0) store->wait({"spmd/all_done"}, std::chrono::seconds(o.timeoutSeconds));
-  } catch (const std::exception&) {
-    // Another rank is gone; the launcher reports it.
-  }
+  finishRendezvous(*store, *env, o.timeoutSeconds);
   return 0;
 }
 

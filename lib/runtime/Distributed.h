@@ -8,6 +8,7 @@
 //   spmd-run: 8 ranks, 1.2 s wall, step 14.1 ms, 57,344 B sent per rank (max)
 #pragma once
 
+#include <optional>
 #include <ostream>
 #include <string>
 #include <vector>
@@ -32,10 +33,13 @@ struct DistributedOptions {
   /// one that reaches masterAddr (GLOO_SOCKET_IFNAME, when set, wins).
   std::string bindAddr;
   int masterPort = 0;  ///< 0: a free port
-  /// .pt2 to run on one device and compare with the outputs.
+  /// .pt2 to run on one device and compare with the outputs (Verify.h).
   std::string verify;
-  double rtol = 1e-5;
-  double atol = 1e-6;
+  /// safetensors file of expected outputs (written by PyTorch) to compare with.
+  std::string verifyAgainst;
+  /// Tolerances of --verify/--verify-against; unset: by dtype (defaultTolerance).
+  std::optional<double> rtol;
+  std::optional<double> atol;
   int timeoutSeconds = 60;  ///< collectives and rendezvous fail after this
   int repeat = 1;           ///< executions per worker (benchmarks); the last one's outputs are written
   bool quiet = false;

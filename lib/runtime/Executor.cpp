@@ -44,13 +44,6 @@ std::string operatorText(const c10::OperatorName& n) {
   return n.overload_name.empty() ? n.name : n.name + "." + n.overload_name;
 }
 
-bool isOptionalDevice(const c10::Argument& arg) {
-  const c10::TypePtr& t = arg.type();
-  if (t->kind() == c10::TypeKind::DeviceObjType) return true;
-  auto opt = t->cast<c10::OptionalType>();
-  return opt && opt->getElementType()->kind() == c10::TypeKind::DeviceObjType;
-}
-
 }  // namespace
 
 Expected<Executor> Executor::prepare(const ir::Graph& graph, ExecutorOptions options) {
@@ -174,12 +167,7 @@ Status Executor::planArguments(const ir::Node& node, const c10::FunctionSchema& 
         used[static_cast<size_t>(it - inputs.begin())] = true;
         return convertArgument(arg, it->arg, device_);
       }
-      if (device_.is_cpu() || !isOptionalDevice(arg)) return defaultArgument(arg);
-      // A factory op with its device left out makes its tensor on the run's
-      // device, like every other value (None would mean the CPU).
-      ArgSlot device;
-      device.constant = device_;
-      return device;
+      return defaultArgument(arg, device_);
     }();
     if (!slot) return slot.status();
     slots_.push_back(std::move(slot).value());

@@ -3,6 +3,8 @@
 
 #include <unistd.h>
 
+#include <torch/csrc/distributed/c10d/TCPStore.hpp>
+
 #include <filesystem>
 
 namespace spmd::runtime {
@@ -35,6 +37,32 @@ int launchFailure(const Expected<launch::LaunchResult>& result, std::ostream& er
   if (!result) return fail(err, kBadInput, result.status().message());
   if (result->exitCode == 0) return 0;
   return fail(err, result->exitCode == kBadInput ? kBadInput : kFailure, result->failure);
+}
+
+Expected<c10::intrusive_ptr<c10d::Store>> openRendezvousStore(const launch::WorkerEnv& env,
+                                                              int timeoutSeconds) {
+  try {
+    c10d::TCPStoreOptions so;
+    so.port = static_cast<uint16_t>(env.masterPort);
+    so.isServer = env.rank == 0;
+    so.numWorkers = static_cast<size_t>(env.worldSize);
+    so.timeout = std::chrono::seconds(timeoutSeconds);
+    if (env.rank == 0 && env.masterListenFd >= 0) so.masterListenFd = env.masterListenFd;
+    return c10::intrusive_ptr<c10d::Store>(c10::make_intrusive<c10d::TCPStore>(env.masterAddr, so));
+  } catch (const std::exception& e) {
+    std::string what = e.what();
+    return Status::error("rank " + std::to_string(env.rank) + ": rendezvous at " + env.masterAddr + ":" +
+                         std::to_string(env.masterPort) + " failed: " + what.substr(0, what.find('\n')));
+  }
+}
+
+void finishRendezvous(c10d::Store& store, const launch::WorkerEnv& env, int timeoutSeconds) {
+  try {
+    if (store.add("spmd/finished", 1) == env.worldSize) store.set("spmd/all_done", std::vector<uint8_t>{1});
+    if (env.rank == 0) store.wait({"spmd/all_done"}, std::chrono::seconds(timeoutSeconds));
+  } catch (const std::exception&) {
+    // Another rank is gone; the launcher reports it.
+  }
 }
 
 ScratchDir::ScratchDir(const std::string& prefix)

@@ -12,7 +12,10 @@
 #include <string>
 #include <vector>
 
+#include <torch/csrc/distributed/c10d/Store.hpp>
+
 #include "launch/Launcher.h"
+#include "launch/WorkerEnv.h"
 #include "runtime/Comm.h"
 #include "runtime/Distributed.h"
 
@@ -48,6 +51,19 @@ struct ScratchDir {
   ScratchDir& operator=(const ScratchDir&) = delete;
   std::string path;
 };
+
+/// This worker's connection to the rendezvous store (a c10d TCPStore at
+/// MASTER_ADDR:MASTER_PORT, `timeoutSeconds` for every wait). Rank 0 also
+/// serves it: on the socket the launcher handed over
+/// (env.masterListenFd), else on a port it binds itself (torchrun). Error:
+/// "rank R: rendezvous at A:P failed: <first line of the reason>".
+Expected<c10::intrusive_ptr<c10d::Store>> openRendezvousStore(const launch::WorkerEnv& env,
+                                                              int timeoutSeconds);
+
+/// Tells the store this rank is done; rank 0 (whose process serves the
+/// store) then waits up to `timeoutSeconds` for every rank to say so. A
+/// rank that is gone is the launcher's to report: no error here.
+void finishRendezvous(c10d::Store& store, const launch::WorkerEnv& env, int timeoutSeconds);
 
 /// Where this worker's Gloo transport listens: GLOO_SOCKET_IFNAME, else
 /// --bind-addr, else the address this machine reaches `masterAddr` from

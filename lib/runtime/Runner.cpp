@@ -57,6 +57,17 @@ Expected<c10::IValue> scalarInput(const std::string& name, ir::ValueKind kind, c
 
 }  // namespace
 
+Expected<std::vector<std::string>> outputNames(const ir::ExportedProgram& program) {
+  std::vector<std::string> names;
+  int userOutputs = 0;
+  int losses = 0;
+  for (const ir::OutputSpec& s : program.signature.outputs) {
+    SPMD_ASSIGN_OR_RETURN(std::string name, outputName(s, userOutputs, losses));
+    names.push_back(std::move(name));
+  }
+  return names;
+}
+
 Expected<ProgramRunner> ProgramRunner::create(const pt2::Archive& archive, const RunnerOptions& options) {
   SPMD_ASSIGN_OR_RETURN(TensorMap weights, loadWeights(archive, options.device));
   return create(archive.program, weights, options);
@@ -92,12 +103,7 @@ Expected<ProgramRunner> ProgramRunner::create(const ir::ExportedProgram& program
     r.fixed_.push_back(w->second);
     r.userIndex_.push_back(-1);
   }
-  int userOutputs = 0;
-  int losses = 0;
-  for (const ir::OutputSpec& s : program.signature.outputs) {
-    SPMD_ASSIGN_OR_RETURN(std::string name, outputName(s, userOutputs, losses));
-    r.outputNames_.push_back(std::move(name));
-  }
+  SPMD_ASSIGN_OR_RETURN(r.outputNames_, runtime::outputNames(program));
   if (r.outputNames_.size() != r.executor_.numOutputs())
     return Status::error("the signature has " + std::to_string(r.outputNames_.size()) +
                          " outputs, the graph " + std::to_string(r.executor_.numOutputs()));

@@ -36,6 +36,11 @@ struct RunnerOptions {
   c10::Device device = c10::kCPU;
 };
 
+/// The names spmd-run gives `program`'s outputs, one per signature output:
+/// output.<i>, loss, grad.<fqn>, parameter.<fqn>, buffer.<fqn>,
+/// mutated.<name> ("" for tokens). Error on an unknown output kind.
+Expected<std::vector<std::string>> outputNames(const ir::ExportedProgram& program);
+
 /// A prepared program with its weights on one device. Not thread-safe.
 class ProgramRunner {
  public:

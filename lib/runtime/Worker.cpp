@@ -9,6 +9,7 @@
 #include <chrono>
 #include <cstdio>
 #include <fstream>
+#include <optional>
 #include <string>
 #include <thread>
 
@@ -197,6 +198,15 @@ Status checkGlobalInputs(const program::Program& p, const TensorMap& inputs) {
         if (!same) {
           st = Status::error("input '" + name + "' has shape " + shapeStr(g->sizes()) +
                              ", the program expects " + gt.str());
+          return;
+        }
+        const ir::Value* local = p.graph.signature.inputs[i].value;
+        std::optional<ir::ScalarType> dtype = fromC10ScalarType(g->scalar_type());
+        if (local != nullptr && local->isTensor() && dtype != gt.dtype) {
+          st = Status::error(
+              "input '" + name + "' has dtype " +
+              (dtype ? std::string(ir::scalarTypeName(*dtype)) : c10::toString(g->scalar_type())) +
+              ", the program expects " + std::string(ir::scalarTypeName(gt.dtype)) + " (" + gt.str() + ")");
           return;
         }
         // Static dims split as torch.chunk, and so do symbolic ones whose

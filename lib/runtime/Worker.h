@@ -81,9 +81,9 @@ Expected<RankResult> runThreaded(const program::LoadedProgram& program, const Te
                                  const RankOptions& options = {});
 
 /// Checks global inputs against the program: every user input present
-/// (as "input.<i>" or by name), with the program's global shape, shardable
-/// by its placement (plain shards at any size, strided ones evenly).
-/// divisible by its placement. Errors name the input.
+/// (as "input.<i>" or by name), with the program's dtype and global shape,
+/// shardable by its placement (plain shards at any size, strided ones
+/// evenly). Errors name the input.
 Status checkGlobalInputs(const program::Program& program, const TensorMap& inputs);
 
 /// The local shard of global tensor `global` laid out as `spec` at `coords`

@@ -150,13 +150,21 @@ TEST_CASE("a damaged, incomplete or foreign checkpoint is refused with one line 
     writeJson(bad + "/index.json", index);
     std::string err = trainThreaded(dir.file("p.spmd"), 1, "", bad);
     CHECK_THAT(err, Catch::Contains(message));
-    // spmd-run: the launcher refuses a bad index before starting workers,
-    // the workers a bad shard; --consolidate says the same in one line
+    // spmd-run: the launcher refuses a bad index or a missing rank file
+    // before starting workers, the workers a bad shard; --consolidate says
+    // the same in one line
     // (exit 2) and writes nothing.
     auto r = runCommand(kRun + " -q -n 2 " + dir.file("p.spmd") + " --resume " + bad + " --inputs " +
                         modelDir("mlp_train") + "/inputs.safetensors");
     CHECK(r.exitCode != 0);
     CHECK_THAT(r.stderrText, Catch::Contains(message));
+    // All but a shard's bytes (checksum, NaN) are found before any worker
+    // starts, missing rank files included: one line, exit 2.
+    if (name != "swapped shards" && name != "bit flip" && name != "NaN shard") {
+      CHECK(r.exitCode == 2);
+      CHECK_THAT(r.stderrText, Catch::StartsWith("error: "));
+      CHECK(std::count(r.stderrText.begin(), r.stderrText.end(), '\n') == 1);
+    }
     r = runCommand(kRun + " --consolidate " + bad + " --output " + dir.file("full.safetensors"));
     CHECK(r.exitCode == 2);
     if (name == "short weights") message = "which the index does not list";

@@ -131,7 +131,35 @@ TEST_CASE("faults before launch: mesh size, corrupt program, wrong inputs, busy 
                  port + " --output " + out);
   ::close(s);
   CHECK(r.exitCode == 2);
-  CHECK_THAT(r.stderrText, Catch::Contains("port " + port + " on 127.0.0.1 is in use"));
+  CHECK_THAT(r.stderrText, Catch::Contains("port " + port + " is in use"));
+  CHECK_FALSE(std::filesystem::exists(out));
+}
+
+TEST_CASE("faults before launch: an input of the wrong dtype, --verify given expected outputs") {
+  // Each is one line and exit 2 from the launcher; no worker starts (a
+  // worker's error would read "[rank 0] error: ...").
+  TempDir dir;
+  compileTo("mlp", "dp", {2}, dir.file("mlp.spmd"));
+  std::string out = dir.file("out.safetensors");
+  auto in = runtime::readTensors(inputsOf("mlp"));
+  REQUIRE(in.hasValue());
+  runtime::TensorMap asInt;
+  for (const auto& [name, t] : *in) asInt.emplace(name, t.to(at::kLong));
+  std::string bad = dir.file("int.safetensors");
+  REQUIRE(runtime::writeTensors(bad, asInt).isOk());
+  auto r = runCommand(kRun + " -n 2 " + dir.file("mlp.spmd") + " --inputs " + bad + " --output " + out);
+  CHECK(r.exitCode == 2);
+  CHECK(r.stderrText ==
+        "error: " + bad + ": input 'x' has dtype i64, the program expects f32 (f32[32, 64])\n");
+  CHECK_FALSE(std::filesystem::exists(out));
+
+  // --verify takes the .pt2; a file of expected outputs is --verify-against's.
+  r = runCommand(kRun + " -n 2 " + dir.file("mlp.spmd") + " --inputs " + inputsOf("mlp") + " --output " +
+                 out + " --verify " + modelDir("mlp") + "/expected.safetensors");
+  CHECK(r.exitCode == 2);
+  CHECK_THAT(r.stderrText, Catch::StartsWith("error: " + modelDir("mlp") + "/expected.safetensors: ") &&
+                               Catch::Contains("use --verify-against"));
+  CHECK(std::count(r.stderrText.begin(), r.stderrText.end(), '\n') == 1);
   CHECK_FALSE(std::filesystem::exists(out));
 }
 

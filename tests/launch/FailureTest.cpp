@@ -1,13 +1,16 @@
 // Tests of launchWorkers when something goes wrong: a worker exits non-zero
 // or dies by a signal (the others are stopped, nothing is left behind), a
 // worker ignores SIGTERM (SIGKILL after the grace), the launcher itself is
-// interrupted (forwarded; a second signal kills at once).
+// interrupted (forwarded; a second signal kills at once), the launcher is
+// killed by SIGKILL (its workers die with it).
 //
 //   rank 1: exit 3, ranks 0 and 2: sleep 30
 //     -> exitCode 3, failure "rank 1 exited with code 3: boom", in well under a second
 #include "../TestCatch.h"
 
 #include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include "LaunchTestUtil.h"
 #include "launch/Launcher.h"
@@ -192,6 +195,38 @@ TEST_CASE("a second signal to the launcher kills without waiting for the grace",
   CHECK(r->wallSeconds < 2.5);
   checkAllGone(dir, {0});
   CHECK(noChildrenLeft());
+}
+
+TEST_CASE("a launcher killed by SIGKILL takes its workers with it", "[launch][failure]") {
+  TempDir dir;
+  // exec: the worker itself sleeps, so only the parent-death signal can end it early.
+  std::string w = writeScript(dir, "orphan.sh", "echo $$ > \"$1/pid.$RANK\"\nexec sleep 30\n");
+  LaunchConfig cfg = configFor(w, 2);
+  cfg.workerArgv.push_back(dir.file(""));
+  pid_t launcher = ::fork();
+  REQUIRE(launcher >= 0);
+  if (launcher == 0) {
+    std::ostringstream out, err;
+    auto r = launchWorkers(cfg, out, err);
+    ::_exit(r ? r->exitCode : 99);
+  }
+  std::vector<pid_t> workers;
+  auto until = steady_clock::now() + std::chrono::seconds(10);
+  while (workers.size() < 2 && steady_clock::now() < until) {
+    workers.clear();
+    for (int r : {0, 1})
+      if (auto pid = readPid(dir.file("pid." + std::to_string(r)))) workers.push_back(*pid);
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  ::kill(launcher, SIGKILL);
+  ::waitpid(launcher, nullptr, 0);
+  REQUIRE(workers.size() == 2);
+  for (pid_t pid : workers) {
+    INFO("worker " << pid);
+    bool gone = processGoneSoon(pid, std::chrono::milliseconds(2000));
+    CHECK(gone);
+    if (!gone) ::kill(pid, SIGKILL);  // never leave one behind
+  }
 }
 
 }  // namespace

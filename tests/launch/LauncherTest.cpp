@@ -1,6 +1,7 @@
 // Tests of launchWorkers on healthy workers: the torchrun environment, rank
-// numbering across nodes, line forwarding, quiet mode, grandchildren that
-// keep a pipe open, and the errors raised before any worker starts.
+// numbering across nodes, the rendezvous port (held until rank 0 takes it
+// over), line forwarding, quiet mode, grandchildren that keep a pipe open,
+// and the errors raised before any worker starts.
 //
 //   worker: echo "$RANK $WORLD_SIZE"   -n 2  ->  out: "[rank 0] 0 2\n[rank 1] 1 2\n" (any order)
 #include "../TestCatch.h"
@@ -8,8 +9,11 @@
 #include <netinet/in.h>
 #include <sys/socket.h>
 
+#include <thread>
+
 #include "LaunchTestUtil.h"
 #include "launch/Launcher.h"
+#include "launch/Ports.h"
 
 namespace spmd::launch {
 namespace {
@@ -25,17 +29,19 @@ TEST_CASE("launchWorkers gives each worker torchrun's environment", "[launch]") 
                   "$MASTER_PORT $SPMD_LAUNCH_TEST_EXTRA\"");
   ScopedEnv stale("RANK", "99");  // the launcher's own RANK must not leak through
   ScopedEnv extra("SPMD_LAUNCH_TEST_EXTRA", "inherited");
-  auto port = findFreePort("127.0.0.1");
-  REQUIRE(port);
+  auto sock = listenForStore("127.0.0.1", 0);  // a port that was free just now
+  REQUIRE(sock);
+  int port = sock->port();
+  sock->close();
   LaunchConfig cfg = configFor(w, 3);
-  cfg.masterPort = *port;
+  cfg.masterPort = port;
   std::ostringstream out, err;
   auto r = launchWorkers(cfg, out, err);
   REQUIRE(r);
   CHECK(r->exitCode == 0);
   CHECK(r->failure.empty());
   CHECK(r->wallSeconds > 0);
-  std::string p = std::to_string(*port);
+  std::string p = std::to_string(port);
   CHECK(sortedLines(out.str()) == std::vector<std::string>{
                                       "[rank 0] 0 3 0 3 0 127.0.0.1 " + p + " inherited",
                                       "[rank 1] 1 3 1 3 0 127.0.0.1 " + p + " inherited",
@@ -74,6 +80,45 @@ TEST_CASE("launchWorkers picks one free port for all workers when none is given"
   CHECK(std::stoi(port0) > 0);
   CHECK(std::stoi(port0) <= 65535);
   CHECK(err.str().empty());  // one node: no note about the port
+}
+
+TEST_CASE("launchWorkers keeps the port taken: rank 0 inherits the socket node 0 listens on",
+          "[launch][ports]") {
+  TempDir dir;
+  std::string w = writeScript(dir, "fd.sh",
+                              "fd=${SPMD_MASTER_LISTEN_FD:-none}\n"
+                              "[ \"$fd\" = none ] || fd=$(readlink /proc/$$/fd/$fd | cut -d: -f1)\n"
+                              "echo \"$fd\"\n"
+                              "echo $MASTER_PORT > \"$1/port.$RANK\"\n"
+                              "while [ ! -e \"$1/go\" ]; do sleep 0.01; done\n");
+  LaunchConfig cfg = configFor(w, 2);
+  cfg.workerArgv.push_back(dir.file(""));
+  std::ostringstream out, err;
+  std::optional<Expected<LaunchResult>> r;
+  std::thread launcher([&] { r.emplace(launchWorkers(cfg, out, err)); });
+  auto until = steady_clock::now() + std::chrono::seconds(10);
+  std::optional<pid_t> port;  // both ranks are up (the launcher has closed its copy)
+  while (!(readPid(dir.file("port.1")) && (port = readPid(dir.file("port.0")))) &&
+         steady_clock::now() < until)
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  // Nobody else can bind the port, although no worker has bound anything.
+  int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  addr.sin_port = htons(static_cast<uint16_t>(port.value_or(0)));
+  int bound = ::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr));
+  int bindErr = errno;
+  ::close(fd);
+  std::ofstream(dir.file("go")) << "1";
+  launcher.join();
+  REQUIRE(port);
+  CHECK(bound != 0);
+  CHECK(bindErr == EADDRINUSE);
+  REQUIRE(r);
+  REQUIRE(*r);
+  CHECK((*r)->exitCode == 0);
+  CHECK(sortedLines(out.str()) == std::vector<std::string>{"[rank 0] socket", "[rank 1] none"});
 }
 
 TEST_CASE("launchWorkers on node 0 of several tells which port it picked", "[launch]") {
@@ -243,9 +288,8 @@ TEST_CASE("launchWorkers refuses a busy master port on node 0", "[launch][errors
   auto r = launchWorkers(cfg, out, err);
   ::close(fd);
   REQUIRE_FALSE(r);
-  CHECK(r.status().message() ==
-        "port " + std::to_string(port) +
-            " on 127.0.0.1 is in use; pass another --master-port or omit it to pick a free one");
+  CHECK(r.status().message() == "port " + std::to_string(port) +
+                                    " is in use; pass another --master-port or omit it to pick a free one");
   CHECK(noChildrenLeft());
 }
 

@@ -83,6 +83,32 @@ TEST_CASE("workerEnvFromEnvironment names an invalid variable and its value", "[
       "environment variable MASTER_PORT=0 is out of range 1..65535; start workers with spmd-run or torchrun");
 }
 
+TEST_CASE("workerEnvFromEnvironment reads rank 0's inherited store socket", "[launch][env]") {
+  ValidEnv env;
+  ScopedEnv rank0("RANK", "0");
+  auto unset = workerEnvFromEnvironment();
+  REQUIRE(unset);
+  CHECK(unset->masterListenFd == -1);  // torchrun: rank 0 binds the port itself
+  {
+    ScopedEnv fd(kMasterListenFdVar, "");  // what the launcher gives the other ranks
+    CHECK(workerEnvFromEnvironment()->masterListenFd == -1);
+  }
+  ScopedEnv fd(kMasterListenFdVar, "7");
+  auto set = workerEnvFromEnvironment();
+  REQUIRE(set);
+  CHECK(set->masterListenFd == 7);
+  ScopedEnv bad(kMasterListenFdVar, "seven");
+  CHECK(workerEnvFromEnvironment().status().message() ==
+        "environment variable SPMD_MASTER_LISTEN_FD='seven' is not a non-negative integer; start workers "
+        "with spmd-run or torchrun");
+}
+
+TEST_CASE("workerEnvFromEnvironment refuses a store socket on another rank", "[launch][env]") {
+  CHECK(errorWith(kMasterListenFdVar, "7") ==
+        "environment variable SPMD_MASTER_LISTEN_FD is set on RANK=1; only rank 0 serves the store; start "
+        "workers with spmd-run or torchrun");
+}
+
 TEST_CASE("workerEnvFromEnvironment reads what launchWorkers sets", "[launch][env]") {
   // Each worker prints its six variables; reading them back here must
   // give the worker's place in the job.

@@ -4,7 +4,10 @@
 # mesh 4). Checks that
 #   1. the outputs match the model run on one device (--verify on node 0);
 #   2. killing a worker of node 1 mid-run ends both nodes with a clean,
-#      non-zero exit within 15 s, node 1 naming the dead rank.
+#      non-zero exit within 15 s, node 1 naming the dead rank;
+#   3. killing every process of node 1 (launcher and workers) mid-run ends
+#      node 0 with a non-zero exit and one "error: rank ..." line within
+#      --timeout, leaving nothing behind.
 # Needs root and iproute2; exits 77 (CTest's skip) with the reason otherwise.
 #
 #   tests/multinode/netns.sh build
@@ -42,7 +45,8 @@ ip -n "$ns1" link set "v1_$tag" up
 
 model=testdata/pt2/llama
 "$spmdc" compile "$model/model.pt2" --schema schemas/examples/llama_tp.json --mesh 4 -o "$tmp/llama.spmd" -q
-common=(--nnodes 2 --master-addr 10.213.0.1 --master-port 29517 --timeout 10)
+timeout=10
+common=(--nnodes 2 --master-addr 10.213.0.1 --master-port 29517 --timeout "$timeout")
 
 echo "== 1. llama, Megatron TP, 2 nodes x 2 workers: outputs against one device"
 ip netns exec "$ns1" "$run" -n 2 "${common[@]}" --node-rank 1 "$tmp/llama.spmd" \
@@ -55,35 +59,78 @@ wait "$n1" || { cat "$tmp/n1.out" "$tmp/n1.err"; echo "FAIL: node 1"; exit 1; }
 cat "$tmp/n0.out"
 grep -Eq "^verify output.0 .* ok$" "$tmp/n0.out" || { echo "FAIL: node 0 did not verify the outputs"; exit 1; }
 
+# Starts both nodes on a long run ($1: the files' prefix); sets n0, n1 (the
+# launchers) and workers (node 1's worker pids, once they have run a moment).
+start_long_run() {
+  ip netns exec "$ns1" "$run" -n 2 "${common[@]}" --node-rank 1 "$tmp/llama.spmd" \
+    --inputs "$model/inputs.safetensors" --repeat 1000000 >"$tmp/$1.1.out" 2>"$tmp/$1.1.err" &
+  n1=$!
+  ip netns exec "$ns0" "$run" -n 2 "${common[@]}" --node-rank 0 "$tmp/llama.spmd" \
+    --inputs "$model/inputs.safetensors" --repeat 1000000 >"$tmp/$1.0.out" 2>"$tmp/$1.0.err" &
+  n0=$!
+  for _ in $(seq 100); do
+    workers=$(ip netns pids "$ns1" | grep -vx "$n1" || true)
+    [ "$(echo "$workers" | grep -c .)" -ge 2 ] && break
+    sleep 0.1
+  done
+  sleep 3
+  [ -n "$workers" ] || { echo "FAIL: node 1's workers never started"; cat "$tmp/$1.1.err"; exit 1; }
+}
+
+# Fails when either node's stderr shows a crash instead of a clean error.
+check_clean() {
+  if grep -Eq "terminate called|Aborted|Segmentation|core dumped" "$@"; then
+    echo "FAIL: an unclean exit"; cat "$@"; exit 1
+  fi
+}
+
 echo "== 2. SIGKILL of a node-1 worker mid-run: both nodes exit non-zero within 15 s"
-ip netns exec "$ns1" "$run" -n 2 "${common[@]}" --node-rank 1 "$tmp/llama.spmd" \
-  --inputs "$model/inputs.safetensors" --repeat 1000000 >"$tmp/k1.out" 2>"$tmp/k1.err" &
-n1=$!
-ip netns exec "$ns0" "$run" -n 2 "${common[@]}" --node-rank 0 "$tmp/llama.spmd" \
-  --inputs "$model/inputs.safetensors" --repeat 1000000 >"$tmp/k0.out" 2>"$tmp/k0.err" &
-n0=$!
-# Wait until node 1's two workers exist and have run for a moment.
-for _ in $(seq 100); do
-  workers=$(ip netns pids "$ns1" | grep -vx "$n1" || true)
-  [ "$(echo "$workers" | grep -c .)" -ge 2 ] && break
-  sleep 0.1
-done
-sleep 3
-victim=$(echo "$workers" | head -n 1)
-[ -n "$victim" ] || { echo "FAIL: node 1's workers never started"; cat "$tmp/k1.err"; exit 1; }
-kill -9 "$victim"
+start_long_run k
+kill -9 "$(echo "$workers" | head -n 1)"
 start=$(date +%s)
 status0=0 status1=0
 wait "$n1" || status1=$?
 wait "$n0" || status0=$?
 elapsed=$(( $(date +%s) - start ))
 echo "node 0 exit $status0, node 1 exit $status1, after ${elapsed} s"
-echo "node 0: $(tail -n 1 "$tmp/k0.err")"
-echo "node 1: $(tail -n 1 "$tmp/k1.err")"
+echo "node 0: $(tail -n 1 "$tmp/k.0.err")"
+echo "node 1: $(tail -n 1 "$tmp/k.1.err")"
 [ "$status0" -ne 0 ] && [ "$status1" -ne 0 ] || { echo "FAIL: a node exited 0 after losing a peer"; exit 1; }
 [ "$elapsed" -le 15 ] || { echo "FAIL: took ${elapsed} s to exit"; exit 1; }
-grep -q "rank [23]" "$tmp/k1.err" || { echo "FAIL: node 1 does not name the dead rank"; cat "$tmp/k1.err"; exit 1; }
-if grep -Eq "terminate called|Aborted|Segmentation|core dumped" "$tmp/k0.err" "$tmp/k1.err"; then
-  echo "FAIL: an unclean exit"; cat "$tmp/k0.err" "$tmp/k1.err"; exit 1
-fi
+grep -q "rank [23]" "$tmp/k.1.err" || { echo "FAIL: node 1 does not name the dead rank"; cat "$tmp/k.1.err"; exit 1; }
+check_clean "$tmp/k.0.err" "$tmp/k.1.err"
+
+echo "== 3. every process of node 1 killed mid-run: node 0 ends with one clean error within --timeout"
+start_long_run a
+# The launcher and its workers at once, as when a node's job is hard-killed.
+kill -9 $(ip netns pids "$ns1")
+start=$(date +%s)
+status0=0
+wait "$n1" 2>/dev/null || true
+wait "$n0" || status0=$?
+elapsed=$(( $(date +%s) - start ))
+last=$(tail -n 1 "$tmp/a.0.err")
+echo "node 0 exit $status0 after ${elapsed} s: $last"
+[ "$status0" -ne 0 ] || { echo "FAIL: node 0 exited 0 after losing node 1"; exit 1; }
+[ "$elapsed" -le $((timeout + 3)) ] || { echo "FAIL: node 0 took ${elapsed} s (--timeout $timeout)"; exit 1; }
+[[ "$last" == "error: rank "* ]] || { echo "FAIL: node 0 did not end with one error line"; cat "$tmp/a.0.err"; exit 1; }
+check_clean "$tmp/a.0.err"
+[ -z "$(ip netns pids "$ns0")" ] || { echo "FAIL: node 0 left processes behind"; exit 1; }
+echo "== 4. node 1 drops off the network, then dies: node 0 ends within --timeout"
+start_long_run d
+# No FIN or RST reaches node 0 now (a power cut, a pulled cable): only the timeout can end its wait.
+ip -n "$ns1" link set "v1_$tag" down
+kill -9 $(ip netns pids "$ns1")
+start=$(date +%s)
+status0=0
+wait "$n1" 2>/dev/null || true
+wait "$n0" || status0=$?
+elapsed=$(( $(date +%s) - start ))
+last=$(tail -n 1 "$tmp/d.0.err")
+echo "node 0 exit $status0 after ${elapsed} s: $last"
+[ "$status0" -ne 0 ] || { echo "FAIL: node 0 exited 0 after losing node 1"; exit 1; }
+[ "$elapsed" -le $((timeout + 5)) ] || { echo "FAIL: node 0 took ${elapsed} s (--timeout $timeout)"; exit 1; }
+[[ "$last" == "error: rank "* ]] || { echo "FAIL: node 0 did not end with one error line"; cat "$tmp/d.0.err"; exit 1; }
+check_clean "$tmp/d.0.err"
+[ -z "$(ip netns pids "$ns0")" ] || { echo "FAIL: node 0 left processes behind"; exit 1; }
 echo "PASS"

@@ -3,6 +3,7 @@
 //
 //   spmd-run model.pt2 --inputs in.safetensors --output out.safetensors [--device cpu|cuda]
 //   spmd-run -n 8 model.spmd --inputs in.safetensors --output out.safetensors [--verify model.pt2]
+//   spmd-run -n 8 model.spmd --inputs in.safetensors --steps 20 --verify-against expected.safetensors
 //   spmd-run --worker model.spmd ...      (one rank; torchrun's environment: torchrun --no-python)
 //   spmd-run --calibrate -n 4 [--mesh 2x2 --axes dp,tp] -o profile.json   (a device profile)
 //
@@ -27,6 +28,7 @@
 #include "runtime/OpLibrary.h"
 #include "runtime/Runner.h"
 #include "runtime/TensorIO.h"
+#include "runtime/Verify.h"
 
 namespace {
 
@@ -123,9 +125,19 @@ int main(int argc, char** argv) {
   app.add_option("--bind-addr", d.bindAddr,
                  "address this node's workers listen on for peers (default: the one that reaches "
                  "--master-addr; GLOO_SOCKET_IFNAME names an interface instead)");
-  app.add_option("--verify", d.verify, "also run this .pt2 on one device and compare the outputs");
-  app.add_option("--rtol", d.rtol, "--verify: relative tolerance per output");
-  app.add_option("--atol", d.atol, "--verify: absolute tolerance per output");
+  app.add_option("--verify", d.verify,
+                 "also run this .pt2 on one device and compare the outputs (--steps 1)");
+  app.add_option("--verify-against", d.verifyAgainst,
+                 "compare the outputs with this safetensors file of expected ones (e.g. written by PyTorch; "
+                 "names as --output writes them: output.<i>, loss, grad.<fqn>, parameter.<fqn>, ...)");
+  double rtol = 0, atol = 0;
+  CLI::Option* rtolOpt = app.add_option(
+      "--rtol", rtol,
+      "--verify/--verify-against: relative tolerance for every output; an output passes when "
+      "RMS(got - want) <= atol + rtol * RMS(want). Default by dtype (torch.testing.assert_close's): " +
+          runtime::defaultToleranceTable());
+  CLI::Option* atolOpt = app.add_option(
+      "--atol", atol, "--verify/--verify-against: absolute tolerance (default by dtype, as --rtol)");
   app.add_option("--timeout", d.timeoutSeconds, "seconds before a collective or the rendezvous fails");
   app.add_option("--repeat", d.repeat, "execute the program this many times per worker (benchmarks)");
   app.add_flag("-q,--quiet", d.quiet, "print only errors");
@@ -171,6 +183,8 @@ int main(int argc, char** argv) {
     std::cerr << "error: " << e.what() << " (see --help)\n";
     return kBadInput;
   }
+  if (rtolOpt->count()) d.rtol = rtol;
+  if (atolOpt->count()) d.atol = atol;
   for (const std::string& lib : d.opLibraries)
     if (Status st = runtime::loadOpLibrary(lib); !st.isOk()) return fail(kBadInput, "", st);
   if (!calibrate && !cal.quick && (!cal.mesh.empty() || !cal.axes.empty())) {
