@@ -10,7 +10,10 @@ The factory is imported and called with no arguments; it returns an
 nn.Module (or a (module, example_inputs) pair, used when no --example-input
 is given). Example inputs are expressions over randint, randn, rand, ones,
 zeros, full and arange (and dtypes such as float64 or int32), evaluated
-with nothing else in scope. Errors are one line; the exit code is then 2.
+with nothing else in scope. What the export changes is printed as a note:
+tied parameters untied for --train, transformers' MoE experts set to their
+ATen path, ops registered from Python replaced by their decompositions (one
+with none is an error). Errors are one line; the exit code is then 2.
 """
 import argparse
 import ast
@@ -138,7 +141,8 @@ def parse(argv):
     ap.add_argument("--example-input", action="append", default=[], metavar="EXPR",
                     help="one model input, e.g. 'randint(0,256,(2,32))'; repeat for each input, in order")
     ap.add_argument("--train", action="store_true",
-                    help="export one train step (joint forward+backward: loss and gradients)")
+                    help="export one train step (joint forward+backward: loss and gradients); parameters that "
+                         "share a tensor (tied embeddings) get one copy per name")
     ap.add_argument("--loss", choices=("mse", "cross_entropy"),
                     help="with --train: the loss of the model's output and the --target inputs "
                          "(default: the model's forward returns the loss)")
@@ -206,20 +210,35 @@ def build(a):
     return made, inputs, targets, loss_function(a.loss) if a.loss else None
 
 
-def export(a, module, inputs, targets, loss_fn):
+def note(msg):
+    """Prints one of the export's notes (what it changed, and why)."""
+    print(f"note: {msg}", flush=True)
+
+
+def dynamic_batch(module, inputs):
+    """dynamic_shapes with one dynamic batch size as dim 0 of every input."""
     import torch
+    from . import fixups
+    for i, t in enumerate(inputs):
+        if t.dim() == 0:
+            raise UsageError(f"--dynamic-batch: input {i} is a scalar, it has no batch dim")
+    try:
+        return fixups.batch_dynamic_shapes(module, inputs, torch.export.Dim("batch", min=2, max=1 << 20))
+    except TypeError as e:
+        raise UsageError(f"--dynamic-batch: the model's forward does not take {len(inputs)} positional "
+                         f"inputs ({e})") from None
+
+
+def export(a, module, inputs, targets, loss_fn):
+    """Exports the inference program or the train step as the flags say."""
     from . import core
     strict = False if a.hf else None  # transformers models trace best without dynamo (torch 2.6's default is strict)
     if a.train:
-        return core.export_train_step(module, inputs, a.out, loss_fn=loss_fn, targets=targets, strict=strict)
-    dynamic = None
-    if a.dynamic_batch:
-        batch = torch.export.Dim("batch", min=2, max=1 << 20)
-        for i, t in enumerate(inputs):
-            if t.dim() == 0:
-                raise UsageError(f"--dynamic-batch: input {i} is a scalar, it has no batch dim")
-        dynamic = tuple({0: batch} for _ in inputs)
-    return core.export(module, inputs, a.out, dynamic_shapes=dynamic, decompose=not a.no_decompose, strict=strict)
+        return core.export_train_step(module, inputs, a.out, loss_fn=loss_fn, targets=targets, strict=strict,
+                                      untie=True, log=note)
+    dynamic = dynamic_batch(module, inputs) if a.dynamic_batch else None
+    return core.export(module, inputs, a.out, dynamic_shapes=dynamic, decompose=not a.no_decompose, strict=strict,
+                       log=note)
 
 
 def one_line(e):

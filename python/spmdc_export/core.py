@@ -13,6 +13,8 @@ import os
 import torch
 from safetensors.torch import save_file
 
+from . import fixups
+
 MIN_TORCH = (2, 6)
 
 
@@ -162,35 +164,71 @@ def _export_kwargs(dynamic_shapes=None, strict=None):
     return kw
 
 
-def export(module, example_inputs, out_dir, dynamic_shapes=None, decompose=True, note="", strict=None):
+def _logger(log, notes):
+    """A function that records a note in `notes` and passes it to `log` (when given)."""
+    def say(msg):
+        notes.append(msg)
+        if log is not None:
+            log(msg)
+    return say
+
+
+def _aten_only(program, say):
+    """program with its Python-only ops replaced by their decompositions;
+    ExportError naming the first one that has none."""
+    program, left = fixups.replace_python_only_ops(program, say)
+    if left:
+        raise ExportError(fixups.refusal(left[0]))
+    return program
+
+
+def _reference_outputs(module, inputs):
+    """The module's eager outputs (eval mode, no_grad), checked to be tensors."""
+    with torch.no_grad():
+        outs = _leaves(module(*inputs))
+    for i, o in enumerate(outs):
+        if not isinstance(o, torch.Tensor):
+            raise ExportError(f"output {i} of the module is a {type(o).__name__}: spmd-run's outputs are "
+                              f"tensors; return only tensors")
+    if not outs:
+        raise ExportError("the module returns no tensor")
+    return outs
+
+
+def export(module, example_inputs, out_dir, dynamic_shapes=None, decompose=True, note="", strict=None, log=None):
     """Exports `module` for inference: runs it eagerly in eval mode under
     no_grad for the reference outputs, exports it with torch.export.export
     (then run_decompositions() unless decompose=False) and writes out_dir/
     (model.pt2, inputs.safetensors, expected.safetensors with output.<i>,
     meta.json, and tp_plan.json for a Hugging Face model with a plan).
-    strict=None leaves torch.export's default. Returns the ExportedProgram."""
+    strict=None leaves torch.export's default. Ops registered from Python
+    are replaced by their registered decompositions (ExportError when one
+    has none), transformers' MoE experts take their ATen path; each such
+    change is a note in meta.json, also passed to log(str) when given. The
+    module's buffers and configs are left as they were. Returns the
+    ExportedProgram."""
     check_torch()
     _check_module(module)
     inputs = _as_inputs(example_inputs)
+    notes = []
+    say = _logger(log, notes)
     was_training = module.training
+    buffers = fixups.snapshot_buffers(module)
+    undo_experts = fixups.aten_experts(module, say)
     module.eval()
     try:
-        with torch.no_grad():
-            ref = module(*inputs)
-        outs = _leaves(ref)
-        for i, o in enumerate(outs):
-            if not isinstance(o, torch.Tensor):
-                raise ExportError(f"output {i} of the module is a {type(o).__name__}: spmd-run's outputs are "
-                                  f"tensors; return only tensors")
-        if not outs:
-            raise ExportError("the module returns no tensor")
+        outs = _reference_outputs(module, inputs)
+        fixups.restore_buffers(buffers)
         ep = torch.export.export(module, inputs, **_export_kwargs(dynamic_shapes, strict))
         if decompose:
             ep = ep.run_decompositions()
+        ep = _aten_only(ep, say)
     finally:
         module.train(was_training)
+        undo_experts()
+        fixups.restore_buffers(buffers)
     save_case(out_dir, ep, inputs, {f"output.{i}": o for i, o in enumerate(outs)},
-              {"kind": "inference", "decomposed": decompose, "note": note})
+              {"kind": "inference", "decomposed": decompose, "note": note, "notes": notes})
     write_tp_plan(module, out_dir)
     return ep
 
@@ -213,7 +251,93 @@ def _with_loss(module, loss_fn):
     return n_inputs, restore
 
 
-def export_train_step(module, example_inputs, out_dir, loss_fn=None, targets=(), note="", strict=None):
+def _check_loss(loss, loss_fn):
+    """ExportError unless `loss` is a scalar floating-point tensor."""
+    if isinstance(loss, torch.Tensor) and loss.numel() == 1 and loss.is_floating_point():
+        return
+    what = f"a tensor of shape {list(loss.shape)}" if isinstance(loss, torch.Tensor) else f"a {type(loss).__name__}"
+    if loss_fn is not None:
+        raise ExportError(f"loss_fn must return a scalar floating-point tensor, got {what}")
+    raise ExportError(f"a train step's forward must return the scalar floating-point loss, got {what}: "
+                      f"pass loss_fn=... and targets=... (on the command line: --loss and --target)")
+
+
+def _freeze_unused_copies(module, missing, say):
+    """Freezes (for the export) the parameters of an untied group that get no
+    gradient (an alias the forward never reads, as BERT's decoder bias);
+    returns the names left without a gradient and the undo."""
+    params = dict(module.named_parameters())
+    frozen = [k for k in missing if fixups.was_untied(params[k])]
+    for k in frozen:
+        params[k].requires_grad_(False)
+    if frozen:
+        say(f"froze {', '.join(frozen)} for the train step: tied to another name, and the loss does not use it")
+    return [k for k in missing if k not in frozen], lambda: [params[k].requires_grad_(True) for k in frozen]
+
+
+def _eager_step(module, inputs, loss_fn, say):
+    """The eager loss and gradients (train mode) as expected.safetensors
+    holds them, and the undo of the parameters it froze. Clears .grad."""
+    module.zero_grad()
+    loss = module(*inputs)
+    _check_loss(loss, loss_fn)
+    loss.backward()
+    expected = {"loss": loss.detach()}
+    missing = []
+    for k, p in module.named_parameters():
+        if not p.requires_grad:  # frozen: the joint graph has no gradient for it either
+            continue
+        if p.grad is None:
+            missing.append(k)
+        else:
+            expected[f"grad.{k}"] = p.grad.detach().clone()
+    module.zero_grad()
+    missing, unfreeze = _freeze_unused_copies(module, missing, say)
+    if missing:
+        unfreeze()
+        raise ExportError(f"parameter(s) {', '.join(missing[:4])}{' ...' if len(missing) > 4 else ''} get no "
+                          f"gradient from the loss; the joint graph needs one for every parameter: remove them "
+                          f"or let the loss depend on them")
+    return expected, unfreeze
+
+
+def _joint_program(module, inputs, strict, say):
+    """The joint forward+backward program of module(*inputs) (its Python-only
+    ops replaced first), with the usual cause of torch's failures named."""
+    joint_export = _joint_exporter()
+    try:
+        with _math_attention():
+            ep = _aten_only(torch.export.export(module, inputs, **_export_kwargs(strict=strict)), say)
+            joint = joint_export(ep)
+    except ExportError:
+        raise
+    except Exception as e:  # noqa: BLE001  (rephrased with the usual cause)
+        msg = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
+        if "did not receive a gradient" in msg:
+            raise ExportError(f"_export_forward_backward (torch {torch.__version__}): {msg}; tied parameters "
+                              f"(one tensor under two names, e.g. an embedding and lm_head) cause this: "
+                              f"pass untie=True (on the command line it is the default)") from e
+        raise
+    left = fixups.python_only_ops(joint)  # from a backward formula: the joint is not decomposed again
+    if left:
+        raise ExportError(fixups.refusal(left[0]))
+    return joint
+
+
+def _untie(module, say):
+    """untie_parameters with a note per name; returns the undo."""
+    try:
+        untied, undo = fixups.untie_parameters(module)
+    except ValueError as e:
+        raise ExportError(f"{e}; untie it in the model for the train step") from None
+    if untied:
+        say(f"untied {', '.join(f'{a} (from {k})' for a, k in untied)} for the train step: each name gets its "
+            f"own copy and its own gradient")
+    return undo
+
+
+def export_train_step(module, example_inputs, out_dir, loss_fn=None, targets=(), note="", strict=None,
+                      untie=False, log=None):
     """Exports one training step as the joint forward+backward graph
     (torch.export.experimental._export_forward_backward): its outputs are the
     loss, then one gradient per parameter. Without loss_fn, module(*inputs)
@@ -221,64 +345,45 @@ def export_train_step(module, example_inputs, out_dir, loss_fn=None, targets=(),
     *targets) and the program's inputs are the example inputs followed by the
     targets. Writes out_dir/ as export() does, with loss and grad.<fqn> (the
     eager loss and gradients, train mode; frozen parameters have none) in
-    expected.safetensors. The module's .grad fields are cleared. Dropout
-    makes the eager reference random: set its p to 0 to compare. Returns
-    the joint ExportedProgram."""
+    expected.safetensors. The archive holds the module's state from before
+    the eager step: its buffers (BatchNorm's running statistics) are
+    restored, and .grad fields cleared. untie=True gives parameter names
+    that share a tensor their own copies for the export (a tied name the
+    loss never reads is frozen). Python-only ops and MoE experts as in
+    export(); notes to meta.json and log. Dropout makes the eager reference
+    random: set its p to 0 to compare. Returns the joint ExportedProgram."""
     check_torch()
     _check_module(module)
     inputs = _as_inputs(example_inputs)
     targets = _as_inputs(targets) if targets is not None else ()
     if targets and loss_fn is None:
         raise ExportError("targets given without loss_fn: pass loss_fn(outputs, *targets)")
-    joint_export = _joint_exporter()
-    restore = None
-    if loss_fn is not None:
-        if not callable(loss_fn):
-            raise ExportError(f"loss_fn must be callable, not {type(loss_fn).__name__}")
-        n_inputs, restore = _with_loss(module, loss_fn)
-        n_inputs.append(len(inputs))
-        inputs = inputs + targets
+    if loss_fn is not None and not callable(loss_fn):
+        raise ExportError(f"loss_fn must be callable, not {type(loss_fn).__name__}")
+    _joint_exporter()
+    notes = []
+    say = _logger(log, notes)
+    undos = []
     was_training = module.training
+    buffers = fixups.snapshot_buffers(module)
     try:
+        if loss_fn is not None:
+            n_inputs, restore = _with_loss(module, loss_fn)
+            undos.append(restore)
+            n_inputs.append(len(inputs))
+            inputs = inputs + targets
+        undos.append(fixups.aten_experts(module, say))
+        if untie:
+            undos.append(_untie(module, say))
         module.train()
-        module.zero_grad()
-        loss = module(*inputs)
-        if not isinstance(loss, torch.Tensor) or loss.numel() != 1 or not loss.is_floating_point():
-            what = (f"a tensor of shape {list(loss.shape)}" if isinstance(loss, torch.Tensor)
-                    else f"a {type(loss).__name__}")
-            if loss_fn is not None:
-                raise ExportError(f"loss_fn must return a scalar floating-point tensor, got {what}")
-            raise ExportError(f"a train step's forward must return the scalar floating-point loss, got {what}: "
-                              f"pass loss_fn=... and targets=... (on the command line: --loss and --target)")
-        loss.backward()
-        expected = {"loss": loss.detach()}
-        missing = []
-        for k, p in module.named_parameters():
-            if not p.requires_grad:  # frozen: the joint graph has no gradient for it either
-                continue
-            if p.grad is None:
-                missing.append(k)
-            else:
-                expected[f"grad.{k}"] = p.grad.detach().clone()
-        module.zero_grad()
-        if missing:
-            raise ExportError(f"parameter(s) {', '.join(missing[:4])}{' ...' if len(missing) > 4 else ''} get no "
-                              f"gradient from the loss; the joint graph needs one for every parameter: remove them "
-                              f"or let the loss depend on them")
-        try:
-            with _math_attention():
-                joint = joint_export(torch.export.export(module, inputs, **_export_kwargs(strict=strict)))
-        except Exception as e:  # noqa: BLE001  (rephrased with the usual cause)
-            msg = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
-            if "did not receive a gradient" in msg:
-                raise ExportError(f"_export_forward_backward (torch {torch.__version__}): {msg}; tied parameters "
-                                  f"(one tensor under two names, e.g. an embedding and lm_head) cause this: "
-                                  f"untie them for the train step") from e
-            raise
+        expected, unfreeze = _eager_step(module, inputs, loss_fn, say)
+        undos.append(unfreeze)
+        fixups.restore_buffers(buffers)
+        joint = _joint_program(module, inputs, strict, say)
     finally:
         module.train(was_training)
-        if restore is not None:
-            restore()
-    save_case(out_dir, joint, inputs, expected, {"kind": "train_step_joint", "note": note})
+        fixups.undo_all(undos)
+        fixups.restore_buffers(buffers)
+    save_case(out_dir, joint, inputs, expected, {"kind": "train_step_joint", "note": note, "notes": notes})
     write_tp_plan(module, out_dir)
     return joint
