@@ -65,8 +65,9 @@ if ! want_ok; then
   want_ok || { echo "setup: error: $venv has no working torch==$torch_version" >&2; exit 2; }
 fi
 # The model zoo's libraries (python/requirements-zoo.txt) and the torchvision
-# release built for this torch (2.14.1 -> 0.29.1, 2.13.0 -> 0.28.0); without
-# them ctest's model_zoo_quick skips, so a failed install only warns.
+# release built for this torch (2.14.1 -> 0.29.1, 2.13.0 -> 0.28.0): the
+# tests need them (model_zoo_quick, export_helper, hf_llama_sp_lp), so a
+# failed install stops the set-up.
 torchvision_version=$("$venv/bin/python" -c \
   'import torch; v = torch.__version__.split("+")[0].split("."); print(f"0.{int(v[1]) + 15}.{v[2]}")')
 zoo_ok() {
@@ -82,7 +83,11 @@ if ! zoo_ok; then
   "$venv/bin/python" -m pip install -q --disable-pip-version-check "torch==$torch_version" \
     "torchvision==$torchvision_version" -r python/requirements-zoo.txt 2>&1 |
     sed '/is ignored: it is neither a file nor a directory/d' >&2 || true
-  zoo_ok || echo "setup: warning: the model zoo's packages did not install; ctest model_zoo_quick will skip" >&2
+  zoo_ok || {
+    echo "setup: error: the model zoo's packages (python/requirements-zoo.txt, torchvision==$torchvision_version)" \
+      "did not install into $venv; the tests need them: install them there by hand, or rerun with a registry" >&2
+    exit 2
+  }
 fi
 cuda=$("$venv/bin/python" -c 'import torch; print(torch.version.cuda or "")')
 if [ -n "$cuda" ] && ! { command -v nvcc >/dev/null || [ -x "${CUDA_HOME:-/usr/local/cuda}/bin/nvcc" ]; }; then
