@@ -100,37 +100,32 @@ echo "node 1: $(tail -n 1 "$tmp/k.1.err")"
 grep -q "rank [23]" "$tmp/k.1.err" || { echo "FAIL: node 1 does not name the dead rank"; cat "$tmp/k.1.err"; exit 1; }
 check_clean "$tmp/k.0.err" "$tmp/k.1.err"
 
+# After node 1 lost every process: node 0 must end non-zero within
+# --timeout + $2 seconds, with one error line, leaving nothing behind.
+# $1: the run's name (start_long_run's).
+expect_node0_ends() {
+  local name=$1 slack=$2 start status0=0 elapsed last
+  kill -9 $(ip netns pids "$ns1")
+  start=$(date +%s)
+  wait "$n1" 2>/dev/null || true
+  wait "$n0" || status0=$?
+  elapsed=$(( $(date +%s) - start ))
+  last=$(tail -n 1 "$tmp/$name.0.err")
+  echo "node 0 exit $status0 after ${elapsed} s: $last"
+  [ "$status0" -ne 0 ] || { echo "FAIL: node 0 exited 0 after losing node 1"; exit 1; }
+  [ "$elapsed" -le $((timeout + slack)) ] || { echo "FAIL: node 0 took ${elapsed} s (--timeout $timeout)"; exit 1; }
+  [[ "$last" == "error: rank "* ]] || { echo "FAIL: node 0 did not end with one error line"; cat "$tmp/$name.0.err"; exit 1; }
+  check_clean "$tmp/$name.0.err"
+  [ -z "$(ip netns pids "$ns0")" ] || { echo "FAIL: node 0 left processes behind"; exit 1; }
+}
+
 echo "== 3. every process of node 1 killed mid-run: node 0 ends with one clean error within --timeout"
 start_long_run a
 # The launcher and its workers at once, as when a node's job is hard-killed.
-kill -9 $(ip netns pids "$ns1")
-start=$(date +%s)
-status0=0
-wait "$n1" 2>/dev/null || true
-wait "$n0" || status0=$?
-elapsed=$(( $(date +%s) - start ))
-last=$(tail -n 1 "$tmp/a.0.err")
-echo "node 0 exit $status0 after ${elapsed} s: $last"
-[ "$status0" -ne 0 ] || { echo "FAIL: node 0 exited 0 after losing node 1"; exit 1; }
-[ "$elapsed" -le $((timeout + 3)) ] || { echo "FAIL: node 0 took ${elapsed} s (--timeout $timeout)"; exit 1; }
-[[ "$last" == "error: rank "* ]] || { echo "FAIL: node 0 did not end with one error line"; cat "$tmp/a.0.err"; exit 1; }
-check_clean "$tmp/a.0.err"
-[ -z "$(ip netns pids "$ns0")" ] || { echo "FAIL: node 0 left processes behind"; exit 1; }
+expect_node0_ends a 3
 echo "== 4. node 1 drops off the network, then dies: node 0 ends within --timeout"
 start_long_run d
 # No FIN or RST reaches node 0 now (a power cut, a pulled cable): only the timeout can end its wait.
 ip -n "$ns1" link set "v1_$tag" down
-kill -9 $(ip netns pids "$ns1")
-start=$(date +%s)
-status0=0
-wait "$n1" 2>/dev/null || true
-wait "$n0" || status0=$?
-elapsed=$(( $(date +%s) - start ))
-last=$(tail -n 1 "$tmp/d.0.err")
-echo "node 0 exit $status0 after ${elapsed} s: $last"
-[ "$status0" -ne 0 ] || { echo "FAIL: node 0 exited 0 after losing node 1"; exit 1; }
-[ "$elapsed" -le $((timeout + 5)) ] || { echo "FAIL: node 0 took ${elapsed} s (--timeout $timeout)"; exit 1; }
-[[ "$last" == "error: rank "* ]] || { echo "FAIL: node 0 did not end with one error line"; cat "$tmp/d.0.err"; exit 1; }
-check_clean "$tmp/d.0.err"
-[ -z "$(ip netns pids "$ns0")" ] || { echo "FAIL: node 0 left processes behind"; exit 1; }
+expect_node0_ends d 5
 echo "PASS"
