@@ -147,8 +147,10 @@ struct NodeMetadata {
   std::map<std::string, std::string> other;
 };
 
-/// "file.py:37: <code>" from the innermost user frame of a stack trace
-/// (frames inside site-packages/torch are skipped); empty when none.
+/// "file.py:37: <code>" from the innermost user frame of a stack trace:
+/// frames of torch itself and generated code ("<eval_with_key>.42") are
+/// skipped, a model library's (transformers' modeling_llama.py) are not.
+/// Empty when none.
 std::string userSourceLine(const std::string& stackTrace);
 
 /// One module of an nn_module_stack ("key,path,type;key,path,type;...",

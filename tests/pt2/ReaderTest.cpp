@@ -73,6 +73,20 @@ TEST_CASE("every test archive reads with the node count, ops and signature of it
   }
 }
 
+TEST_CASE("userSourceLine: the innermost frame that is neither torch nor generated code") {
+  // A Hugging Face model called from the user's wrapper: the modeling file's
+  // line, not the wrapper's; FX's generated code and torch frames skipped.
+  std::string trace =
+      "  File \"/home/u/zoo.py\", line 19, in forward\n    return self.model(x)\n"
+      "  File \"/venv/lib/python3.11/site-packages/transformers/models/llama/modeling_llama.py\", line 271, "
+      "in forward\n    attn_output = self.o_proj(attn_output)\n"
+      "  File \"<eval_with_key>.42\", line 18, in forward\n    polar = torch.polar(a, b)\n"
+      "  File \"/venv/lib/python3.11/site-packages/torch/nn/modules/linear.py\", line 125, in forward\n"
+      "    return F.linear(input, self.weight, self.bias)\n";
+  CHECK(ir::userSourceLine(trace) == "modeling_llama.py:271: attn_output = self.o_proj(attn_output)");
+  CHECK(ir::userSourceLine("  File \"<eval_with_key>.42\", line 18, in forward\n    x\n").empty());
+}
+
 TEST_CASE("mlp: graph, types, weights and metadata") {
   auto a = pt2::readArchive(mlpPath());
   REQUIRE(a.hasValue());
