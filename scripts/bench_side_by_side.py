@@ -3,7 +3,8 @@
 
     .venv/bin/python scripts/bench_side_by_side.py [--build build] [--short] [--json OUT]
 
-Prints one table (docs/PERFORMANCE.md, "Side by side with PyTorch"):
+Prints the tables behind docs/PERFORMANCE.md's "Current figures" (the
+rows, the compile row and the route rows):
 
 * single device: `spmd-run -n 1` (the program compiled at mesh 1) against
   eager PyTorch in one process, same inputs and the same intra-op thread
@@ -13,9 +14,25 @@ Prints one table (docs/PERFORMANCE.md, "Side by side with PyTorch"):
   (DTensor parallelize_module for Megatron TP, FSDP2 fully_shard for fsdp;
   Gloo, launched with torchrun, cores / N threads per rank on both sides),
   llama and llama_train at N = 2 and 4;
+* compute-bound train step (issue 30), llama_big_train: a Llama (hidden
+  512, 8 heads, FFN 1024, 4 layers, vocabulary 256) on batch 8 x sequence
+  256 = 2,048 tokens a step, the joint train step exported with
+  spmdc_export, `spmdc compile --optimizer adamw`, `spmd-run --steps K`.
+  One device: against eager PyTorch with torch.optim.AdamW(foreach=True),
+  AdamW(fused=True), and torch.compile of the model (forward and backward
+  compiled by inductor; fused AdamW step; the first, compiling step left out
+  like every first step). A PyTorch side that cannot run here (fused AdamW
+  on this CPU build, inductor without a C++ compiler) gives a row that says
+  why instead of a figure. Two ranks: DDP against the dp preset, FSDP2
+  against fsdp, DTensor TP against llama_tp.json (AdamW foreach on
+  PyTorch's side);
 * compile: `spmdc compile` of llama_deep_train (TP, mesh 2) against tracing
   the same DTensor-TP forward+backward with make_fx (torch.distributed._spmd's
-  route; fake process group) and against torch.export producing the archive.
+  route; fake process group) and against torch.export producing the archive;
+* route: the whole spmdc route, export (spmdc_export's export_train_step, in
+  process, timed once) plus `spmdc compile --optimizer adamw` (TP, mesh 2;
+  median of 3 processes), for llama_deep_train and llama_big_train, next to
+  compile alone and make_fx.
 
 Rounds (--rounds, default 3; 1 with --short): every row and the compile
 row are measured that many times, the two sides alternated (PyTorch's
@@ -34,7 +51,12 @@ tests/reference/reference_comm.py's Recorder); colls = collectives per step
 per rank in MiB (spmd-run: wait4's ru_maxrss over the launcher's process
 tree; PyTorch: VmHWM of each rank, reset before each case, interpreter and
 torch included); diff = max |spmd-run - eager| over every output (train:
-loss, gradients and parameters after the last step).
+loss, gradients and parameters after the last step; llama_big_train: the
+loss after the last step, against eager with AdamW foreach, tolerance 1e-3,
+a loose bound for 2,048 tokens through a 10.8M-parameter model (sums
+in another order: the other PyTorch sides differ from foreach too, printed
+under the table); the largest difference over every gradient and parameter
+is printed there as well, and kept in the json as pdiff).
 
 --gloo N (by hand, instead of the table): the latency of Gloo's all-reduce
 on 2 ranks as spmd-run drives it (`spmd-run --calibrate`: MeshComm, the
@@ -46,9 +68,12 @@ two alternated N times; prints the medians and their ratio per size.
 Models are built by tests/reference/reference_comm.py's make_case (seeded:
 every process gets the same weights) with a batch of 8, exported with
 python/spmdc_export into a temporary folder. --short (CI, ctest
-bench_side_by_side): 3 steps, a 256-wide compute-bound model and llama_train
-for the compile row; proves the script works, times nothing meaningful.
-Exit status 1 when a row fails to run or diff exceeds 1e-4.
+bench_side_by_side): 3 steps, a 256-wide compute-bound model, a 64-wide
+2-layer llama_big_train on 4 x 16 tokens (torch.compile with the aot_eager
+backend: the capture path without inductor's C++ build) and mlp_train for
+the compile and route rows; proves the script works, times nothing
+meaningful. Exit status 1 when a row fails to run or diff exceeds its
+tolerance (1e-4; llama_big_train's loss 1e-3).
 """
 import argparse
 import ctypes
@@ -69,7 +94,19 @@ for sub in ("testdata", os.path.join("tests", "reference"), "python"):
 
 BATCH = 8
 TOLERANCE = 1e-4
-SINGLE = ["llama", "llama_train", "mlp_wide"]
+BIG = "llama_big_train"  # the compute-bound train step (issue 30)
+# Llama(...) arguments and the batch; --short: a tiny one, the same code
+BIG_SIZE = {False: {"d": 512, "heads": 8, "ffn": 1024, "layers": 4, "batch": 8, "seq": 256},
+            True: {"d": 64, "heads": 4, "ffn": 128, "layers": 2, "batch": 4, "seq": 16}}
+BIG_TOLERANCE = 1e-3  # |loss - eager's| after the steps (see the docstring)
+# PyTorch's single-device sides for BIG: (name, row label, AdamW options, torch.compile)
+BIG_VARIANTS = [("foreach", "eager, AdamW foreach", {"foreach": True}, False),
+                ("fused", "eager, AdamW fused", {"fused": True}, False),
+                ("compile", "torch.compile, AdamW fused", {"fused": True}, True)]
+# distributed sides for BIG at n = 2: (PyTorch recipe, spmdc schema, row label)
+BIG_DIST = [("ddp", "dp", "DDP / dp"), ("fsdp", "fsdp", "FSDP2 / fsdp"),
+            ("tp", None, "DTensor TP / Megatron TP")]  # None: TP_SCHEMA
+SINGLE = ["llama", "llama_train", "mlp_wide", BIG]
 DIST = [(m, lay) for m in ("llama", "llama_train") for lay in ("tp", "fsdp")]
 TP_SCHEMA = os.path.join(ROOT, "schemas", "examples", "llama_tp.json")
 # compile row: model -> (its Megatron schema, reference_comm's tp plan)
@@ -85,6 +122,8 @@ def steps_for(model, short, n):
     a tenth of a second of the machine's noise."""
     if short:
         return 3
+    if model == BIG:
+        return 4  # 3 timed: 2-6 s a step on 2 cores
     if n == 1:
         return {"llama": 500, "llama_train": 100, "mlp_wide": 40}[model]
     return {"llama": 100, "llama_train": 30}[model]
@@ -98,6 +137,15 @@ def build(model, short):
     import torch
     import reference_comm as rc
 
+    if model == BIG:
+        import export_models as em
+
+        z = BIG_SIZE[short]
+        torch.manual_seed(0)
+        mod = em.LlamaLoss(vocab=256, d=z["d"], heads=z["heads"], ffn=z["ffn"], layers=z["layers"],
+                           max_seq=z["seq"])
+        torch.manual_seed(1)
+        return mod, [em.tokens(z["batch"], z["seq"]), em.tokens(z["batch"], z["seq"])], True
     if model != "mlp_wide":
         mod, inputs = rc.make_case(model, batch=BATCH)
         return mod, inputs, model.endswith("_train")
@@ -129,11 +177,18 @@ def peak_mib():
     return float("nan")
 
 
-def torch_steps(mod, batch, train, n, capture=False):
+def torch_steps(mod, batch, train, n, capture=False, adamw=None, compiled=None):
     """Runs n steps (train: forward, backward, AdamW, zero_grad); returns the
     step times (s) and, with capture, the last step's outputs as spmd-run
-    names them (train: loss, grad.<fqn>, parameter.<fqn> after the update)."""
+    names them (train: loss, grad.<fqn>, parameter.<fqn> after the update).
+    adamw: extra torch.optim.AdamW options (foreach, fused; default: its
+    per-parameter loop on CPU); compiled: a torch.compile backend for the
+    forward and backward (the first step compiles)."""
     import torch
+
+    params = mod
+    if compiled:
+        mod = torch.compile(mod, backend=compiled)
 
     times, out = [], {}
     if not train:
@@ -143,19 +198,24 @@ def torch_steps(mod, batch, train, n, capture=False):
                 y = mod(*batch)
                 times.append(time.perf_counter() - t0)
         return times, {"output.0": y}
-    opt = torch.optim.AdamW(mod.parameters(), **ADAMW)
+    # foreach cannot mix DTensors and plain tensors (TP leaves the embedding
+    # and the norms plain): one parameter group each
+    groups = {}
+    for p in params.parameters():
+        groups.setdefault(type(p).__name__ == "DTensor", []).append(p)
+    opt = torch.optim.AdamW([{"params": g} for g in groups.values()], **ADAMW, **(adamw or {}))
     for i in range(n):
         t0 = time.perf_counter()
         loss = mod(*batch)
         loss.backward()
         if i == n - 1 and capture:
             out = {"loss": loss.detach().clone()}
-            out.update({f"grad.{k}": p.grad.detach().clone() for k, p in mod.named_parameters()})
+            out.update({f"grad.{k}": p.grad.detach().clone() for k, p in params.named_parameters()})
         opt.step()
         opt.zero_grad()
         times.append(time.perf_counter() - t0)
     if capture:
-        out.update({f"parameter.{k}": p.detach().clone() for k, p in mod.named_parameters()})
+        out.update({f"parameter.{k}": p.detach().clone() for k, p in params.named_parameters()})
     return times, out
 
 
@@ -175,21 +235,41 @@ def worker_eager(a):
     import spmdc_export
 
     torch.set_num_threads(a.threads)
+    res = {"torch": torch.__version__, "export_s": {}}
     for model in a.models.split(",") if a.export else []:
         mod, inputs, train = build(model, a.short)
         d = os.path.join(a.work, model)
+        t0 = time.perf_counter()
         (spmdc_export.export_train_step if train else spmdc_export.export)(mod, inputs, d)
-    res = {"torch": torch.__version__}
+        res["export_s"][model] = time.perf_counter() - t0
     for model in a.models.split(","):
-        peak_reset()
-        mod, _, train = build(model, a.short)
         given = load_file(os.path.join(a.work, model, "inputs.safetensors"))
         batch = [given[f"input.{i}"] for i in range(len(given))]
         steps = a.steps or steps_for(model, a.short, 1)
-        times, out = torch_steps(mod, batch, train, steps, capture=True)
-        save_file({k: v.contiguous() for k, v in out.items()}, reference_path(a, model, steps))
-        res[model] = {"ms": median_ms(times), "peak": peak_mib()}
-        del mod, out
+        # BIG: every PyTorch side in turn, foreach first (its outputs are the
+        # reference); the others keep only their loss
+        sides = BIG_VARIANTS if model == BIG else [(None, None, None, False)]
+        if a.variants and model == BIG:
+            sides = [v for v in sides if v[0] in a.variants.split(",")]
+        for name, _, adamw, compiled in sides:
+            key = f"{model}:{name}" if name else model
+            peak_reset()
+            mod, _, train = build(model, a.short)
+            backend = ("aot_eager" if a.short else "inductor") if compiled else None
+            try:
+                times, out = torch_steps(mod, batch, train, steps, capture=True, adamw=adamw, compiled=backend)
+            except Exception as e:  # noqa: BLE001 - a side this build cannot run: the table says why
+                if name in (None, "foreach"):
+                    raise
+                res[key] = {"error": f"{type(e).__name__}: {str(e).strip().splitlines()[0][:120]}"}
+                continue
+            if name in (None, "foreach"):
+                save_file({k: v.contiguous() for k, v in out.items()}, reference_path(a, model, steps))
+            res[key] = {"ms": median_ms(times), "peak": peak_mib(), "backend": backend,
+                        "loss": float(out["loss"]) if "loss" in out else None}
+            del mod, out
+            if compiled:
+                torch._dynamo.reset()
     with open(a.out, "w") as f:
         json.dump(res, f)
 
@@ -220,14 +300,17 @@ def worker_dtensor(a):
         model, layout = case.split(":")
         peak_reset()
         mod, inputs, train = build(model, a.short)
-        mod, _ = rc.apply_recipe(layout, model, mod, meshes, rec, reshard_after_forward=not train)
+        # BIG is a LlamaLoss: llama_train's plans (FSDP2 per layer, the TP plan)
+        plan = "llama_train" if model == BIG else model
+        mod, _ = rc.apply_recipe(layout, plan, mod, meshes, rec, reshard_after_forward=not train)
         batch = rc.local_batch(layout, inputs, rank, world, None)
-        times, _ = torch_steps(mod, batch, train, steps_for(model, a.short, world))
+        adamw = {"foreach": True} if model == BIG else None
+        times, _ = torch_steps(mod, batch, train, steps_for(model, a.short, world), adamw=adamw)
         dist.barrier()
         rec.reset()
         rec.hook_all_groups()
         rec.on = True
-        torch_steps(mod, batch, train, 1)
+        torch_steps(mod, batch, train, 1, adamw=adamw)
         rec.on = False
         dist.barrier()
         got = {"ms": median_ms(times), "peak": peak_mib(),
@@ -378,18 +461,23 @@ def spmd_row(a, model, schema, n, threads):
     line = [x for x in text.splitlines() if x.startswith("spmd-run:")][-1]
     ms = float(line.split(" step ")[1].split(" ms")[0])
     sent = int(line.split(" ms, ")[1].split(" B")[0].replace(",", ""))
-    return {"ms": ms, "bytes": sent, "colls": colls, "peak": peak, "diff": max_diff(out, reference_path(a, model, steps))}
+    ref = reference_path(a, model, steps)
+    got = {"ms": ms, "bytes": sent, "colls": colls, "peak": peak, "diff": max_diff(out, ref)}
+    if model == BIG:  # compared by its loss (see the docstring); pdiff: every output
+        got.update(pdiff=got["diff"], diff=max_diff(out, ref, ["loss"]))
+    return got
 
 
-def max_diff(got_path, ref_path):
+def max_diff(got_path, ref_path, keys=None):
     import numpy as np
     from safetensors.numpy import load_file  # the driver stays free of torch (see run())
 
     got, ref = load_file(got_path), load_file(ref_path)
-    missing = [k for k in ref if k not in got]
+    keys = keys or list(ref)
+    missing = [k for k in keys if k not in got]
     if missing:
         raise RuntimeError(f"{got_path}: no {missing[0]} (and {len(missing) - 1} more) among spmd-run's outputs")
-    return max(float(np.abs(got[k].astype(np.float64) - ref[k].astype(np.float64)).max()) for k in ref)
+    return max(float(np.abs(got[k].astype(np.float64) - ref[k].astype(np.float64)).max()) for k in keys)
 
 
 def me(a, threads, *args, work=None):
@@ -404,16 +492,21 @@ def single_rows(a, rows):
     # round times one model in a fresh eager worker and right after in spmd-run.
     run(me(a, a.threads, "--worker", "eager", "--models", ",".join(SINGLE), "--export", "--out", out),
         env=env_threads(a.threads))
+    with open(out) as f:
+        a.export_s = json.load(f)["export_s"]
     for model in SINGLE:
-        spmd, torch_side = [], []
+        sides = [(v[0], f"single, {v[1]}") for v in BIG_VARIANTS] if model == BIG else [(None, "single")]
+        spmd, torch_side = [], {name: [] for name, _ in sides}
         for _ in range(a.rounds):
             run(me(a, a.threads, "--worker", "eager", "--models", model, "--out", out), env=env_threads(a.threads))
             with open(out) as f:
                 eager = json.load(f)
             a.torch_version = eager["torch"]
-            torch_side.append(dict(eager[model], bytes=0, colls=0))
+            for name, _ in sides:
+                torch_side[name].append(dict(eager[f"{model}:{name}" if name else model], bytes=0, colls=0))
             spmd.append(spmd_row(a, model, "dp", 1, a.threads))
-        rows.append(row(model, "single", 1, spmd, torch_side))
+        for name, label in sides:
+            rows.append(row(model, label, 1, spmd, torch_side[name]))
 
 
 def torchrun(a, n, threads, worker):
@@ -431,32 +524,43 @@ def torchrun(a, n, threads, worker):
 def dist_rows(a, rows):
     # A train model runs fewer steps per rank than on one device: eager's
     # outputs after that many steps, once (its timing is not used).
-    for model in sorted({m for m, _ in DIST if m.endswith("_train")}):
-        for steps in sorted({steps_for(model, a.short, n) for n in (2, 4)}):
+    for model, ns in [(m, (2, 4)) for m in sorted({m for m, _ in DIST if m.endswith("_train")})] + [(BIG, (2,))]:
+        for steps in sorted({steps_for(model, a.short, n) for n in ns}):
             if not os.path.exists(reference_path(a, model, steps)):
-                run(me(a, a.threads, "--worker", "eager", "--models", model, "--steps", str(steps), "--out",
-                       os.path.join(a.work, "eager-ref.json")), env=env_threads(a.threads))
+                run(me(a, a.threads, "--worker", "eager", "--models", model, "--steps", str(steps), "--variants",
+                       "foreach", "--out", os.path.join(a.work, "eager-ref.json")), env=env_threads(a.threads))
     for n in (2, 4):
         threads = max(1, a.threads // n)
         out = os.path.join(a.work, f"dtensor{n}.json")
-        cases = ",".join(f"{m}:{lay}" for m, lay in DIST)
-        spmd, torch_side = {c: [] for c in DIST}, {c: [] for c in DIST}
+        # (model, PyTorch recipe, spmdc schema, row label); BIG at n = 2 only
+        every = [(m, lay, TP_SCHEMA if lay == "tp" else "fsdp", "Megatron TP" if lay == "tp" else "fsdp")
+                 for m, lay in DIST]
+        if n == 2:
+            every += [(BIG, lay, schema or TP_SCHEMA, label) for lay, schema, label in BIG_DIST]
+        cases = ",".join(f"{m}:{lay}" for m, lay, _, _ in every)
+        spmd, torch_side = {c[:2]: [] for c in every}, {c[:2]: [] for c in every}
         for _ in range(a.rounds):
             torchrun(a, n, threads, me(a, threads, "--worker", "dtensor", "--cases", cases, "--out", out))
             with open(out) as f:
                 got = json.load(f)
-            for model, layout in DIST:
+            for model, layout, schema, _ in every:
                 torch_side[(model, layout)].append(got[f"{model}:{layout}"])
-                spmd[(model, layout)].append(spmd_row(a, model, TP_SCHEMA if layout == "tp" else "fsdp", n, threads))
-        for model, layout in DIST:
-            rows.append(row(model, "Megatron TP" if layout == "tp" else "fsdp", n, spmd[(model, layout)],
-                            torch_side[(model, layout)]))
+                spmd[(model, layout)].append(spmd_row(a, model, schema, n, threads))
+        for model, layout, _, label in every:
+            rows.append(row(model, label, n, spmd[(model, layout)], torch_side[(model, layout)]))
 
 
 def row(model, layout, n, ss, ts):
     """One table row from each side's figures per round: medians of the step
     times, the extremes of the rounds' ratios, the largest peak and diff;
-    bytes and collectives come from the last round (they do not vary)."""
+    bytes and collectives come from the last round (they do not vary). A
+    PyTorch side that failed (BIG's fused AdamW or torch.compile) gives a
+    row with its error and no ratio."""
+    errors = [t["error"] for t in ts if "error" in t]
+    if errors:
+        return {"model": model, "layout": layout, "n": n, "spmd_ms": statistics.median(s["ms"] for s in ss),
+                "torch_error": errors[0], "rounds": len(ss), "diff": max(x["diff"] for x in ss),
+                "pdiff": max(x.get("pdiff", x["diff"]) for x in ss), "spmd_peak": max(x["peak"] for x in ss)}
     s_ms, t_ms = statistics.median(s["ms"] for s in ss), statistics.median(t["ms"] for t in ts)
     per_round = [s["ms"] / t["ms"] for s, t in zip(ss, ts)]
     s, t = ss[-1], ts[-1]
@@ -464,7 +568,9 @@ def row(model, layout, n, ss, ts):
             "ratio": s_ms / t_ms, "ratio_lo": min(per_round), "ratio_hi": max(per_round), "rounds": len(ss),
             "spmd_bytes": s["bytes"], "torch_bytes": t["bytes"], "spmd_colls": s["colls"],
             "torch_colls": t["colls"], "spmd_peak": max(x["peak"] for x in ss),
-            "torch_peak": max(x["peak"] for x in ts), "diff": max(x["diff"] for x in ss)}
+            "torch_peak": max(x["peak"] for x in ts), "diff": max(x["diff"] for x in ss),
+            "pdiff": max(x.get("pdiff", x["diff"]) for x in ss),
+            "torch_loss": ts[-1].get("loss"), "backend": ts[-1].get("backend")}
 
 
 def compile_row(a):
@@ -472,7 +578,7 @@ def compile_row(a):
     schema = os.path.join(ROOT, "schemas", "examples", COMPILE[model][0])
     work = os.path.join(a.work, "compile")
     out = os.path.join(a.work, "compile.json")
-    makefx, spmdc, r = [], [], {}
+    makefx, spmdc, spmdc_opt, r = [], [], [], {}
     for i in range(a.rounds):
         first = ["--export"] if i == 0 else []
         run(me(a, a.threads, "--worker", "compile", "--model", model, "--out", out, *first, work=work))
@@ -481,37 +587,80 @@ def compile_row(a):
         r.setdefault("export_s", got["export_s"])  # the first round exports
         r["makefx_nodes"] = got["makefx_nodes"]
         makefx.append(got["makefx_s"])
-        times = []
-        for _ in range(3):
-            t0 = time.perf_counter()
-            run([a.spmdc, "compile", os.path.join(work, "model.pt2"), "--schema", schema, "--mesh", "2",
-                 "-o", os.path.join(work, "tp.spmd"), "-q"])
-            times.append(time.perf_counter() - t0)
-        spmdc.append(statistics.median(times))
+        spmdc.append(compile_seconds(a, os.path.join(work, "model.pt2"), schema))
+        spmdc_opt.append(compile_seconds(a, os.path.join(work, "model.pt2"), schema, adamw=True))
     per_round = [m / s for m, s in zip(makefx, spmdc)]
     r.update(model=model, spmdc_s=statistics.median(spmdc), makefx_s=statistics.median(makefx),
-             ratio_lo=min(per_round), ratio_hi=max(per_round))
+             ratio_lo=min(per_round), ratio_hi=max(per_round), spmdc_adamw_s=statistics.median(spmdc_opt))
     return r
 
 
-def print_table(rows, comp):
+def compile_seconds(a, archive, schema, adamw=False):
+    """Median wall time of 3 `spmdc compile` processes (TP, mesh 2)."""
+    times = []
+    for _ in range(3):
+        cmd = [a.spmdc, "compile", archive, "--schema", schema, "--mesh", "2", "-o", archive + ".tp.spmd", "-q"]
+        if adamw:
+            cmd += ["--optimizer", "adamw", "--lr", str(ADAMW["lr"]), "--weight-decay", str(ADAMW["weight_decay"])]
+        t0 = time.perf_counter()
+        run(cmd)
+        times.append(time.perf_counter() - t0)
+    return statistics.median(times)
+
+
+def route_rows(a, comp):
+    """The spmdc route end to end: export (timed once, in process) plus
+    `spmdc compile --optimizer adamw` (TP, mesh 2), for the compile row's
+    model and for BIG (its archive from the single-device phase)."""
+    big = os.path.join(a.work, BIG, "model.pt2")
+    return [{"model": comp["model"], "export_s": comp["export_s"], "compile_s": comp["spmdc_adamw_s"],
+             "makefx_s": comp["makefx_s"]},
+            {"model": BIG, "export_s": a.export_s[BIG], "compile_s": compile_seconds(a, big, TP_SCHEMA, adamw=True),
+             "makefx_s": None}]
+
+
+def print_table(rows, comp, route):
     head = ["model", "layout", "n", "spmd-run ms", "PyTorch ms", "ratio", "rounds", "bytes spmd", "bytes torch",
             "colls spmd/torch", "peak MiB spmd", "peak MiB torch", "max|diff|"]
-    body = [[r["model"], r["layout"], str(r["n"]), f"{r['spmd_ms']:.2f}", f"{r['torch_ms']:.2f}",
-             f"{r['ratio']:.2f}x", f"{r['ratio_lo']:.2f}-{r['ratio_hi']:.2f}x", f"{r['spmd_bytes']:,}", f"{r['torch_bytes']:,}",
-             f"{r['spmd_colls']}/{r['torch_colls']}", f"{r['spmd_peak']:.0f}", f"{r['torch_peak']:.0f}",
-             f"{r['diff']:.1e}"] for r in rows]
+    body = []
+    for r in rows:
+        diff = f"loss {r['diff']:.1e}" if r["model"] == BIG else f"{r['diff']:.1e}"
+        if "torch_error" in r:
+            body.append([r["model"], r["layout"], str(r["n"]), f"{r['spmd_ms']:.2f}",
+                         f"could not run: {r['torch_error']}", "", "", "", "", "", f"{r['spmd_peak']:.0f}", "", diff])
+            continue
+        body.append([r["model"], r["layout"], str(r["n"]), f"{r['spmd_ms']:.2f}", f"{r['torch_ms']:.2f}",
+                     f"{r['ratio']:.2f}x", f"{r['ratio_lo']:.2f}-{r['ratio_hi']:.2f}x", f"{r['spmd_bytes']:,}",
+                     f"{r['torch_bytes']:,}", f"{r['spmd_colls']}/{r['torch_colls']}", f"{r['spmd_peak']:.0f}",
+                     f"{r['torch_peak']:.0f}", diff])
     print("| " + " | ".join(head) + " |")
     print("|" + "---|" * len(head))
     for b in body:
         print("| " + " | ".join(b) + " |")
     print()
+    big = [r for r in rows if r["model"] == BIG]
+    ref = next((r["torch_loss"] for r in big if r["layout"].endswith("foreach") and r.get("torch_loss") is not None),
+               None)
+    if ref is not None:
+        others = ", ".join(f"{r['layout'].split(', ', 1)[-1]} {abs(r['torch_loss'] - ref):.1e}" for r in big
+                           if r["n"] == 1 and r.get("torch_loss") is not None and not r["layout"].endswith("foreach"))
+        backend = next((r["backend"] for r in big if r.get("backend")), "none")
+        print(f"{BIG}: loss after the last step: eager foreach {ref:.6f}; the other PyTorch sides against it: "
+              f"{others}; spmd-run's largest |diff| over every gradient and parameter: "
+              f"{max(r['pdiff'] for r in big):.1e}; torch.compile backend: {backend}\n")
     print("| compile | spmdc compile s | make_fx s | torch.export s | make_fx / spmdc | rounds | "
           "torch.export / spmdc |")
     print("|---|---|---|---|---|---|---|")
     print(f"| {comp['model']} (TP, mesh 2; make_fx: {comp['makefx_nodes']:,} nodes) | {comp['spmdc_s']:.3f} | "
           f"{comp['makefx_s']:.2f} | {comp['export_s']:.2f} | {comp['makefx_s'] / comp['spmdc_s']:.0f}x | "
           f"{comp['ratio_lo']:.0f}-{comp['ratio_hi']:.0f}x | {comp['export_s'] / comp['spmdc_s']:.0f}x |")
+    print()
+    print("| route (TP, mesh 2, AdamW) | export s | spmdc compile s | export + compile s | make_fx s |")
+    print("|---|---|---|---|---|")
+    for r in route:
+        mfx = f"{r['makefx_s']:.2f}" if r["makefx_s"] is not None else "not measured"
+        print(f"| {r['model']} | {r['export_s']:.2f} | {r['compile_s']:.3f} | {r['export_s'] + r['compile_s']:.2f} | "
+              f"{mfx} |")
 
 
 def gloo_compare(a):
@@ -581,6 +730,7 @@ def main():
     ap.add_argument("--out", help=argparse.SUPPRESS)
     ap.add_argument("--export", action="store_true", help=argparse.SUPPRESS)
     ap.add_argument("--steps", type=int, help=argparse.SUPPRESS)
+    ap.add_argument("--variants", help=argparse.SUPPRESS)
     a = ap.parse_args()
     if a.worker:
         workers = {"eager": worker_eager, "dtensor": worker_dtensor, "compile": worker_compile,
@@ -606,9 +756,10 @@ def main():
             return 1
 
     t0, load0 = time.time(), load_line()
-    rows, comp = [], {}
+    rows, comp, route = [], {}, []
     phases = [("export and single device", lambda: single_rows(a, rows)),
-              ("distributed", lambda: dist_rows(a, rows)), ("compile", lambda: comp.update(compile_row(a)))]
+              ("distributed", lambda: dist_rows(a, rows)), ("compile", lambda: comp.update(compile_row(a))),
+              ("route", lambda: route.extend(route_rows(a, comp)))]
     try:
         with tempfile.TemporaryDirectory(prefix="spmdc-side-") as work:
             a.work = os.path.abspath(a.keep) if a.keep else work
@@ -624,17 +775,24 @@ def main():
     print(f"bench_side_by_side ({mode}): torch {a.torch_version}, {os.cpu_count()} cores, {a.threads} threads "
           f"on one device, cores / n per rank; batch {BATCH}; {a.rounds} rounds; load average {load0} before, {load_line()} after; "
           f"{time.time() - t0:.0f} s; idle peak MiB: spmd-run {base[0]:.0f}, python + torch {base[1]:.0f}\n")
-    print_table(rows, comp)
+    print_table(rows, comp, route)
     if a.json:
         with open(a.json, "w") as f:
-            json.dump({"rows": rows, "compile": comp, "short": a.short, "torch": a.torch_version}, f, indent=1)
-    if len(rows) != len(SINGLE) + 2 * len(DIST):
-        print(f"error: {len(rows)} rows, expected {len(SINGLE) + 2 * len(DIST)}", file=sys.stderr)
+            json.dump({"rows": rows, "compile": comp, "route": route, "short": a.short, "torch": a.torch_version},
+                      f, indent=1)
+    expected = len(SINGLE) - 1 + len(BIG_VARIANTS) + 2 * len(DIST) + len(BIG_DIST)
+    if len(rows) != expected:
+        print(f"error: {len(rows)} rows, expected {expected}", file=sys.stderr)
         return 1
-    bad = [r for r in rows if not r["diff"] <= TOLERANCE]
+    for r in rows:
+        if "torch_error" in r:
+            print(f"note: {r['model']} {r['layout']}: PyTorch's side could not run here: {r['torch_error']}",
+                  file=sys.stderr)
+    tol = {BIG: BIG_TOLERANCE}
+    bad = [r for r in rows if not r["diff"] <= tol.get(r["model"], TOLERANCE)]
     for r in bad:
         print(f"error: {r['model']} {r['layout']} n={r['n']}: spmd-run differs from eager by {r['diff']:.2e} "
-              f"(tolerance {TOLERANCE})", file=sys.stderr)
+              f"(tolerance {tol.get(r['model'], TOLERANCE)})", file=sys.stderr)
     return 1 if bad else 0
 
 
