@@ -14,6 +14,7 @@ loss and gradients):
     squeeze() of f32[2, 1, 3]           every overload of squeeze
     tensordot ([2, 2, 1] x [2, 1, 2])   an all-to-all of squeezed shards
     x.repeat(0), x.tile(0)              zero-size results
+    adaptive_avg_pool1d, unfold         a zero-size batch (views of [0, ...] divided by zero)
     .to(int16), > 0 (bool)              collectives Gloo cannot carry as is
     ResMLP, token mixing sharded        views of permuted layouts (inference and train step)
 
@@ -72,6 +73,10 @@ def models(torch, nn):
                       (r(2, 2, 1), r(2, 1, 2)), "dp", False),
         "repeat_zero": (Fn(lambda x: x.repeat(0) + 1), (r(4),), "dp", False),
         "tile_zero": (Fn(lambda x: x.tile(0, 1) + 1), (r(4, 3),), "dp", False),
+        "empty_batch_pool": (Fn(lambda x: torch.nn.functional.adaptive_avg_pool1d(x, 5)), (r(0, 8, 8),), "dp",
+                             False),
+        "empty_batch_unfold": (Fn(lambda x: torch.nn.functional.unfold(x, 2, 1, 0, 1)), (r(0, 1, 5, 5),), "dp",
+                               False),
         "int16": (Fn(lambda x: (x * 10).to(torch.int16)), (r(4, 3),), "dp", False),
         "bool": (Fn(lambda x: x > 0), (r(4, 3),), "dp", False),
         "resmlp_tokens_tp": (ResMLP(), (r(4, 16, 8),), TOKENS_TP, False),

@@ -78,7 +78,7 @@ void addReshapeFactors(RuleBuilder& b, const std::vector<int64_t>& in, const std
     bool ok = pa == pb;
     while (ok && a < i2 && c < j2) {
       int64_t f = std::min(ra, rc);
-      if ((ra % f) || (rc % f)) {
+      if (f == 0 || (ra % f) || (rc % f)) {  // a size-0 dim: the group stays whole
         ok = false;
         break;
       }
