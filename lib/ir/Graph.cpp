@@ -211,8 +211,8 @@ std::string userSourceLine(const std::string& stackTrace) {
     pos = pathEnd;
     // PyTorch's own frames and generated code (FX's "<eval_with_key>.42")
     // are not the user's; model libraries (transformers, timm) are.
-    bool library = path.rfind("torch/", 0) == 0 || path.find("/torch/") != std::string::npos ||
-                   path.find("/functorch/") != std::string::npos || path.rfind("<", 0) == 0;
+    bool library = path.starts_with("torch/") || path.find("/torch/") != std::string::npos ||
+                   path.find("/functorch/") != std::string::npos || path.starts_with('<');
     if (library) continue;
     size_t slash = path.rfind('/');
     best = (slash == std::string::npos ? path : path.substr(slash + 1)) + ":" + line;
