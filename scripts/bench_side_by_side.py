@@ -32,7 +32,10 @@ rows, the compile row and the route rows):
 * route: the whole spmdc route, export (spmdc_export's export_train_step, in
   process, timed once) plus `spmdc compile --optimizer adamw` (TP, mesh 2;
   median of 3 processes), for llama_deep_train and llama_big_train, next to
-  compile alone and make_fx.
+  compile alone and make_fx; for llama_deep_train also the export by
+  torch.export's joint route (export_train_step(fast=False), the route
+  before the one-pass trace of python/spmdc_export/joint.py).
+  `--only compile` measures just these rows (the compile row's model).
 
 Rounds (--rounds, default 3; 1 with --short): every row and the compile
 row are measured that many times, the two sides alternated (PyTorch's
@@ -349,12 +352,16 @@ def worker_compile(a):
         return rc.make_case(a.model)
 
     plan = COMPILE[a.model][1]
-    t_export = None  # exported and timed in the first round only
+    t_export = t_torch = None  # exported and timed in the first round only
     if a.export:
         mod, inputs = model()
         t0 = time.perf_counter()
         spmdc_export.export_train_step(mod, inputs, a.work)
         t_export = time.perf_counter() - t0
+        mod, inputs = model()
+        t0 = time.perf_counter()  # the same step by torch.export's joint route (what the export took before)
+        spmdc_export.export_train_step(mod, inputs, a.work + ".torch", fast=False)
+        t_torch = time.perf_counter() - t0
 
     dist.init_process_group("fake", store=FakeStore(), rank=0, world_size=2)
     mod, inputs = model()
@@ -369,7 +376,8 @@ def worker_compile(a):
     gm = make_fx(step)(params, buffers, *inputs)
     t_makefx = time.perf_counter() - t0
     with open(a.out, "w") as f:
-        json.dump({"export_s": t_export, "makefx_s": t_makefx, "makefx_nodes": len(gm.graph.nodes)}, f)
+        json.dump({"torch": torch.__version__, "export_s": t_export, "export_torch_s": t_torch, "makefx_s": t_makefx,
+                   "makefx_nodes": len(gm.graph.nodes)}, f)
 
 
 def worker_allreduce(a):
@@ -585,6 +593,8 @@ def compile_row(a):
         with open(out) as f:
             got = json.load(f)
         r.setdefault("export_s", got["export_s"])  # the first round exports
+        r.setdefault("export_torch_s", got["export_torch_s"])
+        a.__dict__.setdefault("torch_version", got["torch"])  # when the single-device phase did not run
         r["makefx_nodes"] = got["makefx_nodes"]
         makefx.append(got["makefx_s"])
         spmdc.append(compile_seconds(a, os.path.join(work, "model.pt2"), schema))
@@ -613,10 +623,12 @@ def route_rows(a, comp):
     `spmdc compile --optimizer adamw` (TP, mesh 2), for the compile row's
     model and for BIG (its archive from the single-device phase)."""
     big = os.path.join(a.work, BIG, "model.pt2")
-    return [{"model": comp["model"], "export_s": comp["export_s"], "compile_s": comp["spmdc_adamw_s"],
-             "makefx_s": comp["makefx_s"]},
-            {"model": BIG, "export_s": a.export_s[BIG], "compile_s": compile_seconds(a, big, TP_SCHEMA, adamw=True),
-             "makefx_s": None}]
+    rows = [{"model": comp["model"], "export_s": comp["export_s"], "export_torch_s": comp["export_torch_s"],
+             "compile_s": comp["spmdc_adamw_s"], "makefx_s": comp["makefx_s"]}]
+    if a.only != "compile":
+        rows.append({"model": BIG, "export_s": a.export_s[BIG], "export_torch_s": None,
+                     "compile_s": compile_seconds(a, big, TP_SCHEMA, adamw=True), "makefx_s": None})
+    return rows
 
 
 def print_table(rows, comp, route):
@@ -655,12 +667,15 @@ def print_table(rows, comp, route):
           f"{comp['makefx_s']:.2f} | {comp['export_s']:.2f} | {comp['makefx_s'] / comp['spmdc_s']:.0f}x | "
           f"{comp['ratio_lo']:.0f}-{comp['ratio_hi']:.0f}x | {comp['export_s'] / comp['spmdc_s']:.0f}x |")
     print()
-    print("| route (TP, mesh 2, AdamW) | export s | spmdc compile s | export + compile s | make_fx s |")
-    print("|---|---|---|---|---|")
+    print("| route (TP, mesh 2, AdamW) | export s | spmdc compile s | export + compile s | make_fx s | "
+          "export by torch.export's joint s | export / torch.export's |")
+    print("|---|---|---|---|---|---|---|")
     for r in route:
         mfx = f"{r['makefx_s']:.2f}" if r["makefx_s"] is not None else "not measured"
+        tor = r.get("export_torch_s")
+        old = f"{tor:.2f} | {r['export_s'] / tor:.2f}x" if tor else "not measured | "
         print(f"| {r['model']} | {r['export_s']:.2f} | {r['compile_s']:.3f} | {r['export_s'] + r['compile_s']:.2f} | "
-              f"{mfx} |")
+              f"{mfx} | {old} |")
 
 
 def gloo_compare(a):
@@ -719,6 +734,8 @@ def main():
     ap.add_argument("--threads", type=int, default=os.cpu_count(), help="intra-op threads (default: all cores)")
     ap.add_argument("--rounds", type=int, help="measurements per row, the sides alternated (default 3; --short: 1)")
     ap.add_argument("--json", help="also write the figures to this file")
+    ap.add_argument("--only", choices=["compile"],
+                    help="compile: only the compile and route rows of the compile row's model")
     ap.add_argument("--keep", metavar="DIR", help="work in DIR (archives, programs, outputs) and keep it")
     ap.add_argument("--gloo", type=int, metavar="N",
                     help="instead of the table: Gloo all_reduce latency, spmd-run against torch.distributed, N times")
@@ -760,6 +777,8 @@ def main():
     phases = [("export and single device", lambda: single_rows(a, rows)),
               ("distributed", lambda: dist_rows(a, rows)), ("compile", lambda: comp.update(compile_row(a))),
               ("route", lambda: route.extend(route_rows(a, comp)))]
+    if a.only == "compile":
+        phases = phases[2:]
     try:
         with tempfile.TemporaryDirectory(prefix="spmdc-side-") as work:
             a.work = os.path.abspath(a.keep) if a.keep else work
@@ -781,6 +800,8 @@ def main():
             json.dump({"rows": rows, "compile": comp, "route": route, "short": a.short, "torch": a.torch_version},
                       f, indent=1)
     expected = len(SINGLE) - 1 + len(BIG_VARIANTS) + 2 * len(DIST) + len(BIG_DIST)
+    if a.only == "compile":
+        expected = 0
     if len(rows) != expected:
         print(f"error: {len(rows)} rows, expected {expected}", file=sys.stderr)
         return 1

@@ -143,6 +143,9 @@ def parse(argv):
     ap.add_argument("--train", action="store_true",
                     help="export one train step (joint forward+backward: loss and gradients); parameters that "
                          "share a tensor (tied embeddings) get one copy per name")
+    ap.add_argument("--torch-joint", action="store_true",
+                    help="with --train: trace the joint graph by torch.export and _export_forward_backward, "
+                         "about 2x slower, instead of in one pass (see python/spmdc_export/joint.py)")
     ap.add_argument("--loss", choices=("mse", "cross_entropy"),
                     help="with --train: the loss of the model's output and the --target inputs "
                          "(default: the model's forward returns the loss)")
@@ -170,8 +173,8 @@ def parse(argv):
                  "give a factory or --hf NAME, not both")
     if a.hf and (a.example_input or a.target or a.loss):
         ap.error("--hf models make their own inputs and loss; leave out --example-input, --target and --loss")
-    if a.loss and not a.train:
-        ap.error("--loss is for --train")
+    if (a.loss or a.torch_joint) and not a.train:
+        ap.error("--loss and --torch-joint are for --train")
     if a.target and not a.loss:
         ap.error("--target needs --loss")
     if a.train and (a.dynamic_batch or a.no_decompose):
@@ -235,7 +238,7 @@ def export(a, module, inputs, targets, loss_fn):
     strict = False if a.hf else None  # transformers models trace best without dynamo (torch 2.6's default is strict)
     if a.train:
         return core.export_train_step(module, inputs, a.out, loss_fn=loss_fn, targets=targets, strict=strict,
-                                      untie=True, log=note)
+                                      untie=True, log=note, fast=not a.torch_joint)
     dynamic = dynamic_batch(module, inputs) if a.dynamic_batch else None
     return core.export(module, inputs, a.out, dynamic_shapes=dynamic, decompose=not a.no_decompose, strict=strict,
                        log=note)

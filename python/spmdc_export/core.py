@@ -13,7 +13,7 @@ import os
 import torch
 from safetensors.torch import save_file
 
-from . import fixups
+from . import fixups, joint
 
 MIN_TORCH = (2, 6)
 
@@ -301,9 +301,28 @@ def _eager_step(module, inputs, loss_fn, say):
     return expected, unfreeze
 
 
-def _joint_program(module, inputs, strict, say):
-    """The joint forward+backward program of module(*inputs) (its Python-only
-    ops replaced first), with the usual cause of torch's failures named."""
+def _fast_joint(module, inputs, loss, say):
+    """joint.trace_joint's program, or None (with a note why) where torch's
+    route must trace it."""
+    try:
+        with _math_attention():
+            program, reason = joint.trace_joint(module, inputs, loss)
+    except Exception as e:  # noqa: BLE001  (torch's route reports its own errors)
+        program, reason = None, (str(e).strip().splitlines() or [type(e).__name__])[0]
+    if program is None:
+        say(f"joint traced by torch.export (slower): {reason}")
+    return program
+
+
+def _joint_program(module, inputs, strict, say, loss=None):
+    """The joint forward+backward program of module(*inputs): traced in one
+    pass (joint.py) when `loss` (the eager loss) is given and it can be, else
+    by torch.export (its Python-only ops replaced first), with the usual cause
+    of torch's failures named. Returns (program, route)."""
+    if loss is not None and not strict:
+        program = _fast_joint(module, inputs, loss, say)
+        if program is not None:
+            return program, "make_fx"
     joint_export = _joint_exporter()
     try:
         with _math_attention():
@@ -321,7 +340,7 @@ def _joint_program(module, inputs, strict, say):
     left = fixups.python_only_ops(joint)  # from a backward formula: the joint is not decomposed again
     if left:
         raise ExportError(fixups.refusal(left[0]))
-    return joint
+    return joint, "torch.export"
 
 
 def _untie(module, say):
@@ -337,7 +356,7 @@ def _untie(module, say):
 
 
 def export_train_step(module, example_inputs, out_dir, loss_fn=None, targets=(), note="", strict=None,
-                      untie=False, log=None):
+                      untie=False, log=None, fast=True):
     """Exports one training step as the joint forward+backward graph
     (torch.export.experimental._export_forward_backward): its outputs are the
     loss, then one gradient per parameter. Without loss_fn, module(*inputs)
@@ -351,7 +370,11 @@ def export_train_step(module, example_inputs, out_dir, loss_fn=None, targets=(),
     that share a tensor their own copies for the export (a tied name the
     loss never reads is frozen). Python-only ops and MoE experts as in
     export(); notes to meta.json and log. Dropout makes the eager reference
-    random: set its p to 0 to compare. Returns the joint ExportedProgram."""
+    random: set its p to 0 to compare. fast=True traces the joint in one
+    pass (joint.py; meta.json's joint_route says "make_fx") unless strict
+    export is asked for or the step needs torch's route (a note says why);
+    fast=False always takes torch.export's route. Returns the joint
+    ExportedProgram."""
     check_torch()
     _check_module(module)
     inputs = _as_inputs(example_inputs)
@@ -379,11 +402,12 @@ def export_train_step(module, example_inputs, out_dir, loss_fn=None, targets=(),
         expected, unfreeze = _eager_step(module, inputs, loss_fn, say)
         undos.append(unfreeze)
         fixups.restore_buffers(buffers)
-        joint = _joint_program(module, inputs, strict, say)
+        joint, route = _joint_program(module, inputs, strict, say, expected["loss"] if fast else None)
     finally:
         module.train(was_training)
         fixups.undo_all(undos)
         fixups.restore_buffers(buffers)
-    save_case(out_dir, joint, inputs, expected, {"kind": "train_step_joint", "note": note, "notes": notes})
+    save_case(out_dir, joint, inputs, expected,
+              {"kind": "train_step_joint", "joint_route": route, "note": note, "notes": notes})
     write_tp_plan(module, out_dir)
     return joint

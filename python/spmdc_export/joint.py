@@ -1,0 +1,215 @@
+"""The joint forward+backward program of a train step, traced in one pass.
+
+torch.export's route to a joint graph (export, then
+torch.export.experimental._export_forward_backward) traces the model three
+times: the export itself, then aot_autograd's metadata pass and its joint
+pass over the exported GraphModule, each op going through the interpreter.
+For a 32-layer llama train step that is about 42 s of a 49 s export. This
+module traces the same step once, with make_fx over
+`functional_call` + `torch.autograd.grad` under FakeTensors and the Core
+ATen decompositions (what run_decompositions applies), and wraps the graph
+in an ExportedProgram with the signature torch.export gives a joint program:
+
+    inputs:  p_<fqn> PARAMETER, b_<fqn> BUFFER, then the forward's arguments
+    outputs: the loss (LOSS_OUTPUT), one gradient per trainable parameter
+             (GRADIENT_TO_PARAMETER, in named_parameters order)
+
+Where this trace is not the same program torch.export would write, it
+returns None with the reason, and the caller takes torch's route: an op that
+mutates (BatchNorm's running statistics need functionalization), a tensor
+constant, an op outside ATen (a Python-only op for fixups to replace), a
+parameter under two names. tests/export/joint_test.py holds the two routes
+equal: same signature, same loss and gradients.
+"""
+import inspect
+import operator
+
+import torch
+from torch.export.exported_program import ModuleCallEntry, ModuleCallSignature
+from torch.export.graph_signature import (ExportGraphSignature, InputKind, InputSpec, OutputKind, OutputSpec,
+                                          TensorArgument)
+from torch.func import functional_call
+from torch.utils import _pytree as pytree
+
+
+def input_names(module, n):
+    """The names torch.export gives the first n positional inputs of
+    module.forward: the parameter names, `args_<i>` style for *args."""
+    names = []
+    for p in inspect.signature(module.forward).parameters.values():
+        if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD):
+            names.append(p.name)
+        elif p.kind == p.VAR_POSITIONAL:
+            names += [f"{p.name}_{i}" for i in range(n - len(names))]
+            break
+        if len(names) == n:
+            break
+    if len(names) < n:
+        raise ValueError(f"forward takes {len(names)} positional inputs, given {n}")
+    return names[:n]
+
+
+def _trace(module, inputs, trainable):
+    """make_fx of one step: (params, buffers, *inputs) -> (loss, *grads)."""
+    from torch._decomp import core_aten_decompositions
+    from torch.fx.experimental.proxy_tensor import make_fx
+
+    params = dict(module.named_parameters())
+    buffers = dict(module.named_buffers())
+
+    def step(params, buffers, *batch):
+        loss = functional_call(module, {**params, **buffers}, tuple(batch))
+        _mark_backward(loss)
+        return (loss, *torch.autograd.grad(loss, [params[k] for k in trainable]))
+
+    kw = {}
+    if "record_stack_traces" in inspect.signature(make_fx).parameters:
+        kw["record_stack_traces"] = True  # explain's source lines; the torch route keeps only FX's
+    with torch.fx.traceback.preserve_node_meta():  # seq_nr: which forward op a backward op belongs to
+        gm = make_fx(step, decomposition_table=core_aten_decompositions(), tracing_mode="fake", **kw)(
+            params, buffers, *inputs)
+    _backward_sources(gm)
+    return gm
+
+
+def _mark_backward(loss):
+    """Hooks that tag each backward op with its forward op's seq_nr (what
+    aot_autograd installs; private, so optional)."""
+    try:
+        from torch._functorch._aot_autograd.logging_utils import setup_stacktrace_preservation_hooks
+    except ImportError:
+        return
+    if loss.grad_fn is not None:
+        setup_stacktrace_preservation_hooks([loss.grad_fn])
+
+
+def _backward_sources(gm):
+    """Gives each backward op the source line of the forward op it
+    differentiates (the same autograd seq_nr), as aot_autograd does."""
+    forward = {}
+    for node in gm.graph.nodes:
+        seq, trace = node.meta.get("seq_nr"), node.meta.get("stack_trace")
+        if seq is not None and trace and seq not in forward:
+            forward[seq] = trace
+    for node in gm.graph.nodes:
+        if node.op == "call_function" and not node.meta.get("stack_trace") and node.meta.get("seq_nr") in forward:
+            node.meta["stack_trace"] = forward[node.meta["seq_nr"]]
+
+
+def _functional_twin(op):
+    """aten.add.Tensor for aten.add_.Tensor: the out-of-place overload with
+    the same arguments, or None."""
+    name = op._schema.name.split("::")[1]
+    if not name.endswith("_") or name.startswith("_"):
+        return None
+    packet = getattr(torch.ops.aten, name[:-1], None)
+    twin = getattr(packet, op._overloadname, None) if packet is not None else None
+    if twin is None or [a.name for a in twin._schema.arguments] != [a.name for a in op._schema.arguments]:
+        return None
+    return twin
+
+
+def _fresh(node):
+    """node is a value no other name can see: made by an op that returns a
+    new tensor (no alias), and read only by its one user."""
+    if node.op != "call_function" or len(node.users) != 1:
+        return False
+    schema = getattr(node.target, "_schema", None)
+    return schema is not None and all(r.alias_info is None for r in schema.returns)
+
+
+def _outplace(gm):
+    """Rewrites x.op_(...) as op(x, ...) where x is fresh (HF's causal mask:
+    arange(...).add_(0)): the program torch.export's functionalization
+    writes. Mutations of anything else stay (and send the step to torch's
+    route)."""
+    for node in list(gm.graph.nodes):
+        if node.op != "call_function" or not isinstance(node.target, torch._ops.OpOverload):
+            continue
+        twin = _functional_twin(node.target) if node.target._schema.is_mutable else None
+        if twin is None or not node.args or not _fresh(node.args[0]):
+            continue
+        with gm.graph.inserting_before(node):
+            new = gm.graph.call_function(twin, node.args, node.kwargs)
+        new.meta = dict(node.meta)
+        node.replace_all_uses_with(new)
+        gm.graph.erase_node(node)
+
+
+def _why_not(module, gm):
+    """The reason gm is not torch.export's joint program, or None."""
+    if len(list(module.named_parameters(remove_duplicate=False))) != len(list(module.named_parameters())):
+        return "a parameter has two names"
+    for node in gm.graph.nodes:
+        if node.op == "get_attr":
+            return f"a tensor constant ({node.target})"
+        if node.op != "call_function" or node.target is operator.getitem:  # getitem: a multi-output op's element
+            continue
+        target = node.target
+        if not isinstance(target, torch._ops.OpOverload) or target.namespace != "aten":
+            return f"{target} is not an ATen op"
+        if target._schema.is_mutable:
+            return f"{target} mutates its input"
+    return None
+
+
+def _signature(module, gm, names, trainable):
+    """Renames gm's placeholders as torch.export does; the joint signature."""
+    placeholders = [n for n in gm.graph.nodes if n.op == "placeholder"]
+    params = [k for k, _ in module.named_parameters()]
+    persistent = set(module.state_dict(keep_vars=True))
+    buffers = [k for k, _ in module.named_buffers()]
+    specs = []
+    kinds = ([("p_", InputKind.PARAMETER, k) for k in params] + [("b_", InputKind.BUFFER, k) for k in buffers]
+             + [("", InputKind.USER_INPUT, k) for k in names])
+    if len(kinds) != len(placeholders):
+        raise AssertionError(f"traced {len(placeholders)} inputs, expected {len(kinds)}")
+    for node, (prefix, kind, key) in zip(placeholders, kinds):
+        node._rename(prefix + key.replace(".", "_"))
+        target = None if kind == InputKind.USER_INPUT else key
+        extra = {"persistent": key in persistent} if kind == InputKind.BUFFER else {}
+        specs.append(InputSpec(kind=kind, arg=TensorArgument(name=node.name), target=target, **extra))
+    outs = pytree.tree_leaves(next(n for n in gm.graph.nodes if n.op == "output").args[0])
+    out_specs = [OutputSpec(kind=OutputKind.LOSS_OUTPUT, arg=TensorArgument(name=outs[0].name), target=None)]
+    out_specs += [OutputSpec(kind=OutputKind.GRADIENT_TO_PARAMETER, arg=TensorArgument(name=o.name), target=k)
+                  for o, k in zip(outs[1:], trainable)]
+    return ExportGraphSignature(input_specs=specs, output_specs=out_specs), persistent
+
+
+def _call_graph(inputs, loss, names):
+    in_spec = pytree.tree_flatten((tuple(inputs), {}))[1]
+    out_spec = pytree.tree_flatten(loss)[1]
+    try:
+        sig = ModuleCallSignature(inputs=[], outputs=[], in_spec=in_spec, out_spec=out_spec,
+                                  forward_arg_names=names)
+    except TypeError:  # torch before forward_arg_names
+        sig = ModuleCallSignature(inputs=[], outputs=[], in_spec=in_spec, out_spec=out_spec)
+    return [ModuleCallEntry(fqn="", signature=sig)]
+
+
+def trace_joint(module, inputs, loss):
+    """(ExportedProgram, None) for the joint program of module(*inputs) in
+    train mode, traced once; (None, reason) where it would differ from
+    torch.export's. `loss` is an eager loss of the same step (its pytree
+    spec becomes the program's out_spec)."""
+    trainable = [k for k, p in module.named_parameters() if p.requires_grad]
+    names = input_names(module, len(inputs))
+    gm = _trace(module, inputs, trainable)
+    _outplace(gm)
+    for node in list(gm.graph.nodes):  # an element of a multi-output op that came out None (convolution_backward)
+        if node.target is operator.getitem and not node.users and "val" not in node.meta:
+            gm.graph.erase_node(node)
+    reason = _why_not(module, gm)
+    if reason is not None:
+        return None, reason
+    signature, persistent = _signature(module, gm, names, trainable)
+    gm.graph.lint()
+    gm.recompile()
+    state = module.state_dict(keep_vars=True)
+    state_dict = {k: v for k, v in state.items() if k in persistent}
+    constants = {k: b for k, b in module.named_buffers() if k not in persistent}
+    program = torch.export.ExportedProgram(root=gm, graph=gm.graph, graph_signature=signature,
+                                           state_dict=state_dict, range_constraints={},
+                                           module_call_graph=_call_graph(inputs, loss, names),
+                                           constants=constants)
+    return program, None
