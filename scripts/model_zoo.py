@@ -216,6 +216,13 @@ def _decoders():
         "mpt": ("MptConfig", "MptForCausalLM",
                 dict(vocab_size=VOCAB, d_model=64, n_layers=2, n_heads=4, max_seq_len=64)),
         "biogpt": ("BioGptConfig", "BioGptForCausalLM", dict(BERT)),
+        # state-space model (the pure-torch scan: no CUDA kernels on the CPU)
+        "mamba": ("MambaConfig", "MambaForCausalLM",
+                  dict(vocab_size=VOCAB, hidden_size=64, num_hidden_layers=2, state_size=8, expand=2, conv_kernel=4)),
+        # complex RoPE (view_as_complex, polar) and MoE layers
+        "llama4": ("Llama4TextConfig", "Llama4ForCausalLM",
+                   dict(GQA, head_dim=16, intermediate_size_mlp=128, num_local_experts=4, num_experts_per_tok=1,
+                        interleave_moe_layer_step=2, no_rope_layers=[1, 1], attention_chunk_size=16)),
         "xglm": ("XGLMConfig", "XGLMForCausalLM",
                  dict(vocab_size=VOCAB, d_model=64, ffn_dim=128, num_layers=2, attention_heads=4,
                       max_position_embeddings=64)),
@@ -329,8 +336,16 @@ def _timm():
         from timm.models.mlp_mixer import MlpMixer
         return MlpMixer(num_classes=10, img_size=IMG, patch_size=8, num_blocks=2, embed_dim=64), [_image()]
     zoo["timm_mixer"] = mixer
+
+    def resmlp():  # resmlp_12_224's blocks (ResBlock, Affine) at mixer()'s size: token mixing through permutes
+        from timm.models.mlp_mixer import Affine, MlpMixer, ResBlock
+        return MlpMixer(num_classes=10, img_size=IMG, patch_size=8, num_blocks=2, embed_dim=64,
+                        mlp_ratio=4, block_layer=ResBlock, norm_layer=Affine), [_image()]
+    zoo["timm_resmlp"] = resmlp
+    notes = {"timm_mixer": "MlpMixer class, mixer_s16 shape shrunk",
+             "timm_resmlp": "MlpMixer class with resmlp_12's ResBlock and Affine, shrunk"}
     for name, fn in zoo.items():
-        model(name, "timm", note="MlpMixer class, mixer_s16 shape shrunk" if name == "timm_mixer" else "")(fn)
+        model(name, "timm", note=notes.get(name, ""))(fn)
 
 
 def _torchvision():
@@ -388,7 +403,8 @@ OWN_PLANS = {
                    "h.*.mlp.c_fc": "colwise", "h.*.mlp.c_proj": "rowwise"},
 }
 
-QUICK = ["llama", "llama_train", "gpt2", "bert", "timm_vit_tiny", "tv_mobilenet_v2"]
+QUICK = ["llama", "llama_train", "gpt2", "bert", "timm_vit_tiny", "tv_mobilenet_v2",
+         "mamba", "llama4", "timm_resmlp"]  # a state-space model; complex RoPE + MoE; token mixing by permutes
 
 
 # ----------------------------------------------------------------- export (in a worker process)
