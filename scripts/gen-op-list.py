@@ -41,6 +41,7 @@ fmax fmin frac heaviside hypot i0 ldexp.Tensor lgamma logaddexp logaddexp2 logit
 nan_to_num nextafter rad2deg round.decimals sgn signbit sinc special_erfcx
 special_i0e special_i1 special_i1e special_ndtri xlogy.Tensor cumprod median.default
 median.dim nanmedian.default nanmedian.dim mode
+__and__.Tensor __and__.Scalar __or__.Tensor __or__.Scalar __xor__.Tensor __xor__.Scalar
 """.split()
 
 # The backward ops (derivatives.yaml) of the EXTRAS that have one.

@@ -142,11 +142,14 @@ def hf_train(cfg_cls, model_cls, **kw):
     """A causal-LM (or masked-LM) train step: cross-entropy of the logits.
     Tied parameters are untied: _export_forward_backward fails on a tensor
     under two names ("Found a parameter that did not receive a gradient")."""
+    import torch
     import torch.nn.functional as F
     m = hf_model(cfg_cls, model_cls, tie_word_embeddings=False, **kw)
     pred = getattr(getattr(m, "cls", None), "predictions", None)
     if pred is not None and pred.decoder.bias is pred.bias:  # BERT's decoder bias, also its head's
         del pred.bias
+    elif pred is not None and isinstance(getattr(pred, "bias", None), torch.nn.Parameter):
+        pred.bias.requires_grad_(False)  # transformers 5: a bias of its own that the forward never reads
     base = type(m)
 
     def forward(self, ids, labels):
@@ -464,6 +467,10 @@ def export_one(name, out):
     def build():  # seeded per model: the same weights and inputs each time
         torch.manual_seed(zlib.crc32(name.encode()))
         mod, inputs = spec["build"]()
+        # transformers 5's MoE experts on their ATen path, as the export helper sets them
+        sys.path.insert(0, os.path.join(ROOT, "python"))
+        from spmdc_export import fixups
+        fixups.aten_experts(mod, lambda msg: info.setdefault("notes", []).append(msg))
         for m in mod.modules():
             if isinstance(m, torch.nn.Dropout):
                 m.p = 0.0

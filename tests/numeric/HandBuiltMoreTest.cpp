@@ -54,6 +54,15 @@ TEST_CASE("hand-built math beyond Core ATen") {
     op.node(t, {{"self", a}, {second, b}}, {{"y", {8, 4}, out}})
         .check(total, {"operands [S(0)] [R] -> results [S(0)]", "operands [S(1)] [S(0)] -> results [S(1)]"});
   }
+  at::Tensor mask = at::rand({8, 4}) > 0.5;
+  for (const char* t : {"aten.__and__.Tensor", "aten.__or__.Tensor", "aten.__xor__.Tensor"}) {
+    OneOp op;  // transformers 5's causal masks: `a & b` on bool tensors
+    auto a = op.in("a", mask), b = op.in("b", at::rand({4}) > 0.5);
+    op.node(t, {{"self", a}, {"other", b}}, {{"y", {8, 4}, kBool}})
+        .check(total, {"operands [S(0)] [R] -> results [S(0)]", "operands [S(1)] [S(0)] -> results [S(1)]"});
+  }
+  for (const char* t : {"aten.__and__.Scalar", "aten.__or__.Scalar", "aten.__xor__.Scalar"})
+    onX(total, t, at::randint(0, 8, {8, 4}, at::kLong), {{"other", I(3)}}, {{"y", {8, 4}, kLong}}, kRows);
   printTotal("math beyond Core ATen", total);
 }
 

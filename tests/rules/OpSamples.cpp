@@ -29,12 +29,14 @@ void pointwiseSamples(std::vector<OpSample>& s) {
   for (const char* t : {"aten.atan2.default", "aten.fmod.Tensor", "aten.maximum.default",
                         "aten.minimum.default", "aten.pow.Tensor_Tensor", "aten.remainder.Tensor"})
     s.push_back({t, binary()});
-  for (const char* t : {"aten.bitwise_and.Tensor", "aten.bitwise_or.Tensor", "aten.bitwise_xor.Tensor",
-                        "aten.eq.Tensor", "aten.ge.Tensor", "aten.gt.Tensor", "aten.le.Tensor",
-                        "aten.logical_or.default", "aten.lt.Tensor", "aten.ne.Tensor"})
+  for (const char* t :
+       {"aten.bitwise_and.Tensor", "aten.bitwise_or.Tensor", "aten.bitwise_xor.Tensor", "aten.__and__.Tensor",
+        "aten.__or__.Tensor", "aten.__xor__.Tensor", "aten.eq.Tensor", "aten.ge.Tensor", "aten.gt.Tensor",
+        "aten.le.Tensor", "aten.logical_or.default", "aten.lt.Tensor", "aten.ne.Tensor"})
     s.push_back({t, binary("other", b8)});
-  for (const char* t : {"aten.bitwise_and.Scalar", "aten.bitwise_or.Scalar", "aten.bitwise_xor.Scalar",
-                        "aten.gt.Scalar", "aten.lt.Scalar"})
+  for (const char* t :
+       {"aten.bitwise_and.Scalar", "aten.bitwise_or.Scalar", "aten.bitwise_xor.Scalar", "aten.__and__.Scalar",
+        "aten.__or__.Scalar", "aten.__xor__.Scalar", "aten.gt.Scalar", "aten.lt.Scalar"})
     s.push_back({t, onX({{"other", I(1)}}, {"y", {8, 6}, b8})});
   s.push_back({"aten.pow.Scalar", op(
                                       [](TestGraph& g) {

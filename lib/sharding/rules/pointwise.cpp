@@ -89,24 +89,20 @@ void registerPointwiseRules(RuleRegistry& r) {
         pointwise());
   // More math that PyTorch's OpInfo suite and real exports keep (complex
   // ones included: polar(abs, angle) -> complex, angle and sgn of complex).
-  r.add({"aten.angle.default",       "aten.conj_physical.default",
-         "aten.copysign.Scalar",     "aten.copysign.Tensor",
-         "aten.deg2rad.default",     "aten.digamma.default",
-         "aten.erfc.default",        "aten.erfinv.default",
-         "aten.exp2.default",        "aten.float_power.Tensor_Tensor",
-         "aten.fmax.default",        "aten.fmin.default",
-         "aten.frac.default",        "aten.heaviside.default",
-         "aten.hypot.default",       "aten.i0.default",
-         "aten.ldexp.Tensor",        "aten.lgamma.default",
-         "aten.logaddexp.default",   "aten.logaddexp2.default",
-         "aten.logit.default",       "aten.nan_to_num.default",
-         "aten.nextafter.default",   "aten.polar.default",
-         "aten.rad2deg.default",     "aten.round.decimals",
-         "aten.sgn.default",         "aten.signbit.default",
-         "aten.sinc.default",        "aten.special_erfcx.default",
-         "aten.special_i0e.default", "aten.special_i1.default",
-         "aten.special_i1e.default", "aten.special_ndtri.default",
-         "aten.xlogy.Tensor"},
+  r.add({"aten.angle.default", "aten.conj_physical.default", "aten.copysign.Scalar", "aten.copysign.Tensor",
+         "aten.deg2rad.default", "aten.digamma.default", "aten.erfc.default", "aten.erfinv.default",
+         "aten.exp2.default", "aten.float_power.Tensor_Tensor", "aten.fmax.default", "aten.fmin.default",
+         "aten.frac.default", "aten.heaviside.default", "aten.hypot.default", "aten.i0.default",
+         "aten.ldexp.Tensor", "aten.lgamma.default", "aten.logaddexp.default", "aten.logaddexp2.default",
+         "aten.logit.default", "aten.nan_to_num.default", "aten.nextafter.default", "aten.polar.default",
+         "aten.rad2deg.default", "aten.round.decimals", "aten.sgn.default", "aten.signbit.default",
+         "aten.sinc.default", "aten.special_erfcx.default", "aten.special_i0e.default",
+         "aten.special_i1.default", "aten.special_i1e.default", "aten.special_ndtri.default",
+         "aten.xlogy.Tensor",
+         // Python's operators on tensors, as transformers 5's mask code
+         // exports them (`a & b`): the bitwise ops under another name.
+         "aten.__and__.Tensor", "aten.__and__.Scalar", "aten.__or__.Tensor", "aten.__or__.Scalar",
+         "aten.__xor__.Tensor", "aten.__xor__.Scalar"},
         pointwise());
   // Linear in their one tensor: copies, views, scaling.
   r.add({"aten.alias.default", "aten.clone.default", "aten.contiguous.default", "aten.div.Scalar",
