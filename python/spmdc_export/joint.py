@@ -4,7 +4,7 @@ torch.export's route to a joint graph (export, then
 torch.export.experimental._export_forward_backward) traces the model three
 times: the export itself, then aot_autograd's metadata pass and its joint
 pass over the exported GraphModule, each op going through the interpreter.
-For a 32-layer llama train step that is about 42 s of a 49 s export. This
+For a 32-layer llama train step that is about 37 s of a 49 s export. This
 module traces the same step once, with make_fx over
 `functional_call` + `torch.autograd.grad` under FakeTensors and the Core
 ATen decompositions (what run_decompositions applies), and wraps the graph
@@ -16,10 +16,12 @@ in an ExportedProgram with the signature torch.export gives a joint program:
 
 Where this trace is not the same program torch.export would write, it
 returns None with the reason, and the caller takes torch's route: an op that
-mutates (BatchNorm's running statistics need functionalization), a tensor
-constant, an op outside ATen (a Python-only op for fixups to replace), a
-parameter under two names. tests/export/joint_test.py holds the two routes
-equal: same signature, same loss and gradients.
+mutates an input or a buffer (BatchNorm's running statistics need
+functionalization; an in-place op on a value nothing else sees is rewritten
+out of place instead), a tensor constant, an op outside ATen (a Python-only
+op for fixups to replace), a parameter under two names.
+tests/export/joint_test.py holds the two routes equal: same signature, same
+loss and gradients.
 """
 import inspect
 import operator
