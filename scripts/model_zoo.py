@@ -41,6 +41,7 @@ import zlib
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(ROOT, "scripts"))
+sys.path.insert(0, os.path.join(ROOT, "python"))  # spmdc_export, imported in the export worker only
 SKIP = 77
 RTOL, ATOL = 1e-4, 1e-5
 BATCH, SEQ, VOCAB, IMG = 4, 16, 256, 32
@@ -468,7 +469,6 @@ def export_one(name, out):
         torch.manual_seed(zlib.crc32(name.encode()))
         mod, inputs = spec["build"]()
         # transformers 5's MoE experts on their ATen path, as the export helper sets them
-        sys.path.insert(0, os.path.join(ROOT, "python"))
         from spmdc_export import fixups
         fixups.aten_experts(mod, lambda msg: info.setdefault("notes", []).append(msg))
         for m in mod.modules():

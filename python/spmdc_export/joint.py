@@ -19,7 +19,7 @@ returns None with the reason, and the caller takes torch's route: an op that
 mutates an input or a buffer (BatchNorm's running statistics need
 functionalization; an in-place op on a value nothing else sees is rewritten
 out of place instead), a tensor constant, an op outside ATen (a Python-only
-op for fixups to replace), a parameter under two names.
+op for fixups to replace), parameters that share a tensor.
 tests/export/joint_test.py holds the two routes equal: same signature, same
 loss and gradients.
 """
@@ -32,6 +32,8 @@ from torch.export.graph_signature import (ExportGraphSignature, InputKind, Input
                                           TensorArgument)
 from torch.func import functional_call
 from torch.utils import _pytree as pytree
+
+from . import fixups
 
 
 def input_names(module, n):
@@ -138,10 +140,8 @@ def _outplace(gm):
         gm.graph.erase_node(node)
 
 
-def _why_not(module, gm):
+def _why_not(gm):
     """The reason gm is not torch.export's joint program, or None."""
-    if len(list(module.named_parameters(remove_duplicate=False))) != len(list(module.named_parameters())):
-        return "a parameter has two names"
     for node in gm.graph.nodes:
         if node.op == "get_attr":
             return f"a tensor constant ({node.target})"
@@ -155,11 +155,11 @@ def _why_not(module, gm):
     return None
 
 
-def _signature(module, gm, names, trainable):
-    """Renames gm's placeholders as torch.export does; the joint signature."""
+def _signature(module, gm, names, trainable, persistent):
+    """Renames gm's placeholders as torch.export does; the joint signature.
+    persistent: the names in module's state_dict."""
     placeholders = [n for n in gm.graph.nodes if n.op == "placeholder"]
     params = [k for k, _ in module.named_parameters()]
-    persistent = set(module.state_dict(keep_vars=True))
     buffers = [k for k, _ in module.named_buffers()]
     specs = []
     kinds = ([("p_", InputKind.PARAMETER, k) for k in params] + [("b_", InputKind.BUFFER, k) for k in buffers]
@@ -175,7 +175,7 @@ def _signature(module, gm, names, trainable):
     out_specs = [OutputSpec(kind=OutputKind.LOSS_OUTPUT, arg=TensorArgument(name=outs[0].name), target=None)]
     out_specs += [OutputSpec(kind=OutputKind.GRADIENT_TO_PARAMETER, arg=TensorArgument(name=o.name), target=k)
                   for o, k in zip(outs[1:], trainable)]
-    return ExportGraphSignature(input_specs=specs, output_specs=out_specs), persistent
+    return ExportGraphSignature(input_specs=specs, output_specs=out_specs)
 
 
 def _call_graph(inputs, loss, names):
@@ -194,6 +194,9 @@ def trace_joint(module, inputs, loss):
     train mode, traced once; (None, reason) where it would differ from
     torch.export's. `loss` is an eager loss of the same step (its pytree
     spec becomes the program's out_spec)."""
+    shared = fixups.shared_parameters(module)
+    if shared:  # before the trace: it is the expensive part
+        return None, f"parameters share a tensor ({', '.join(shared[0])})"
     trainable = [k for k, p in module.named_parameters() if p.requires_grad]
     names = input_names(module, len(inputs))
     gm = _trace(module, inputs, trainable)
@@ -201,15 +204,14 @@ def trace_joint(module, inputs, loss):
     for node in list(gm.graph.nodes):  # an element of a multi-output op that came out None (convolution_backward)
         if node.target is operator.getitem and not node.users and "val" not in node.meta:
             gm.graph.erase_node(node)
-    reason = _why_not(module, gm)
+    reason = _why_not(gm)
     if reason is not None:
         return None, reason
-    signature, persistent = _signature(module, gm, names, trainable)
+    state_dict = module.state_dict(keep_vars=True)  # parameters and persistent buffers
+    signature = _signature(module, gm, names, trainable, state_dict)
     gm.graph.lint()
     gm.recompile()
-    state = module.state_dict(keep_vars=True)
-    state_dict = {k: v for k, v in state.items() if k in persistent}
-    constants = {k: b for k, b in module.named_buffers() if k not in persistent}
+    constants = {k: b for k, b in module.named_buffers() if k not in state_dict}
     program = torch.export.ExportedProgram(root=gm, graph=gm.graph, graph_signature=signature,
                                            state_dict=state_dict, range_constraints={},
                                            module_call_graph=_call_graph(inputs, loss, names),

@@ -61,20 +61,16 @@ class Constant(nn.Module):
         return self.a(x) * torch.tensor([1.0, 2.0, 3.0, 4.0])
 
 
-def mse(y, t):
-    return F.mse_loss(y, t)
-
-
 def cases():
     """(name, module, inputs, loss_fn, targets, untie, route)."""
     torch.manual_seed(0)
     x16 = torch.randn(8, 16)
     yield "llama", em.LlamaLoss(layers=2, d=32, heads=4, ffn=64), (em.tokens(2, 16), em.tokens(2, 16)), \
         None, (), False, "make_fx"
-    yield "sdpa", Attention(), (torch.randn(4, 8, 32),), mse, (torch.randn(4, 8, 32),), False, "make_fx"
-    yield "varargs", VarArgs(), (torch.randn(8, 32), torch.randn(8, 8)), mse, (torch.randn(8, 16),), False, \
+    yield "sdpa", Attention(), (torch.randn(4, 8, 32),), F.mse_loss, (torch.randn(4, 8, 32),), False, "make_fx"
+    yield "varargs", VarArgs(), (torch.randn(8, 32), torch.randn(8, 8)), F.mse_loss, (torch.randn(8, 16),), False, \
         "make_fx"
-    yield "frozen", Frozen(), (x16,), mse, (torch.randn(8, 8),), False, "make_fx"
+    yield "frozen", Frozen(), (x16,), F.mse_loss, (torch.randn(8, 8),), False, "make_fx"
     yield "tied", TiedLM(), (torch.randint(0, 32, (4, 6)),), \
         lambda y, t: F.cross_entropy(y.flatten(0, 1), t.flatten()), (torch.randint(0, 32, (4, 6)),), True, \
         "make_fx"
@@ -84,8 +80,8 @@ def cases():
     vit = timm.create_model("vit_tiny_patch16_224", img_size=32, patch_size=8, num_classes=10, depth=2)
     yield "timm_vit", vit, (torch.randn(2, 3, 32, 32),), F.cross_entropy, (torch.tensor([1, 7]),), False, \
         "make_fx"
-    yield "batchnorm", BatchNormNet(), (torch.randn(8, 32),), mse, (torch.randn(8, 16),), False, "torch.export"
-    yield "constant", Constant(), (torch.randn(3, 4),), mse, (torch.randn(3, 4),), False, "torch.export"
+    yield "batchnorm", BatchNormNet(), (torch.randn(8, 32),), F.mse_loss, (torch.randn(8, 16),), False, "torch.export"
+    yield "constant", Constant(), (torch.randn(3, 4),), F.mse_loss, (torch.randn(3, 4),), False, "torch.export"
 
 
 def run_joint(ep, inputs):
