@@ -1,6 +1,7 @@
 // Saved activations of a train step (see ActivationMemory.h).
 #include "passes/ActivationMemory.h"
 
+#include <algorithm>
 #include <set>
 #include <unordered_set>
 #include <vector>
@@ -36,16 +37,12 @@ int64_t localBytes(const ir::Value& v) {
 
 }  // namespace
 
-ActivationEstimate estimateSavedActivations(const program::Program& program) {
-  ActivationEstimate e;
-  const ir::Graph& g = program.graph.graph;
+std::unordered_set<const ir::Node*> forwardNodes(const program::Program& program) {
   std::vector<const ir::Value*> work;
   for (const auto& out : program.graph.signature.outputs)
     if (out.kind == ir::OutputKind::LossOutput)
       for (const ir::Value* v : out.arg.values)
         if (v != nullptr) work.push_back(v);
-  if (work.empty()) return e;
-  e.trainStep = true;
   std::unordered_set<const ir::Node*> forward;
   while (!work.empty()) {
     const ir::Value* v = work.back();
@@ -54,6 +51,16 @@ ActivationEstimate estimateSavedActivations(const program::Program& program) {
     if (p == nullptr || !forward.insert(p).second) continue;
     for (const ir::Value* in : p->inputValues()) work.push_back(in);
   }
+  return forward;
+}
+
+ActivationEstimate estimateSavedActivations(const program::Program& program) {
+  ActivationEstimate e;
+  const ir::Graph& g = program.graph.graph;
+  e.trainStep = std::any_of(program.graph.signature.outputs.begin(), program.graph.signature.outputs.end(),
+                            [](const ir::OutputSpec& o) { return o.kind == ir::OutputKind::LossOutput; });
+  if (!e.trainStep) return e;
+  std::unordered_set<const ir::Node*> forward = forwardNodes(program);
   std::unordered_set<const ir::Value*> saved;
   for (const auto& n : g.nodes()) {
     if (forward.count(n.get())) continue;

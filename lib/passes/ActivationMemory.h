@@ -9,6 +9,7 @@
 #pragma once
 
 #include <cstdint>
+#include <unordered_set>
 
 #include "program/Program.h"
 
@@ -23,6 +24,10 @@ struct ActivationEstimate {
   int64_t savedTensors = 0;
   int64_t savedBytes = 0;
 };
+
+/// The forward of a train step: every node a loss output depends on; the
+/// backward (and an optimizer update) is the rest. Empty without a loss.
+std::unordered_set<const ir::Node*> forwardNodes(const program::Program& program);
 
 /// The forward is every node the loss depends on; the backward (and an
 /// optimizer update) the rest. Sizes are local, symbolic ones at their hint.

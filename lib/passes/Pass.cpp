@@ -6,10 +6,12 @@
 
 namespace spmd::passes {
 
-std::vector<std::unique_ptr<Pass>> defaultPasses(bool async, int64_t bucketBytes) {
+std::vector<std::unique_ptr<Pass>> defaultPasses(bool async, int64_t bucketBytes,
+                                                 std::vector<schema::RecomputeRule> recompute) {
   std::vector<std::unique_ptr<Pass>> out;
   out.push_back(std::make_unique<DedupCollectives>());
   out.push_back(std::make_unique<DeadCodeElimination>());
+  out.push_back(std::make_unique<Recompute>(std::move(recompute)));
   out.push_back(std::make_unique<BucketCollectives>(bucketBytes));
   out.push_back(std::make_unique<BucketShardCollectives>(bucketBytes));
   if (async) out.push_back(std::make_unique<AsyncCollectives>());

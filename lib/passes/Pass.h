@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "program/Program.h"
+#include "schema/PlacementSchema.h"
 
 namespace spmd::passes {
 
@@ -33,9 +34,10 @@ class Pass {
 /// Default size of a gradient bucket (bucket-collectives), in bytes.
 inline constexpr int64_t kDefaultBucketBytes = int64_t{25} * 1024 * 1024;
 
-/// The passes `spmdc compile` runs after expansion, in order.
-std::vector<std::unique_ptr<Pass>> defaultPasses(bool async = true,
-                                                 int64_t bucketBytes = kDefaultBucketBytes);
+/// The passes `spmdc compile` runs after expansion, in order; `recompute`:
+/// the schema's activation-checkpointing entries (Recompute.h).
+std::vector<std::unique_ptr<Pass>> defaultPasses(bool async = true, int64_t bucketBytes = kDefaultBucketBytes,
+                                                 std::vector<schema::RecomputeRule> recompute = {});
 
 /// Copies the graph outputs back into the signature's output specs (passes
 /// edit the graph; the signature mirrors it).

@@ -2,6 +2,7 @@
 #pragma once
 
 #include "passes/Pass.h"
+#include "passes/Recompute.h"
 
 namespace spmd::passes {
 

@@ -13,6 +13,7 @@
 #include "schema/Resolve.h"
 #include "sharding/Propagation.h"
 #include "sharding/RuleText.h"
+#include "support/Strings.h"
 
 namespace spmd::passes {
 namespace {
@@ -47,6 +48,12 @@ void fillWeights(const pt2::Archive& archive, program::Program& p) {
     w.spec = p.inputs[i].spec;
     p.weights.push_back(std::move(w));
   }
+}
+
+std::string recomputeNote(const RecomputeSummary& s) {
+  return "recompute: " + std::to_string(s.recomputedOps) + " ops of " + std::to_string(s.modules) +
+         " checkpointed modules recomputed in the backward; saved activations " +
+         withCommas(s.savedBytesBefore) + " -> " + withCommas(s.savedBytesAfter) + " B/rank";
 }
 
 // Every --print-after name must be a pass (with --no-async too, the async
@@ -116,9 +123,11 @@ Expected<CompileResult> compile(pt2::Archive& archive, const schema::PlacementSc
   r.program = std::move(*expanded);
   timer.done("expansion");
 
-  for (auto& pass : defaultPasses(options.async, options.bucketBytes)) {
+  for (auto& pass : defaultPasses(options.async, options.bucketBytes, schema.recompute)) {
     Status st = pass->run(r.program);
     if (!st.isOk()) return st.withContext(archive.path + ": pass " + std::string(pass->name()));
+    if (const auto* rc = dynamic_cast<const Recompute*>(pass.get()); rc && !schema.recompute.empty())
+      r.notes.push_back(recomputeNote(rc->summary()));
     timer.done(std::string(pass->name()));
     for (const auto& name : options.printAfter)
       if (name == pass->name() && options.onPrintAfter) options.onPrintAfter(name, r.program);

@@ -181,10 +181,11 @@ std::string at(std::string_view source, const std::string& pointer) {
 /// The keys an object at `tokens` may have, or empty when unknown.
 std::vector<std::string> allowedKeys(const std::vector<std::string>& tokens) {
   if (tokens.empty())
-    return {"$schema", "comment", "version",           "preset", "mesh",   "tp_plan",
-            "tp_axis", "rules",   "sequence_parallel", "params", "inputs", "outputs"};
+    return {"$schema", "comment",           "version",   "preset", "mesh",   "tp_plan", "tp_axis",
+            "rules",   "sequence_parallel", "recompute", "params", "inputs", "outputs"};
   if (tokens.size() == 1 && tokens[0] == "sequence_parallel") return {"axis", "dim", "comment"};
   if (tokens.size() == 1 && tokens[0] == "mesh") return {"shape", "axes"};
+  if (tokens.size() == 2 && tokens[0] == "recompute") return {"save", "comment"};
   if (tokens.size() == 2 && (tokens[0] == "params" || tokens[0] == "inputs" || tokens[0] == "outputs"))
     return {"match", "placements", "optional", "comment"};
   return {};
@@ -423,6 +424,14 @@ Expected<PlacementSchema> schemaFrom(const json& doc, std::string_view source) {
   SPMD_RETURN_IF_ERROR(checkTpPlan(s.tpPlan, std::string(source) + ": /tp_plan"));
   s.tpAxis = doc.value("tp_axis", "");
   s.sequenceParallel = sequenceParallelFrom(doc, s.tpPlan);
+  if (doc.contains("recompute"))
+    for (const auto& [glob, how] : doc["recompute"].items()) {
+      SPMD_RETURN_IF_ERROR(checkGlobLength(glob, source, "/recompute"));
+      RecomputeRule rule{glob, RecomputeMode::Selective, {}};
+      if (how.is_string()) rule.mode = how == "full" ? RecomputeMode::Full : RecomputeMode::None;
+      if (how.is_object()) rule.save = how.at("save").get<std::vector<std::string>>();
+      s.recompute.push_back(std::move(rule));
+    }
   if (doc.contains("rules"))
     for (const auto& [target, text] : doc["rules"].items()) {
       auto rule = sharding::parseRuleText(text.get<std::string>());

@@ -96,6 +96,31 @@ struct SequenceParallelRequest {
   std::string pointer;
 };
 
+/// What a "recompute" entry asks for the modules its glob matches.
+enum class RecomputeMode : uint8_t {
+  /// Save what the backward reads (no activation checkpointing).
+  None,
+  /// torch.utils.checkpoint: only the module's inputs and outputs are kept;
+  /// everything else the backward reads is recomputed just before it.
+  Full,
+  /// Selective: outputs of ops matching `save` are kept, the rest recomputed.
+  Selective,
+};
+
+/// One "recompute" entry (activation checkpointing, passes/Recompute.h):
+///
+///   "recompute": {"model.layers.*": "full"}
+///       -> {glob "model.layers.*", Full}
+///   "recompute": {"layers.*": {"save": ["aten.mm", "aten._scaled_dot_product_*"]}}
+///       -> {glob "layers.*", Selective, save {"aten.mm", ...}}
+struct RecomputeRule {
+  /// Module path glob (Glob.h), matched against nn_module_stack paths.
+  std::string glob;
+  RecomputeMode mode = RecomputeMode::None;
+  /// Selective: op globs ("aten.mm", "aten.mm.default", "aten._scaled_*").
+  std::vector<std::string> save;
+};
+
 /// A parsed placement schema.
 struct PlacementSchema {
   /// Where it came from, as messages name it: the file path, or "preset 'dp'".
@@ -112,6 +137,8 @@ struct PlacementSchema {
   /// Sequence parallelism, when the schema asks for it ("sequence_parallel",
   /// or a tp_plan entry with style sequence_parallel).
   std::optional<SequenceParallelRequest> sequenceParallel;
+  /// Activation checkpointing per module glob ("recompute").
+  std::vector<RecomputeRule> recompute;
   /// Op sharding rules the schema brings (custom ops): (target, rule).
   std::vector<std::pair<std::string, sharding::RuleTemplate>> opRules;
   /// Rules over parameter, buffer and tensor-constant FQNs.

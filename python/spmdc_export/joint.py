@@ -69,11 +69,49 @@ def _trace(module, inputs, trainable):
     kw = {}
     if "record_stack_traces" in inspect.signature(make_fx).parameters:
         kw["record_stack_traces"] = True  # explain's source lines; the torch route keeps only FX's
-    with torch.fx.traceback.preserve_node_meta():  # seq_nr: which forward op a backward op belongs to
-        gm = make_fx(step, decomposition_table=core_aten_decompositions(), tracing_mode="fake", **kw)(
-            params, buffers, *inputs)
+    handles = _module_stacks(module)
+    try:
+        with torch.fx.traceback.preserve_node_meta():  # seq_nr: which forward op a backward op belongs to
+            gm = make_fx(step, decomposition_table=core_aten_decompositions(), tracing_mode="fake", **kw)(
+                params, buffers, *inputs)
+    finally:
+        for h in handles:
+            h.remove()
+        torch.fx.traceback.current_meta.pop("nn_module_stack", None)
     _backward_sources(gm)
     return gm
+
+
+def _module_stacks(module):
+    """Hooks that give each forward op the modules it runs in, as
+    torch.export's nn_module_stack ({key: (path, type)}, outermost first):
+    what a schema's module globs ("recompute": {"layers.*": "full"}) and
+    explain's module types read. Returns the hook handles."""
+    import torch.fx.traceback as fx_traceback
+
+    stack = []
+
+    def publish():
+        fx_traceback.current_meta["nn_module_stack"] = {
+            "L__self__" + path.replace(".", "_"): (path, f"{t.__module__}.{t.__qualname__}") for path, t in stack}
+
+    def enter(path):
+        def hook(mod, args):
+            stack.append((path, type(mod)))
+            publish()
+        return hook
+
+    def leave(mod, args, out):
+        if stack:
+            stack.pop()
+        publish()
+
+    handles = []
+    for path, mod in module.named_modules():
+        if path:  # the root frame carries no module path
+            handles.append(mod.register_forward_pre_hook(enter(path)))
+            handles.append(mod.register_forward_hook(leave, always_call=True))
+    return handles
 
 
 def _mark_backward(loss):
@@ -88,16 +126,17 @@ def _mark_backward(loss):
 
 
 def _backward_sources(gm):
-    """Gives each backward op the source line of the forward op it
-    differentiates (the same autograd seq_nr), as aot_autograd does."""
-    forward = {}
-    for node in gm.graph.nodes:
-        seq, trace = node.meta.get("seq_nr"), node.meta.get("stack_trace")
-        if seq is not None and trace and seq not in forward:
-            forward[seq] = trace
-    for node in gm.graph.nodes:
-        if node.op == "call_function" and not node.meta.get("stack_trace") and node.meta.get("seq_nr") in forward:
-            node.meta["stack_trace"] = forward[node.meta["seq_nr"]]
+    """Gives each backward op the source line and modules of the forward op
+    it differentiates (the same autograd seq_nr), as aot_autograd does."""
+    for key in ("stack_trace", "nn_module_stack"):
+        forward = {}
+        for node in gm.graph.nodes:
+            seq, value = node.meta.get("seq_nr"), node.meta.get(key)
+            if seq is not None and value and seq not in forward:
+                forward[seq] = value
+        for node in gm.graph.nodes:
+            if node.op == "call_function" and not node.meta.get(key) and node.meta.get("seq_nr") in forward:
+                node.meta[key] = forward[node.meta["seq_nr"]]
 
 
 def _functional_twin(op):

@@ -1,0 +1,339 @@
+// recompute (see Recompute.h): regions from module globs, what the backward
+// reads from inside each, and the clones that recompute it.
+//
+//   region "layers.0" (rule "layers.*": full)
+//     kept:        values read by a forward op outside the region, graph
+//                  outputs, outputs of random ops, of collectives of
+//                  activations and (selective) of the ops the rule saves
+//     recomputed:  the other values the backward reads, with their producers
+//                  inside the region, cloned in program order before the
+//                  region's first backward reader
+#include "passes/Recompute.h"
+
+#include <algorithm>
+#include <map>
+#include <set>
+#include <unordered_map>
+#include <unordered_set>
+
+#include "ir/Collectives.h"
+#include "passes/ActivationMemory.h"
+#include "passes/Passes.h"
+#include "schema/Glob.h"
+
+namespace spmd::passes {
+namespace {
+
+constexpr int kNoRegion = -1;
+
+/// A checkpointed module: its path and the rule that matched it.
+struct Region {
+  std::string path;
+  const schema::RecomputeRule* rule = nullptr;
+};
+
+bool isRandom(const std::string& target) {
+  for (const char* word : {"rand", "bernoulli", "dropout", "normal", "uniform", "exponential", "multinomial",
+                           "poisson", "cauchy", "geometric"})
+    if (target.find(word) != std::string::npos) return true;
+  return false;
+}
+
+/// "aten.mm.default" matches "aten.mm", "aten.mm.default" and "aten.m*".
+bool savedOp(const schema::RecomputeRule& rule, const std::string& target) {
+  const std::string bare = target.substr(0, target.rfind('.'));
+  return std::any_of(rule.save.begin(), rule.save.end(), [&](const std::string& g) {
+    return schema::globMatch(g, target) || schema::globMatch(g, bare);
+  });
+}
+
+/// Assigns forward nodes to regions: the outermost module of a node's
+/// nn_module_stack that a rule matches (for one module, the longest glob).
+class RegionMap {
+ public:
+  explicit RegionMap(const std::vector<schema::RecomputeRule>& rules) : rules_(rules) {}
+
+  int regionOf(const ir::Node& n) {
+    const std::string& stack = n.metadata().nnModuleStack;
+    auto [it, added] = byStack_.try_emplace(stack, kNoRegion);
+    if (!added) return it->second;
+    for (const ir::ModuleFrame& f : ir::moduleFrames(stack)) {
+      paths_.insert(f.path);
+      const schema::RecomputeRule* best = nullptr;
+      for (const schema::RecomputeRule& r : rules_)
+        if (schema::globMatch(r.glob, f.path) && (!best || r.glob.size() > best->glob.size())) best = &r;
+      if (!best) continue;
+      matched_.insert(best);
+      auto [pos, fresh] = byPath_.try_emplace(f.path, static_cast<int>(regions_.size()));
+      if (fresh) regions_.push_back({f.path, best});
+      it->second = pos->second;
+      break;
+    }
+    return it->second;
+  }
+  const Region& region(int id) const { return regions_[static_cast<size_t>(id)]; }
+  /// Error naming the first rule that matched no module, with a suggestion.
+  Status checkAllMatched() const {
+    if (paths_.empty())
+      return Status::error(
+          "recompute: no op of this train step names the module it runs in (torch.export's joint route "
+          "drops nn_module_stack); export it with `python -m spmdc_export --train` (its one-pass joint "
+          "route keeps them)");
+    std::vector<std::string> paths(paths_.begin(), paths_.end());
+    for (const schema::RecomputeRule& r : rules_) {
+      if (matched_.count(&r)) continue;
+      bool any = std::any_of(paths.begin(), paths.end(),
+                             [&](const auto& p) { return schema::globMatch(r.glob, p); });
+      if (any) continue;  // matched only modules inside another rule's region
+      std::optional<std::string> fix = schema::suggestGlob(r.glob, paths);
+      return Status::error(
+          "recompute: '" + r.glob + "' matches no module" +
+          (fix ? " (did you mean '" + *fix + "'?)"
+               : " (modules are named as in nn_module_stack, e.g. '" + paths.front() + "')"));
+    }
+    return Status::ok();
+  }
+
+ private:
+  const std::vector<schema::RecomputeRule>& rules_;
+  std::unordered_map<std::string, int> byStack_;
+  std::map<std::string, int> byPath_;
+  std::vector<Region> regions_;
+  std::set<std::string> paths_;
+  std::set<const schema::RecomputeRule*> matched_;
+};
+
+/// Which forward nodes lie in which region, and which of them may be
+/// recomputed.
+struct Plan {
+  std::unordered_set<const ir::Node*> forward;
+  std::unordered_map<const ir::Node*, int> region;  // forward nodes in a region
+  std::unordered_set<const ir::Node*> recomputable;
+  /// Per region, the index of its last forward node. A non-forward node
+  /// before it (a size read for the backward, a loss all-reduce placed
+  /// late) runs while the region's values are alive and reads them; the
+  /// backward readers after it read the recomputed ones.
+  std::map<int, int> lastForward;
+};
+
+/// True when `v` (made in region `r`) is read only inside `r` or by the
+/// backward, and is no graph output: the region's checkpoint may drop it.
+bool internal(const ir::Value* v, int r, const Plan& plan,
+              const std::unordered_set<const ir::Value*>& outputs) {
+  if (outputs.count(v)) return false;
+  for (const ir::Node* u : v->users()) {
+    if (!plan.forward.count(u)) continue;
+    auto it = plan.region.find(u);
+    if (it == plan.region.end() || it->second != r) return false;
+  }
+  return true;
+}
+
+/// A forward node that names no module (a parameter gather, a layout
+/// change the compiler inserted) runs in the region of its forward readers
+/// when they all lie in one.
+void inheritRegions(const std::vector<std::unique_ptr<ir::Node>>& nodes, Plan& plan) {
+  for (auto it = nodes.rbegin(); it != nodes.rend(); ++it) {
+    const ir::Node* n = it->get();
+    if (!plan.forward.count(n) || plan.region.count(n) || !n->metadata().nnModuleStack.empty()) continue;
+    int region = kNoRegion;
+    bool one = true;
+    for (const ir::Value* v : n->outputValues())
+      for (const ir::Node* u : v->users()) {
+        if (!plan.forward.count(u)) continue;
+        auto r = plan.region.find(u);
+        const int ur = r == plan.region.end() ? kNoRegion : r->second;
+        one = one && ur != kNoRegion && (region == kNoRegion || region == ur);
+        region = ur;
+      }
+    if (one && region != kNoRegion) plan.region[n] = region;
+  }
+}
+
+Expected<Plan> planRegions(const program::Program& program, RegionMap& regions) {
+  Plan plan;
+  plan.forward = forwardNodes(program);
+  if (plan.forward.empty())
+    return Status::error(
+        "recompute: the program has no loss output; activation checkpointing applies to "
+        "train steps (export with --train)");
+  const auto& nodes = program.graph.graph.nodes();
+  for (const auto& n : nodes)
+    if (plan.forward.count(n.get()))
+      if (int r = regions.regionOf(*n); r != kNoRegion) plan.region[n.get()] = r;
+  inheritRegions(nodes, plan);
+  for (const auto& n : nodes) {
+    auto it = plan.region.find(n.get());
+    if (it == plan.region.end()) continue;
+    const int r = it->second;
+    plan.lastForward[r] = n->index();
+    const schema::RecomputeRule& rule = *regions.region(r).rule;
+    if (rule.mode == schema::RecomputeMode::None || isRandom(n->target())) continue;
+    if (rule.mode == schema::RecomputeMode::Selective && savedOp(rule, n->target())) continue;
+    if (ir::isCommunicating(n->target())) {
+      // Gathering a stored parameter again is what FSDP does; an activation's
+      // collective is not re-issued.
+      const auto ins = n->inputValues();
+      if (std::any_of(ins.begin(), ins.end(), [](const ir::Value* v) { return v->producer() != nullptr; }))
+        continue;
+    }
+    plan.recomputable.insert(n.get());
+  }
+  SPMD_RETURN_IF_ERROR(regions.checkAllMatched());
+  return plan;
+}
+
+/// A fresh value name: `base`, else base_1, base_2, ...
+std::string freshName(const ir::Graph& g, const std::string& base) {
+  std::string name = base;
+  for (int i = 1; g.findValue(name); ++i) name = base + "_" + std::to_string(i);
+  return name;
+}
+
+/// Appends a copy of `n` reading `remap`ped inputs; records its outputs in `remap`.
+Expected<ir::Node*> cloneNode(ir::Graph& g, const ir::Node& n,
+                              std::unordered_map<ir::Value*, ir::Value*>& remap) {
+  std::vector<ir::NamedArgument> inputs = n.inputs();
+  for (ir::NamedArgument& a : inputs)
+    for (ir::Value*& v : a.arg.values)
+      if (v)
+        if (auto it = remap.find(v); it != remap.end()) v = it->second;
+  std::vector<ir::Argument> outputs = n.outputs();
+  for (ir::Argument& a : outputs)
+    for (ir::Value*& v : a.values) {
+      if (!v) continue;
+      SPMD_ASSIGN_OR_RETURN(ir::Value * c, g.addValue(freshName(g, v->name() + "_rc"), v->kind()));
+      c->mutableType() = v->type();
+      c->setSymValue(v->symValue());
+      remap[v] = c;
+      v = c;
+    }
+  SPMD_ASSIGN_OR_RETURN(ir::Node * c, g.addNode(freshName(g, n.name() + "_rc"), n.target(), std::move(inputs),
+                                                std::move(outputs)));
+  c->mutableMetadata() = n.metadata();
+  c->mutableMetadata().other["spmd_recompute"] = n.name();
+  return c;
+}
+
+/// Per region: the values its backward reads that it may recompute (in
+/// order of first reading), and the index of the first backward node
+/// reading one.
+struct Needs {
+  std::map<int, std::vector<ir::Value*>> values;
+  std::map<int, int> insertAt;
+};
+
+Needs backwardNeeds(const ir::Graph& g, const Plan& plan,
+                    const std::unordered_set<const ir::Value*>& outputs) {
+  Needs needs;
+  for (const auto& n : g.nodes()) {
+    if (plan.forward.count(n.get())) continue;
+    for (ir::Value* v : n->inputValues()) {
+      const ir::Node* p = v->producer();
+      if (!p || !plan.recomputable.count(p)) continue;
+      const int r = plan.region.at(p);
+      if (n->index() <= plan.lastForward.at(r) || !internal(v, r, plan, outputs)) continue;
+      auto& list = needs.values[r];
+      if (std::find(list.begin(), list.end(), v) == list.end()) list.push_back(v);
+      needs.insertAt.try_emplace(r, n->index());
+    }
+  }
+  return needs;
+}
+
+/// The indices of the nodes that recompute `values` of region `r`: their
+/// producers and, through their inputs, every recomputable producer of a
+/// value internal to `r`.
+std::set<int> recomputeSet(const std::vector<ir::Value*>& values, int r, const Plan& plan,
+                           const std::unordered_set<const ir::Value*>& outputs) {
+  std::set<int> clone;
+  std::vector<const ir::Value*> work(values.begin(), values.end());
+  while (!work.empty()) {
+    const ir::Value* v = work.back();
+    work.pop_back();
+    const ir::Node* p = v->producer();
+    if (!p || !plan.recomputable.count(p) || plan.region.at(p) != r || !internal(v, r, plan, outputs))
+      continue;
+    if (!clone.insert(p->index()).second) continue;
+    for (const ir::Value* in : p->inputValues()) work.push_back(in);
+  }
+  return clone;
+}
+
+/// Makes each backward node after a region's forward read the recomputed
+/// values instead of the region's.
+void readRecomputed(const std::vector<ir::Node*>& nodes, const Plan& plan,
+                    const std::unordered_map<ir::Value*, ir::Value*>& remap) {
+  for (ir::Node* n : nodes) {
+    if (plan.forward.count(n)) continue;
+    std::vector<ir::NamedArgument> inputs = n->inputs();
+    bool changed = false;
+    for (ir::NamedArgument& a : inputs)
+      for (ir::Value*& v : a.arg.values) {
+        auto it = v ? remap.find(v) : remap.end();
+        if (it == remap.end() || n->index() <= plan.lastForward.at(plan.region.at(v->producer()))) continue;
+        v = it->second;
+        changed = true;
+      }
+    if (changed) n->setInputs(std::move(inputs));
+  }
+}
+
+/// A recomputed collective is recorded as its original is, for reports.
+void recordClone(program::Program& program, const ir::Node& original, const ir::Node& clone) {
+  if (!ir::isCommunicating(original.target())) return;
+  for (const program::CollectiveRecord& rec : std::vector(program.collectives))
+    if (rec.node == original.name()) {
+      program.collectives.push_back(rec);
+      program.collectives.back().node = clone.name();
+      program.collectives.back().consumer = "recompute of " + rec.consumer;
+    }
+}
+
+}  // namespace
+
+Status Recompute::run(program::Program& program) {
+  summary_ = {};
+  if (rules_.empty()) return Status::ok();
+  ir::Graph& g = program.graph.graph;
+  RegionMap regions(rules_);
+  SPMD_ASSIGN_OR_RETURN(Plan plan, planRegions(program, regions));
+  summary_.savedBytesBefore = estimateSavedActivations(program).savedBytes;
+  std::unordered_set<const ir::Value*> outputs;
+  for (const ir::Argument& a : g.outputs())
+    for (const ir::Value* v : a.values)
+      if (v) outputs.insert(v);
+  const Needs needs = backwardNeeds(g, plan, outputs);
+  std::vector<ir::Node*> originals;
+  for (const auto& n : g.nodes()) originals.push_back(n.get());
+  std::unordered_map<ir::Value*, ir::Value*> remap;    // what the backward reads instead
+  std::map<int, std::vector<ir::Node*>> clonesBefore;  // node index -> clones run before it
+  for (const auto& [r, values] : needs.values) {
+    const std::set<int> clone = recomputeSet(values, r, plan, outputs);
+    std::unordered_map<ir::Value*, ir::Value*> local;
+    for (int i : clone) {
+      const ir::Node& n = *originals[static_cast<size_t>(i)];
+      SPMD_ASSIGN_OR_RETURN(ir::Node * c, cloneNode(g, n, local));
+      clonesBefore[needs.insertAt.at(r)].push_back(c);
+      recordClone(program, n, *c);
+    }
+    for (ir::Value* v : values) remap[v] = local.at(v);
+    ++summary_.modules;
+    summary_.recomputedOps += static_cast<int64_t>(clone.size());
+  }
+  if (remap.empty()) return Status::ok();
+  std::vector<ir::Node*> order;
+  for (ir::Node* n : originals) {
+    if (auto it = clonesBefore.find(n->index()); it != clonesBefore.end())
+      order.insert(order.end(), it->second.begin(), it->second.end());
+    order.push_back(n);
+  }
+  readRecomputed(originals, plan, remap);
+  g.setNodeOrder(order);
+  g.rebuildUses();
+  SPMD_RETURN_IF_ERROR(g.verify());
+  summary_.savedBytesAfter = estimateSavedActivations(program).savedBytes;
+  return Status::ok();
+}
+
+}  // namespace spmd::passes

@@ -1,0 +1,61 @@
+// recompute: activation checkpointing of a train step, as
+// torch.utils.checkpoint does it, per module glob of the schema's
+// "recompute" field. Inside a checkpointed module only what crosses its
+// boundary is kept from the forward; whatever else the backward reads is
+// recomputed from those values just before the first backward op that
+// needs it.
+//
+//   "recompute": {"layers.*": "full"}
+//   forward  %mm   = aten.mm.default(%x, %w)              {layers.0}  %x: the module's input, kept
+//            %relu = aten.relu.default(%mm)               {layers.0}
+//            %out  = aten.mm.default(%relu, %w2)          {layers.0}  read by layers.1: kept
+//   backward %g    = aten.threshold_backward.default(%d, %relu)
+// becomes
+//   backward %mm_rc   = aten.mm.default(%x, %w)
+//            %relu_rc = aten.relu.default(%mm_rc)
+//            %g       = aten.threshold_backward.default(%d, %relu_rc)
+// and %relu dies at its last forward reader instead of living until the
+// backward. Random ops are never recomputed (their outputs are kept, so a
+// recomputed dropout mask equals the forward's), and neither are
+// collectives of activations (a recomputed tensor-parallel region reuses the
+// forward's all-reduced value instead of re-issuing the all-reduce); an
+// FSDP parameter gather is recomputed (gathered again, as FSDP2 does with
+// reshard_after_forward).
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "passes/Pass.h"
+#include "schema/PlacementSchema.h"
+
+namespace spmd::passes {
+
+/// What recompute did, for the compile's notes.
+struct RecomputeSummary {
+  int64_t modules = 0;           ///< checkpointed modules the backward reads from
+  int64_t recomputedOps = 0;     ///< nodes cloned into the backward
+  int64_t savedBytesBefore = 0;  ///< saved activations per rank before
+  int64_t savedBytesAfter = 0;   ///< and after
+};
+
+class Recompute : public Pass {
+ public:
+  /// `rules`: the schema's "recompute" entries; none: the pass does nothing.
+  explicit Recompute(std::vector<schema::RecomputeRule> rules = {}) : rules_(std::move(rules)) {}
+  std::string_view name() const override { return "recompute"; }
+  std::string_view description() const override {
+    return "activation checkpointing: recompute what a checkpointed module's backward reads";
+  }
+  /// Errors: rules on a program without a loss output, on a train step whose
+  /// ops carry no module paths, or with a glob that matches no module.
+  Status run(program::Program& program) override;
+  /// What the last run() did.
+  const RecomputeSummary& summary() const { return summary_; }
+
+ private:
+  std::vector<schema::RecomputeRule> rules_;
+  RecomputeSummary summary_;
+};
+
+}  // namespace spmd::passes
