@@ -9,6 +9,7 @@
 #pragma once
 
 #include <memory>
+#include <optional>
 #include <string_view>
 #include <unordered_map>
 #include <unordered_set>
@@ -35,7 +36,8 @@ class Pass {
 inline constexpr int64_t kDefaultBucketBytes = int64_t{25} * 1024 * 1024;
 
 /// The passes `spmdc compile` runs after expansion, in order; `recompute`:
-/// the schema's activation-checkpointing entries (Recompute.h).
+/// the schema's activation-checkpointing entries, "auto" ones resolved
+/// (chooseRecompute in Recompute.h).
 std::vector<std::unique_ptr<Pass>> defaultPasses(bool async = true, int64_t bucketBytes = kDefaultBucketBytes,
                                                  std::vector<schema::RecomputeRule> recompute = {});
 

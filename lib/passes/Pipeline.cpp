@@ -8,7 +8,9 @@
 #include "passes/ExpandLossParallel.h"
 #include "passes/GatherParams.h"
 #include "passes/Passes.h"
+#include "passes/Report.h"
 #include "passes/SequenceParallel.h"
+#include "program/ProgramJson.h"
 #include "schema/ForeignOps.h"
 #include "schema/Resolve.h"
 #include "sharding/Propagation.h"
@@ -50,10 +52,35 @@ void fillWeights(const pt2::Archive& archive, program::Program& p) {
   }
 }
 
-std::string recomputeNote(const RecomputeSummary& s) {
+std::string recomputeNote(const RecomputeSummary& s, const std::string& choice) {
   return "recompute: " + std::to_string(s.recomputedOps) + " ops of " + std::to_string(s.modules) +
          " checkpointed modules recomputed in the backward; saved activations " +
-         withCommas(s.savedBytesBefore) + " -> " + withCommas(s.savedBytesAfter) + " B/rank";
+         withCommas(s.savedBytesBefore) + " -> " + withCommas(s.savedBytesAfter) + " B/rank" +
+         (choice.empty() ? "" : "; " + choice);
+}
+
+// The schema's recompute entries with "auto" ones chosen for the budget:
+// each plan is tried on a copy of `p` through the passes, then
+// estimateMemory (RecomputeAuto.cpp).
+Expected<std::vector<schema::RecomputeRule>> resolveRecompute(const program::Program& p,
+                                                              const std::vector<schema::RecomputeRule>& rules,
+                                                              const CompileOptions& options,
+                                                              std::string& choice) {
+  if (std::none_of(rules.begin(), rules.end(),
+                   [](const auto& r) { return r.mode == schema::RecomputeMode::Auto; }))
+    return rules;
+  if (!options.memoryBudget)
+    return Status::error(
+        "recompute: \"auto\" chooses what to recompute for a per-rank memory budget: give --memory-budget "
+        "(e.g. 2GiB)");
+  SPMD_ASSIGN_OR_RETURN(std::string json, program::programToJsonText(p));
+  PlanPeak peakOf = [&](const std::vector<schema::RecomputeRule>& plan) -> Expected<int64_t> {
+    SPMD_ASSIGN_OR_RETURN(program::Program copy, program::programFromJson(json));
+    for (auto& pass : defaultPasses(options.async, options.bucketBytes, plan))
+      SPMD_RETURN_IF_ERROR(pass->run(copy));
+    return estimateMemory(copy).peakBytes;
+  };
+  return chooseRecompute(p, rules, *options.memoryBudget, peakOf, choice);
 }
 
 // Every --print-after name must be a pass (with --no-async too, the async
@@ -123,16 +150,19 @@ Expected<CompileResult> compile(pt2::Archive& archive, const schema::PlacementSc
   r.program = std::move(*expanded);
   timer.done("expansion");
 
-  for (auto& pass : defaultPasses(options.async, options.bucketBytes, schema.recompute)) {
+  fillWeights(archive, r.program);  // before the passes: recompute's "auto" counts them
+  std::string choice;
+  auto recompute = resolveRecompute(r.program, schema.recompute, options, choice);
+  if (!recompute) return recompute.status().withContext(archive.path);
+  for (auto& pass : defaultPasses(options.async, options.bucketBytes, *recompute)) {
     Status st = pass->run(r.program);
     if (!st.isOk()) return st.withContext(archive.path + ": pass " + std::string(pass->name()));
     if (const auto* rc = dynamic_cast<const Recompute*>(pass.get()); rc && !schema.recompute.empty())
-      r.notes.push_back(recomputeNote(rc->summary()));
+      r.notes.push_back(recomputeNote(rc->summary(), choice));
     timer.done(std::string(pass->name()));
     for (const auto& name : options.printAfter)
       if (name == pass->name() && options.onPrintAfter) options.onPrintAfter(name, r.program);
   }
-  fillWeights(archive, r.program);
   // File names only: provenance must not depend on where the files live.
   auto base = [](const std::string& path) { return path.substr(path.rfind('/') + 1); };
   r.program.provenance = {

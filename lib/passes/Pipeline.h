@@ -36,6 +36,8 @@ struct CompileOptions {
   sharding::CostModel cost = sharding::CostModel();
   /// Append this optimizer's update (train-step graphs).
   OptimizerOptions optimizer;
+  /// --memory-budget: per-rank bytes a "recompute": "auto" plan must fit.
+  std::optional<int64_t> memoryBudget;
 };
 
 /// What compile() produced besides the program.

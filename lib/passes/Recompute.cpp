@@ -292,13 +292,26 @@ void recordClone(program::Program& program, const ir::Node& original, const ir::
 
 }  // namespace
 
-Status Recompute::run(program::Program& program) {
-  summary_ = {};
-  if (rules_.empty()) return Status::ok();
-  ir::Graph& g = program.graph.graph;
-  RegionMap regions(rules_);
+Expected<std::vector<RecomputeRegion>> recomputeRegions(const program::Program& program,
+                                                        const std::vector<schema::RecomputeRule>& rules) {
+  RegionMap regions(rules);
   SPMD_ASSIGN_OR_RETURN(Plan plan, planRegions(program, regions));
-  summary_.savedBytesBefore = estimateSavedActivations(program).savedBytes;
+  std::vector<RecomputeRegion> out;
+  std::set<int> seen;
+  for (const auto& n : program.graph.graph.nodes())
+    if (auto it = plan.region.find(n.get()); it != plan.region.end() && seen.insert(it->second).second)
+      out.push_back({regions.region(it->second).path, regions.region(it->second).rule});
+  return out;
+}
+
+Status applyRecompute(program::Program& program, const std::vector<schema::RecomputeRule>& rules,
+                      RecomputeSummary& summary) {
+  summary = {};
+  if (rules.empty()) return Status::ok();
+  ir::Graph& g = program.graph.graph;
+  RegionMap regions(rules);
+  SPMD_ASSIGN_OR_RETURN(Plan plan, planRegions(program, regions));
+  summary.savedBytesBefore = summary.savedBytesAfter = estimateSavedActivations(program).savedBytes;
   std::unordered_set<const ir::Value*> outputs;
   for (const ir::Argument& a : g.outputs())
     for (const ir::Value* v : a.values)
@@ -318,8 +331,8 @@ Status Recompute::run(program::Program& program) {
       recordClone(program, n, *c);
     }
     for (ir::Value* v : values) remap[v] = local.at(v);
-    ++summary_.modules;
-    summary_.recomputedOps += static_cast<int64_t>(clone.size());
+    ++summary.modules;
+    summary.recomputedOps += static_cast<int64_t>(clone.size());
   }
   if (remap.empty()) return Status::ok();
   std::vector<ir::Node*> order;
@@ -332,8 +345,15 @@ Status Recompute::run(program::Program& program) {
   g.setNodeOrder(order);
   g.rebuildUses();
   SPMD_RETURN_IF_ERROR(g.verify());
-  summary_.savedBytesAfter = estimateSavedActivations(program).savedBytes;
+  summary.savedBytesAfter = estimateSavedActivations(program).savedBytes;
   return Status::ok();
+}
+
+Status Recompute::run(program::Program& program) {
+  if (std::any_of(rules_.begin(), rules_.end(),
+                  [](const auto& r) { return r.mode == schema::RecomputeMode::Auto; }))
+    return Status::error("recompute: an \"auto\" entry must be resolved first (chooseRecompute)");
+  return applyRecompute(program, rules_, summary_);
 }
 
 }  // namespace spmd::passes

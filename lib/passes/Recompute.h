@@ -23,6 +23,8 @@
 // reshard_after_forward).
 #pragma once
 
+#include <functional>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -39,9 +41,40 @@ struct RecomputeSummary {
   int64_t savedBytesAfter = 0;   ///< and after
 };
 
+/// One checkpoint region: a module and the rule that made it one.
+struct RecomputeRegion {
+  std::string path;
+  const schema::RecomputeRule* rule = nullptr;
+};
+
+/// The regions `rules` make in `program`, in the order their forward runs.
+/// Errors as Recompute::run's.
+Expected<std::vector<RecomputeRegion>> recomputeRegions(const program::Program& program,
+                                                        const std::vector<schema::RecomputeRule>& rules);
+
+/// Applies `rules` (no Auto among them) to `program`; fills `summary`.
+Status applyRecompute(program::Program& program, const std::vector<schema::RecomputeRule>& rules,
+                      RecomputeSummary& summary);
+
+/// Applies a plan (rules without Auto) and the passes after it to a copy
+/// of the program; returns the copy's estimated per-rank peak.
+using PlanPeak = std::function<Expected<int64_t>(const std::vector<schema::RecomputeRule>&)>;
+
+/// Replaces each Auto entry of `rules` by one rule per module it matches,
+/// "none", selective (matmuls and attention saved) or "full": the plan
+/// with the least recomputation whose `peakOf` is at most `budget` bytes
+/// per rank. Modules are checkpointed in forward order, first selectively,
+/// then fully. `choice` says what was chosen. Error when even full
+/// recomputation of every module does not fit, with the smallest peak found.
+Expected<std::vector<schema::RecomputeRule>> chooseRecompute(const program::Program& program,
+                                                             const std::vector<schema::RecomputeRule>& rules,
+                                                             int64_t budget, const PlanPeak& peakOf,
+                                                             std::string& choice);
+
 class Recompute : public Pass {
  public:
-  /// `rules`: the schema's "recompute" entries; none: the pass does nothing.
+  /// `rules`: the schema's "recompute" entries, "auto" ones resolved
+  /// (chooseRecompute); none: the pass does nothing.
   explicit Recompute(std::vector<schema::RecomputeRule> rules = {}) : rules_(std::move(rules)) {}
   std::string_view name() const override { return "recompute"; }
   std::string_view description() const override {

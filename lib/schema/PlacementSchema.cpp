@@ -428,7 +428,10 @@ Expected<PlacementSchema> schemaFrom(const json& doc, std::string_view source) {
     for (const auto& [glob, how] : doc["recompute"].items()) {
       SPMD_RETURN_IF_ERROR(checkGlobLength(glob, source, "/recompute"));
       RecomputeRule rule{glob, RecomputeMode::Selective, {}};
-      if (how.is_string()) rule.mode = how == "full" ? RecomputeMode::Full : RecomputeMode::None;
+      if (how.is_string())
+        rule.mode = how == "full"   ? RecomputeMode::Full
+                    : how == "auto" ? RecomputeMode::Auto
+                                    : RecomputeMode::None;
       if (how.is_object()) rule.save = how.at("save").get<std::vector<std::string>>();
       s.recompute.push_back(std::move(rule));
     }

@@ -105,6 +105,9 @@ enum class RecomputeMode : uint8_t {
   Full,
   /// Selective: outputs of ops matching `save` are kept, the rest recomputed.
   Selective,
+  /// Chosen per module by the compiler for --memory-budget: none, selective
+  /// (matmuls and attention kept) or full, the least recomputation that fits.
+  Auto,
 };
 
 /// One "recompute" entry (activation checkpointing, passes/Recompute.h):
@@ -113,6 +116,7 @@ enum class RecomputeMode : uint8_t {
 ///       -> {glob "model.layers.*", Full}
 ///   "recompute": {"layers.*": {"save": ["aten.mm", "aten._scaled_dot_product_*"]}}
 ///       -> {glob "layers.*", Selective, save {"aten.mm", ...}}
+///   "recompute": {"layers.*": "auto"}  -> {glob "layers.*", Auto}
 struct RecomputeRule {
   /// Module path glob (Glob.h), matched against nn_module_stack paths.
   std::string glob;

@@ -24,7 +24,14 @@ step under dp, fsdp and Megatron TP at --world ranks, each with
    between the two;
 3. bad input: a glob that matches no module, and a train step whose ops
    carry no module paths (testdata's llama_train, exported by torch's
-   route), are refused with one line and exit code 2.
+   route), are refused with one line and exit code 2;
+4. "auto" under --memory-budget, on a longer sequence (batch 4 x 128
+   tokens, so that activations dominate): a budget above the peak without
+   recomputation recomputes nothing; budgets at 90% and 75% of the way
+   from full recomputation's peak to none's get a plan whose estimated peak
+   fits, recomputing no more ops than full recomputation, and whose step
+   is bit-identical to the plain one; a budget below full recomputation's
+   peak is refused naming the smallest peak found; no budget is refused.
 
 Exit 1 on any failure (77, a skip, without transformers: scripts/test.sh
 turns it into a failure).
@@ -157,12 +164,73 @@ def check_refusals(a, d, failures):
     cases = [("a glob matching no module", d / "model.pt2", "did you mean 'model.layers.*'"),
              ("a train step without module paths", ROOT / "testdata" / "pt2" / "llama_train" / "model.pt2",
               "spmdc_export --train")]
+    r = run([a.spmdc, "compile", d / "model.pt2", "--schema", "dp", "--mesh", a.world, "--memory-budget", "1GiB",
+             "-o", d / "bad.spmd"], ok=False)
+    if r.returncode != 2 or "applies to --schema auto, or to a schema with" not in r.stderr:
+        failures.append(f"--memory-budget without auto: exit {r.returncode}, {r.stderr.strip()!r}")
     for what, pt2, want in cases:
         r = run([a.spmdc, "compile", pt2, "--schema", bad if "glob" in what else d / "nopaths.json", "--mesh",
                  a.world, "-o", d / "bad.spmd"], ok=False)
         err = r.stderr.strip()
         if r.returncode != 2 or want not in err or len(err.splitlines()) != 1 or (d / "bad.spmd").exists():
             failures.append(f"{what}: exit {r.returncode}, stderr {err!r} (want exit 2, one line with {want!r})")
+
+
+def peak_and_note(a, d, sfile, extra=()):
+    """(exit code, estimated peak, recompute note, stderr) of one compile."""
+    rep = d / "auto.report.json"
+    rep.unlink(missing_ok=True)
+    r = run([a.spmdc, "compile", d / "model.pt2", "--schema", sfile, "--mesh", a.world, "-o", d / "auto.spmd",
+             "--report", rep, "-q", *extra], ok=False)
+    if r.returncode != 0:
+        return r.returncode, None, None, r.stderr.strip()
+    report = json.loads(rep.read_text())
+    note = next((n for n in report["notes"] if n.startswith("recompute:")), "")
+    return 0, report["per_rank"]["peak_bytes_estimate"], note, ""
+
+
+def ops_of(note):
+    m = re.search(r"recompute: (\d+) ops", note or "")
+    return int(m.group(1)) if m else -1
+
+
+def check_auto(a, d, failures):
+    from safetensors.torch import load_file
+    files = {}
+    for policy, how in (("none", "none"), ("full", "full"), ("auto", "auto")):
+        files[policy] = d / f"long_{policy}.json"
+        files[policy].write_text(json.dumps({"version": 1, "preset": "dp", "recompute": {"model.layers.*": how}}))
+    _, none, _, _ = peak_and_note(a, d, files["none"])
+    _, full, full_note, _ = peak_and_note(a, d, files["full"])
+    print(f"auto: estimated peak per rank without recomputation {none:,} B, with full {full:,} B")
+    if not full < none:
+        failures.append(f"auto: full recomputation does not lower the peak ({full:,} vs {none:,} B)")
+        return
+    plain = d / "long_plain.spmd"
+    run([a.spmdc, "compile", d / "model.pt2", "--schema", "dp", "--mesh", a.world, "-o", plain, "-q"])
+    run([a.spmd_run, "-n", a.world, plain, "--inputs", d / "inputs.safetensors", "--output", d / "plain.st", "-q"])
+    want = load_file(str(d / "plain.st"))
+    for label, budget in (("above", none + 1), ("90%", full + (none - full) * 9 // 10),
+                          ("75%", full + (none - full) * 3 // 4)):
+        rc, peak, note, err = peak_and_note(a, d, files["auto"], ["--memory-budget", str(budget)])
+        print(f"auto at {label} ({budget:,} B): {note or err}")
+        if rc != 0 or peak > budget:
+            failures.append(f"auto at {label}: exit {rc}, estimated peak {peak} over the budget {budget:,}: {err}")
+            continue
+        if label == "above" and ops_of(note) != 0:
+            failures.append(f"auto above the plain peak recomputed something: {note}")
+        if not 0 <= ops_of(note) <= ops_of(full_note):
+            failures.append(f"auto at {label}: {ops_of(note)} ops recomputed, full recomputes {ops_of(full_note)}")
+        run([a.spmd_run, "-n", a.world, d / "auto.spmd", "--inputs", d / "inputs.safetensors", "--output",
+             d / "auto.st", "-q"])
+        got = load_file(str(d / "auto.st"))
+        if any(not got[k].equal(t) for k, t in want.items()):
+            failures.append(f"auto at {label}: the step is not bit-identical to the plain one")
+    for label, extra, text in (("below full", ["--memory-budget", str(full - 1)], f"smallest estimated peak is {full:,}"),
+                               ("no budget", [], "give --memory-budget")):
+        rc, _, _, err = peak_and_note(a, d, files["auto"], extra)
+        if rc != 2 or text not in err or len(err.splitlines()) != 1:
+            failures.append(f"auto {label}: exit {rc}, {err!r} (want exit 2 and one line with {text!r})")
 
 
 def main():
@@ -191,6 +259,12 @@ def main():
         for layout in ("dp", "fsdp", "tp"):
             check_layout(a, d, layout, refs, failures)
         check_refusals(a, d, failures)
+    with tempfile.TemporaryDirectory(prefix="spmdc-recompute-auto-") as tmp:
+        d = Path(tmp)
+        torch.manual_seed(0)
+        m = hf.build("llama", train=True, **{**CONFIG, "batch": 4, "seq": 128})
+        core.export_train_step(m.module, m.inputs, d, loss_fn=m.loss_fn, targets=m.targets)
+        check_auto(a, d, failures)
     for f in failures:
         print("FAIL", f)
     print(f"recompute_vs_checkpoint: {'FAILED' if failures else 'ok'}")

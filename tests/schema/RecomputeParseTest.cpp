@@ -35,6 +35,7 @@ TEST_CASE("recompute: full, none and a selective save list per module glob", "[s
   CHECK(byGlob.at("model.layers.0").mode == RecomputeMode::None);
   CHECK(byGlob.at("blocks.*").mode == RecomputeMode::Selective);
   CHECK(byGlob.at("blocks.*").save == std::vector<std::string>{"aten.mm", "aten._scaled_dot_product_*"});
+  CHECK(rulesOf(R"js({"version": 1, "recompute": {"h.*": "auto"}})js").at(0).mode == RecomputeMode::Auto);
   CHECK(rulesOf(R"js({"version": 1})js").empty());
 }
 

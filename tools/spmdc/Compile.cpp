@@ -2,6 +2,7 @@
 // autoshard::autoShard for the schema, then compiles it like any other.
 #include "Compile.h"
 
+#include <algorithm>
 #include <cstdio>
 #include <iostream>
 
@@ -77,7 +78,6 @@ spmd::Expected<spmd::autoshard::AutoResult> chooseLayout(const CompileArgs& a,
 spmd::Status checkAutoFlags(const CompileArgs& a) {
   if (a.schema == "auto") return spmd::Status::ok();
   for (const auto& [flag, value] : {std::pair<const char*, const std::string*>{"--axes", &a.axes},
-                                    {"--memory-budget", &a.memoryBudget},
                                     {"--pin", &a.pin},
                                     {"--write-schema", &a.writeSchema}})
     if (!value->empty())
@@ -90,6 +90,18 @@ spmd::Expected<spmd::passes::CompileResult> compileSchema(const CompileArgs& a,
                                                           const spmd::sharding::DeviceProfile* profile,
                                                           std::optional<spmd::pt2::Archive>& archive) {
   SPMD_ASSIGN_OR_RETURN(spmd::passes::CompileOptions opts, baseOptions(a));
+  if (!a.memoryBudget.empty()) {
+    bool autoRecompute = std::any_of(schema.recompute.begin(), schema.recompute.end(), [](const auto& r) {
+      return r.mode == spmd::schema::RecomputeMode::Auto;
+    });
+    if (a.schema != "auto" && !autoRecompute)
+      return spmd::Status::error(
+          "--memory-budget " + a.memoryBudget +
+          ": applies to --schema auto, or to a schema with a \"recompute\" entry \"auto\"");
+    if (autoRecompute) {
+      SPMD_ASSIGN_OR_RETURN(opts.memoryBudget, spmd::autoshard::parseByteSize(a.memoryBudget));
+    }
+  }
   if (profile) {
     SPMD_ASSIGN_OR_RETURN(auto mesh, spmd::schema::resolveMesh(schema, opts.mesh));
     opts.cost = spmd::sharding::costModelFor(*profile, mesh);
@@ -178,7 +190,9 @@ void addAutoOptions(CLI::App* cmd, CompileArgs& c) {
       "device profile JSON (profiles/*.json, spmd-run --calibrate) for the cost model; default: a "
       "built-in CPU-loopback profile");
   cmd->add_option("--axes", c.axes, "--schema auto: mesh axis names, e.g. dp,tp");
-  cmd->add_option("--memory-budget", c.memoryBudget, "--schema auto: per-rank peak memory, e.g. 40GiB");
+  cmd->add_option(
+      "--memory-budget", c.memoryBudget,
+      "per-rank peak memory, e.g. 40GiB: for --schema auto, and for a schema's \"recompute\": \"auto\"");
   cmd->add_option("--pin", c.pin, "--schema auto: a placement schema whose rules pin what they match");
   cmd->add_option("--write-schema", c.writeSchema,
                   "--schema auto: write the chosen layout as a placement schema");
