@@ -31,7 +31,12 @@ step under dp, fsdp and Megatron TP at --world ranks, each with
    from full recomputation's peak to none's get a plan whose estimated peak
    fits, recomputing no more ops than full recomputation, and whose step
    is bit-identical to the plain one; a budget below full recomputation's
-   peak is refused naming the smallest peak found; no budget is refused.
+   peak is refused naming the smallest peak found; no budget is refused;
+5. testdata/export_models.py's hand-written Llama train step (the model of
+   testdata's llama_train) exported by spmdc_export's one-pass route, with
+   "layers.*" full under dp and llama_tp.json at 2 ranks and 2x2 dp x tp
+   on 4: loss and gradients against torch.utils.checkpoint around each
+   layer (1e-6), bit-identical to no recompute.
 
 Exit 1 on any failure (77, a skip, without transformers: scripts/test.sh
 turns it into a failure).
@@ -233,6 +238,52 @@ def check_auto(a, d, failures):
             failures.append(f"auto {label}: exit {rc}, {err!r} (want exit 2 and one line with {text!r})")
 
 
+def hand_llama(a, failures):
+    import torch
+    from safetensors.torch import load_file
+    from torch.utils.checkpoint import checkpoint
+    from spmdc_export import core
+    sys.path.insert(0, str(ROOT / "testdata"))
+    import export_models
+    torch.manual_seed(0)
+    mod = export_models.LlamaLoss()
+    tok, lab = torch.randint(0, 256, (2, 16)), torch.randint(0, 256, (2, 16))
+    plain_forwards = [layer.forward for layer in mod.model.layers]
+    for layer, f in zip(mod.model.layers, plain_forwards):
+        layer.forward = lambda *args, _f=f: checkpoint(_f, *args, use_reentrant=False)
+    loss = mod(tok, lab)
+    loss.backward()
+    want = {"loss": loss.detach()}
+    want.update({f"grad.{k}": p.grad.detach().clone() for k, p in mod.named_parameters()})
+    for layer, f in zip(mod.model.layers, plain_forwards):
+        layer.forward = f
+    mod.zero_grad(set_to_none=True)
+    tp = json.loads((ROOT / "schemas" / "examples" / "llama_tp.json").read_text())
+    with tempfile.TemporaryDirectory(prefix="spmdc-recompute-hand-") as tmp:
+        d = Path(tmp)
+        core.export_train_step(mod, (tok, lab), d)
+        for tag, n, mesh, base in (("dp", 2, None, {"preset": "dp"}), ("tp", 2, None, tp),
+                                   ("dp x tp", 4, [2, 2], {**tp, "mesh": {"shape": [2, 2], "axes": ["dp", "tp"]},
+                                                           "inputs": [{"match": "*", "placements": {"dp": "S(0)"}}]})):
+            outs = {}
+            for policy in ("none", "full"):
+                s_ = {k: v for k, v in base.items() if k != "$schema"}
+                s_["version"] = 1
+                if mesh is None:
+                    s_["mesh"] = {"shape": [n], "axes": s_["mesh"]["axes"] if "mesh" in s_ else ["dp"]}
+                if policy == "full":
+                    s_["recompute"] = {"model.layers.*": "full"}
+                sfile, prog, out = d / f"s_{policy}.json", d / f"p_{policy}.spmd", d / f"o_{policy}.st"
+                sfile.write_text(json.dumps(s_))
+                run([a.spmdc, "compile", d / "model.pt2", "--schema", sfile, "-o", prog, "-q"])
+                run([a.spmd_run, "-n", n, prog, "--inputs", d / "inputs.safetensors", "--output", out, "-q"])
+                outs[policy] = load_file(str(out))
+            compare(outs["full"], want, f"hand llama {tag}/full", failures)
+            if any(not outs["full"][k].equal(t) for k, t in outs["none"].items()):
+                failures.append(f"hand llama {tag}: full recompute is not bit-identical to none")
+            print(f"hand llama {tag}: full recompute matches torch.utils.checkpoint")
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("spmdc")
@@ -259,6 +310,7 @@ def main():
         for layout in ("dp", "fsdp", "tp"):
             check_layout(a, d, layout, refs, failures)
         check_refusals(a, d, failures)
+    hand_llama(a, failures)
     with tempfile.TemporaryDirectory(prefix="spmdc-recompute-auto-") as tmp:
         d = Path(tmp)
         torch.manual_seed(0)
