@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cstdio>
 
 #include "passes/Expand.h"
 #include "passes/ExpandLossParallel.h"
@@ -53,8 +54,12 @@ void fillWeights(const pt2::Archive& archive, program::Program& p) {
 }
 
 std::string recomputeNote(const RecomputeSummary& s, const std::string& choice) {
+  char extra[64] = "";
+  if (s.stepFlops > 0)
+    std::snprintf(extra, sizeof extra, " (%.3g MFLOP, +%.1f%% of the step's)", s.recomputedFlops / 1e6,
+                  100.0 * s.recomputedFlops / s.stepFlops);
   return "recompute: " + std::to_string(s.recomputedOps) + " ops of " + std::to_string(s.modules) +
-         " checkpointed modules recomputed in the backward; saved activations " +
+         " checkpointed modules recomputed in the backward" + extra + "; saved activations " +
          withCommas(s.savedBytesBefore) + " -> " + withCommas(s.savedBytesAfter) + " B/rank" +
          (choice.empty() ? "" : "; " + choice);
 }

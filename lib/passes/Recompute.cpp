@@ -18,6 +18,7 @@
 
 #include "ir/Collectives.h"
 #include "passes/ActivationMemory.h"
+#include "passes/LayoutCost.h"
 #include "passes/Passes.h"
 #include "schema/Glob.h"
 
@@ -312,6 +313,7 @@ Status applyRecompute(program::Program& program, const std::vector<schema::Recom
   RegionMap regions(rules);
   SPMD_ASSIGN_OR_RETURN(Plan plan, planRegions(program, regions));
   summary.savedBytesBefore = summary.savedBytesAfter = estimateSavedActivations(program).savedBytes;
+  for (const auto& n : g.nodes()) summary.stepFlops += nodeFlops(*n);
   std::unordered_set<const ir::Value*> outputs;
   for (const ir::Argument& a : g.outputs())
     for (const ir::Value* v : a.values)
@@ -328,6 +330,7 @@ Status applyRecompute(program::Program& program, const std::vector<schema::Recom
       const ir::Node& n = *originals[static_cast<size_t>(i)];
       SPMD_ASSIGN_OR_RETURN(ir::Node * c, cloneNode(g, n, local));
       clonesBefore[needs.insertAt.at(r)].push_back(c);
+      summary.recomputedFlops += nodeFlops(n);
       recordClone(program, n, *c);
     }
     for (ir::Value* v : values) remap[v] = local.at(v);

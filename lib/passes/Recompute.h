@@ -37,6 +37,8 @@ namespace spmd::passes {
 struct RecomputeSummary {
   int64_t modules = 0;           ///< checkpointed modules the backward reads from
   int64_t recomputedOps = 0;     ///< nodes cloned into the backward
+  double recomputedFlops = 0;    ///< their FLOPs (nodeFlops), per rank
+  double stepFlops = 0;          ///< the whole step's before recomputation
   int64_t savedBytesBefore = 0;  ///< saved activations per rank before
   int64_t savedBytesAfter = 0;   ///< and after
 };
