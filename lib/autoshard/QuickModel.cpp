@@ -23,6 +23,7 @@
 #include "passes/GatherParams.h"
 #include "passes/Optimizer.h"
 #include "passes/Passes.h"
+#include "passes/Report.h"
 #include "pt2/Archive.h"
 #include "schema/Resolve.h"
 #include "sharding/Propagation.h"
@@ -45,7 +46,7 @@ struct NodeFacts {
   std::string bucket;
 };
 
-// A tensor's live range over node indices (passes::liveRanges' rule).
+// A storage's live range over node indices (from passes::liveRanges).
 struct Range {
   const ir::Value* value;
   int first, last;
@@ -207,7 +208,6 @@ void QuickModel::Impl::addAnchors() {
 void QuickModel::Impl::readFacts() {
   const ir::Graph& g = archive.program.graph;
   nodes.resize(g.nodes().size());
-  std::vector<int> lastUse(g.numValues(), -1);
   elements.assign(g.numValues(), 1);
   elementBytes.assign(g.numValues(), 1);
   comm.assign(g.numValues(), {});
@@ -233,26 +233,16 @@ void QuickModel::Impl::readFacts() {
     if (n->metadata().other.count(layoutAsKey)) f.bucket = "grad";
     f.flops = f.priced ? passes::nodeFlops(*n) : 0;
     if (!f.results.empty()) f.dtype = f.results[0]->type().dtype;
-    for (ir::Value* v : n->inputValues()) lastUse[static_cast<size_t>(v->id())] = n->index();
   }
   for (const NodeFacts& f : nodes)
     for (const ir::Value* v : f.operands) usedValues.push_back(static_cast<size_t>(v->id()));
   std::sort(usedValues.begin(), usedValues.end());
   usedValues.erase(std::unique(usedValues.begin(), usedValues.end()), usedValues.end());
-  const int lastNode = std::max(0, static_cast<int>(g.nodes().size()) - 1);
-  for (const auto& o : g.outputs())
-    for (ir::Value* v : o.values)
-      if (v) lastUse[static_cast<size_t>(v->id())] = lastNode;
-  for (const auto& in : archive.program.signature.inputs)
-    if (in.kind == ir::InputKind::UserInput && in.value && in.value->isTensor())
-      ranges.push_back({in.value, 0, lastNode});
-  inputRanges = ranges.size();
-  for (const auto& n : g.nodes())
-    for (ir::Value* v : n->outputValues()) {
-      if (!v->isTensor()) continue;
-      int last = lastUse[static_cast<size_t>(v->id())];
-      ranges.push_back({v, n->index(), last < 0 ? n->index() : last});
-    }
+  // The runtime's live ranges (storages; views cost nothing), user inputs first.
+  for (const passes::LiveRange& r : passes::liveRanges(archive.program)) {
+    if (r.value->producer() == nullptr) ++inputRanges;
+    ranges.push_back({r.value, r.first, r.last});
+  }
   for (size_t r = 0; r < ranges.size(); ++r)
     rangeOf[static_cast<size_t>(ranges[r].value->id())] = static_cast<int>(r);
   rangeBytes.assign(ranges.size(), 0);

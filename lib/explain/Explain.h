@@ -28,7 +28,9 @@ struct Profile {
   /// One rank's figures.
   struct Rank {
     int64_t rank = 0;
-    int64_t peakBytes = 0;  ///< measured peak (see runtime::RankResult::peakBytes)
+    int64_t peakBytes = 0;       ///< peak live tensor bytes (see runtime::RankMemory)
+    int64_t stateBytes = 0;      ///< live tensor bytes before the first step; 0 when not given
+    int64_t rssGrowthBytes = 0;  ///< resident-set growth; 0 when not given
     double stepMs = 0;
     int64_t bytesSent = 0;  ///< per step
   };

@@ -50,7 +50,7 @@ Json memoryData(const program::Program& p, const ModuleMap& modules);
 Json compareData(const Json& a, const Json& b);
 
 /// The "measured" object: {"files": [...], "ranks": [{"rank", "peak_bytes",
-/// "step_ms", "bytes_sent"}]}.
+/// "state_bytes", "rss_growth_bytes", "step_ms", "bytes_sent"}]}.
 Json measuredData(const Profile& profile);
 
 /// One program's page data.

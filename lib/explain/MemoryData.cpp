@@ -1,8 +1,8 @@
 // Per-rank memory over program order, as `spmdc compile`'s peak estimate
 // counts it (passes::liveRanges): weights (parameters, buffers, optimizer
 // states) live throughout; gradients and activations from their producer to
-// their last reader. Ranks differ only by their weight shards (an uneven
-// split), so ranks with equal weight bytes share one "rank class".
+// the last reader of them or a view of them (views cost nothing). Ranks differ only by their weight shards
+// (an uneven split), so ranks with equal weight bytes share one "rank class".
 //
 //   "memory": {"categories": [...], "rank_classes": [{"ranks": [[0, 7]],
 //     "static": {"parameters": 1024, ...}}], "points": [0, 1, ...],
@@ -75,7 +75,8 @@ Json rankClasses(const program::Program& p) {
   return out;
 }
 
-// Gradient outputs, and what they were reduced from through collectives.
+// Gradient outputs, and what they were reduced from through collectives or
+// are views or reshapes of (a live range is its storage's).
 std::set<const ir::Value*> gradientValues(const program::Program& p) {
   std::set<const ir::Value*> out;
   std::vector<const ir::Value*> work;
@@ -84,8 +85,12 @@ std::set<const ir::Value*> gradientValues(const program::Program& p) {
   while (!work.empty()) {
     const ir::Value* v = work.back();
     work.pop_back();
-    if (!out.insert(v).second || !v->producer() || !ir::isSpmdOp(v->producer()->target())) continue;
-    std::vector<ir::Value*> ins = v->producer()->inputValues();
+    const ir::Node* prod = v->producer();
+    if (!out.insert(v).second || !prod ||
+        !(ir::isSpmdOp(prod->target()) || passes::isViewOp(prod->target()) ||
+          prod->target() == "aten.reshape.default"))
+      continue;
+    std::vector<ir::Value*> ins = prod->inputValues();
     if (!ins.empty()) work.push_back(ins[0]);
   }
   return out;
@@ -128,7 +133,7 @@ Json memoryData(const program::Program& p, const ModuleMap& m) {
   Json liveJson = Json::array();
   for (size_t i = 0; i < live.size() && i < kPeakListed; ++i) {
     const ir::Node* prod = live[i]->value->producer();
-    liveJson.push_back({{"value", live[i]->value->name()},
+    liveJson.push_back({{"value", live[i]->value->name() + (live[i]->staging ? " (staging)" : "")},
                         {"bytes", live[i]->bytes},
                         {"category", grads.count(live[i]->value) ? "gradients" : "activations"},
                         {"module", prod ? m.nodeModule[static_cast<size_t>(prod->index())] : -1}});

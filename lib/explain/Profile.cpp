@@ -43,6 +43,8 @@ Status readOne(const std::string& path, const program::Program& p, std::map<int6
       r.peakBytes = e.at("peak_bytes").get<int64_t>();
       r.stepMs = e.at("step_ms").get<double>();
       r.bytesSent = e.at("bytes_sent").get<int64_t>();
+      r.stateBytes = e.value("state_bytes", int64_t{0});  // older profiles lack them
+      r.rssGrowthBytes = e.value("rss_growth_bytes", int64_t{0});
     } catch (const nlohmann::json::exception&) {
       return bad("a rank entry lacks a numeric rank, peak_bytes, step_ms or bytes_sent");
     }
@@ -80,8 +82,12 @@ namespace detail {
 Json measuredData(const Profile& profile) {
   Json ranks = Json::array();
   for (const auto& r : profile.ranks)
-    ranks.push_back(
-        {{"rank", r.rank}, {"peak_bytes", r.peakBytes}, {"step_ms", r.stepMs}, {"bytes_sent", r.bytesSent}});
+    ranks.push_back({{"rank", r.rank},
+                     {"peak_bytes", r.peakBytes},
+                     {"state_bytes", r.stateBytes},
+                     {"rss_growth_bytes", r.rssGrowthBytes},
+                     {"step_ms", r.stepMs},
+                     {"bytes_sent", r.bytesSent}});
   return {{"files", profile.files}, {"ranks", ranks}};
 }
 

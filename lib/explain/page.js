@@ -258,9 +258,9 @@
     const mib = (n) => (n / 1048576).toFixed(1) + ' MiB';
     return el('div', {class: 'measured'},
       el('h3', {text: 'Measured peak per rank (' + p.measured.files.join(', ') + ')'}),
-      el('p', {class: 'note', text: 'On a GPU the caching allocator\'s peak allocated bytes; on the CPU the growth of the process\'s peak resident set from loading the weights, so it includes allocator overhead, temporaries and communication buffers the estimate leaves out.'}),
-      table(['rank', 'estimated peak', 'measured (spmd-run --profile)', 'step', 'sent per step'],
-        p.measured.ranks.map((r) => [r.rank, bytes(estimate(r.rank)), mib(r.peak_bytes), r.step_ms.toFixed(2) + ' ms', bytes(r.bytes_sent)])));
+      el('p', {class: 'note', text: 'Peak live tensor bytes from loading the weights to the end of the last step (on a GPU the caching allocator\'s peak allocated bytes); state: live before the first step; RSS growth: the process\'s resident set, which also counts allocator caches and library state.'}),
+      table(['rank', 'estimated peak', 'measured peak', 'state', 'RSS growth', 'step', 'sent per step'],
+        p.measured.ranks.map((r) => [r.rank, bytes(estimate(r.rank)), bytes(r.peak_bytes), bytes(r.state_bytes || 0), mib(r.rss_growth_bytes || 0), r.step_ms.toFixed(2) + ' ms', bytes(r.bytes_sent)])));
   }
   function memoryChart(p, cls) {
     const m = p.memory, pts = m.points, n = p.ops.name.length;

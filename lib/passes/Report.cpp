@@ -4,7 +4,6 @@
 #include <algorithm>
 #include <cstdio>
 #include <nlohmann/json.hpp>
-#include <unordered_map>
 
 #include "ir/Collectives.h"
 #include "passes/ActivationMemory.h"
@@ -62,27 +61,135 @@ std::string costLine(const LayoutCost& c) {
          " B/rank";
 }
 
-std::vector<LiveRange> liveRanges(const program::Program& program) {
-  const ir::Graph& g = program.graph.graph;
+namespace {
+
+// An int argument given as a constant, or `otherwise`.
+int64_t intArg(const ir::Node& n, std::string_view name, int64_t otherwise) {
+  const ir::Argument* a = n.input(name);
+  return a != nullptr && a->ints.size() == 1 && a->values.empty() ? a->ints[0] : otherwise;
+}
+
+// The "self" operand of `n`, or null.
+const ir::Value* selfOf(const ir::Node& n) {
+  const ir::Argument* a = n.input("self");
+  return a != nullptr ? a->value() : nullptr;
+}
+
+// True when argument `name` (a dim of "self", default 0) is its leading one.
+bool onLeadingDim(const ir::Node& n, std::string_view name) {
+  const ir::Value* self = selfOf(n);
+  int64_t dim = intArg(n, name, 0);
+  return dim == 0 || (self != nullptr && self->isTensor() && dim == -self->type().rank());
+}
+
+// What the runtime's result of `n` is: a fresh storage, or a view of its
+// "self" operand's storage, contiguous or not.
+enum class Result : uint8_t { Fresh, ContiguousView, StridedView };
+
+// `contiguous`: whether "self" is. Views (isViewOp) allocate nothing;
+// reshape views a contiguous tensor and copies any other; spmd.wait hands
+// out its collective's buffer where that already has the result's layout
+// (runtime CollectiveOps: all-reduce, all-gather and reduce-scatter on
+// dim 0), else a copy.
+Result resultOf(const ir::Node& n, bool contiguous) {
+  const std::string& t = n.target();
+  auto keep = contiguous ? Result::ContiguousView : Result::StridedView;
+  if (t == "aten.reshape.default") return contiguous ? Result::ContiguousView : Result::Fresh;
+  if (t == ir::kWait) {
+    const ir::Value* in = selfOf(n);
+    const ir::Node* c = in != nullptr ? in->producer() : nullptr;
+    if (c == nullptr) return Result::Fresh;
+    bool inPlace =
+        c->target() == ir::kAllReduce ||
+        (c->target() == ir::kAllGather && onLeadingDim(*c, "dim") && intArg(*c, "split_factor", 1) == 1) ||
+        (c->target() == ir::kReduceScatter && onLeadingDim(*c, "dim"));
+    return inPlace ? Result::ContiguousView : Result::Fresh;
+  }
+  if (!isViewOp(t)) return Result::Fresh;
+  static constexpr std::string_view kSameLayout[] = {
+      "aten.view.default",      "aten._unsafe_view.default", "aten.alias.default", "aten.detach.default",
+      "aten.unsqueeze.default", "aten.squeeze.dim",          "aten.squeeze.dims"};
+  if (std::find(std::begin(kSameLayout), std::end(kSameLayout), t) != std::end(kSameLayout)) return keep;
+  if (t == "aten.slice.Tensor" && intArg(n, "step", 1) != 1) return Result::StridedView;
+  if (t == "aten.slice.Tensor" || t == "aten.select.int" || t == "aten.split.Tensor" ||
+      t == "aten.split_with_sizes.default" || t == "aten.unbind.int")
+    return onLeadingDim(n, "dim") ? keep : Result::StridedView;
+  return Result::StridedView;  // permute, transpose, expand, as_strided, ...
+}
+
+// Bytes a collective allocates beside its operands and result, as runtime
+// CollectiveOps calls c10d: while it runs, an all-gather's backend stages
+// the gathered tensor once more (and, synchronous off dim 0, the rows are
+// copied out once more); a reduce-scatter off dim 0 scatters from a
+// transposed copy, which its work holds until the wait (`untilWait`).
+int64_t collectiveScratch(const ir::Node& c, bool& untilWait) {
+  untilWait = c.target() == ir::kReduceScatter;
+  const ir::Value* self = selfOf(c);
+  if (self == nullptr || c.outputValues().empty()) return 0;
+  if (c.target() == ir::kReduceScatter) return onLeadingDim(c, "dim") ? 0 : bytesOf(*self);
+  if (c.target() != ir::kAllGather) return 0;
+  int64_t out = bytesOf(*c.outputValues()[0]);
+  bool copied = intArg(c, "async", 0) == 0 && (!onLeadingDim(c, "dim") || intArg(c, "split_factor", 1) != 1);
+  return copied ? 2 * out : out;
+}
+
+}  // namespace
+
+std::vector<LiveRange> liveRanges(const ir::ExportedProgram& program) {
+  const ir::Graph& g = program.graph;
   const int lastNode = std::max(0, static_cast<int>(g.nodes().size()) - 1);
-  std::unordered_map<const ir::Value*, int> lastUse;
-  for (const auto& n : g.nodes())
-    for (ir::Value* v : n->inputValues()) lastUse[v] = n->index();
+  // By value id, in one pass (a view's base comes first): the storage a
+  // value uses, whether it is contiguous, and the last node that reads any
+  // alias of a storage.
+  std::vector<const ir::Value*> storage(g.numValues(), nullptr);
+  std::vector<char> strided(g.numValues(), 0);
+  std::vector<int> lastUse(g.numValues(), -1);
+  auto root = [&](const ir::Value* v) {
+    const ir::Value* s = storage[static_cast<size_t>(v->id())];
+    return s ? s : v;  // graph inputs are their own storage
+  };
+  auto use = [&](const ir::Value* v, int node) { lastUse[static_cast<size_t>(root(v)->id())] = node; };
+  std::vector<LiveRange> scratch;
+  for (const auto& n : g.nodes()) {
+    for (ir::Value* v : n->inputValues()) use(v, n->index());
+    const ir::Value* self = selfOf(*n);
+    Result r = resultOf(*n, self == nullptr || !strided[static_cast<size_t>(self->id())]);
+    if (self == nullptr) r = Result::Fresh;
+    for (ir::Value* v : n->outputValues()) {
+      storage[static_cast<size_t>(v->id())] = r == Result::Fresh ? v : root(self);
+      strided[static_cast<size_t>(v->id())] = r == Result::StridedView;
+    }
+    // An all-gather's or reduce-scatter's work holds its operand until the
+    // wait (an all-reduce's holds its copy: its result).
+    const ir::Node* c = n->target() == ir::kWait && self ? self->producer() : nullptr;
+    if (c != nullptr && selfOf(*c) &&
+        (c->target() == ir::kAllGather || (c->target() == ir::kReduceScatter && onLeadingDim(*c, "dim"))))
+      use(selfOf(*c), n->index());
+    bool untilWait = false;
+    if (int64_t bytes = collectiveScratch(*n, untilWait); bytes > 0) {
+      int end = n->index();
+      for (const ir::Node* u : n->outputValues()[0]->users())
+        if (untilWait && u->target() == ir::kWait) end = std::max(end, u->index());
+      scratch.push_back({n->outputValues()[0], n->index(), end, bytes, true});
+    }
+  }
   for (const auto& o : g.outputs())
     for (ir::Value* v : o.values)
-      if (v) lastUse[v] = lastNode;
+      if (v) use(v, lastNode);
   std::vector<LiveRange> out;
-  for (const auto& in : program.graph.signature.inputs)
+  for (const auto& in : program.signature.inputs)
     if (in.kind == ir::InputKind::UserInput && in.value && in.value->isTensor())
       out.push_back({in.value, 0, lastNode, bytesOf(*in.value)});
   for (const auto& n : g.nodes())
-    for (ir::Value* v : n->outputValues()) {
-      if (!v->isTensor()) continue;
-      auto it = lastUse.find(v);
-      out.push_back({v, n->index(), it == lastUse.end() ? n->index() : it->second, bytesOf(*v)});
-    }
+    for (ir::Value* v : n->outputValues())
+      if (v->isTensor() && root(v) == v)
+        out.push_back(
+            {v, n->index(), std::max(lastUse[static_cast<size_t>(v->id())], n->index()), bytesOf(*v)});
+  out.insert(out.end(), scratch.begin(), scratch.end());
   return out;
 }
+
+std::vector<LiveRange> liveRanges(const program::Program& program) { return liveRanges(program.graph); }
 
 MemoryEstimate estimateMemory(const program::Program& program) {
   MemoryEstimate m;

@@ -20,24 +20,32 @@ struct MemoryEstimate {
   int64_t peakBytes = 0;   ///< weights + largest sum of live activations
 };
 
-/// When one tensor the program allocates is live, as estimateMemory counts
-/// it: from node `first` through node `last` (node indices; user inputs
-/// start at 0, values read by graph outputs or never freed end at the last
-/// node, an unused result lives during its own node only).
+/// When one storage the program allocates is live, as the executor holds
+/// it: from node `first` through node `last` (node indices). User inputs
+/// live from 0 to the last node (the worker holds its batch); a node result
+/// from its node to the last node that reads it or any view of it
+/// (isViewOp: views allocate nothing), to the last node when a graph output
+/// is it or a view of it, during its own node only when nothing reads it.
 struct LiveRange {
-  const ir::Value* value = nullptr;
+  const ir::Value* value = nullptr;  ///< the storage's (non-view) value
   int first = 0;
   int last = 0;
   int64_t bytes = 0;  ///< local bytes (symbolic sizes at their hint)
+  /// A collective's own staging buffer (`value` is the collective's result).
+  bool staging = false;
 };
 
-/// The live range of every user input and node result, user inputs first,
-/// then results in program order. Weights are not included (see
-/// MemoryEstimate::paramBytes).
+/// The live range of every user input and non-view node result, user
+/// inputs first, then results in program order. Weights are not included
+/// (see MemoryEstimate::paramBytes). Linear in the graph's size.
+std::vector<LiveRange> liveRanges(const ir::ExportedProgram& program);
+/// liveRanges of a compiled program's (local) graph.
 std::vector<LiveRange> liveRanges(const program::Program& program);
 
-/// Estimates per-rank memory by walking the graph and freeing each value
-/// after its last use (symbolic sizes at their trace-time hint).
+/// Per-rank memory as the runtime's worker holds it (runtime::RankMemory's
+/// peak): weights (parameters, buffers, optimizer states, at rank 0's local
+/// shapes) throughout, plus the largest sum of live ranges over the nodes.
+/// A train step's new weights are outputs: they coexist with the old ones.
 MemoryEstimate estimateMemory(const program::Program& program);
 
 /// What a caller adds to a report: the device profile the cost is modeled

@@ -92,6 +92,7 @@ void finish(Stack& s, size_t nargs, MeshComm& c, bool async, const at::Tensor& h
     return;
   }
   if (work) work->wait();
+  c.release(work);
   s.emplace_back(done());
 }
 

@@ -4,6 +4,9 @@
 #include <torch/csrc/distributed/c10d/PrefixStore.hpp>
 #include <torch/csrc/distributed/c10d/ProcessGroupGloo.hpp>
 
+#include <chrono>
+#include <thread>
+
 #ifdef SPMD_WITH_NCCL
 #include "runtime/CommNccl.h"
 #endif
@@ -77,6 +80,7 @@ Expected<at::Tensor> MeshComm::wait(const at::Tensor& handle) {
   pending_.erase(it);
   try {
     if (p.work) p.work->wait();
+    release(p.work);
     return p.finish ? p.finish() : handle;
   } catch (const std::exception& e) {
     std::string what = e.what();
@@ -97,6 +101,13 @@ Status MeshComm::waitAll() {
     }
   }
   return Status::ok();
+}
+
+void MeshComm::release(c10::intrusive_ptr<c10d::Work>& work) const {
+  if (!work || nccl_) return;
+  auto until = std::chrono::steady_clock::now() + std::chrono::milliseconds(20);
+  while (work.use_count() > 1 && std::chrono::steady_clock::now() < until) std::this_thread::yield();
+  work.reset();
 }
 
 void MeshComm::track(const c10::intrusive_ptr<c10d::Work>& work) {

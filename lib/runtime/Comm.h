@@ -88,6 +88,12 @@ class MeshComm {
   Expected<at::Tensor> wait(const at::Tensor& handle);
   /// Completes every pending collective (end of a run).
   Status waitAll();
+  /// Drops this rank's reference to a completed `work` once the backend's
+  /// worker thread has dropped its own (Gloo: just after it marks the work
+  /// done; waits at most a few milliseconds), so that the buffers the work
+  /// holds are freed now, not at some later point of the step (measured
+  /// memory: MemoryMeter). Works of NCCL groups are left to failed().
+  void release(c10::intrusive_ptr<c10d::Work>& work) const;
   /// Records an issued collective for failed() (NCCL groups only: their
   /// wait() does not block the host, so it cannot report a failure).
   void track(const c10::intrusive_ptr<c10d::Work>& work);

@@ -50,12 +50,13 @@ Status openLossLog(const DistributedOptions& o, std::ofstream& log) {
   return Status::ok();
 }
 
-// What one worker wrote to <stats-dir>/rank<r>: "bytes step peak".
+// What one worker wrote to <stats-dir>/rank<r>: "bytes step state peak
+// rss reserved".
 struct RankStats {
   int64_t rank = 0;
   int64_t bytesSent = 0;  // per execution
   double stepSeconds = 0;
-  int64_t peakBytes = 0;
+  RankMemory memory;
 };
 
 // The statistics of this node's ranks (those whose file is readable).
@@ -65,13 +66,40 @@ std::vector<RankStats> readRankStats(const std::string& dir, const DistributedOp
     RankStats s;
     s.rank = static_cast<int64_t>(o.nodeRank) * o.nproc + r;
     std::ifstream f(dir + "/rank" + std::to_string(s.rank));
-    if (f >> s.bytesSent >> s.stepSeconds >> s.peakBytes) out.push_back(s);
+    RankMemory& m = s.memory;
+    if (f >> s.bytesSent >> s.stepSeconds >> m.stateBytes >> m.peakBytes >> m.rssGrowthBytes >>
+        m.reservedBytes)
+      out.push_back(s);
   }
   return out;
 }
 
+// "  memory per rank (max): state 1,024 B, peak 4,096 B (predicted 4,000 B,
+// -2.3%), RSS growth 1,000,000 B" (the largest of this node's ranks).
+std::string memoryLine(const std::vector<RankStats>& stats, int64_t predicted) {
+  RankMemory most;
+  for (const RankStats& s : stats) {
+    most.stateBytes = std::max(most.stateBytes, s.memory.stateBytes);
+    most.peakBytes = std::max(most.peakBytes, s.memory.peakBytes);
+    most.rssGrowthBytes = std::max(most.rssGrowthBytes, s.memory.rssGrowthBytes);
+    most.reservedBytes = std::max(most.reservedBytes, s.memory.reservedBytes);
+  }
+  std::string line = "  memory per rank (max): state " + withCommas(most.stateBytes) + " B, peak " +
+                     withCommas(most.peakBytes) + " B";
+  if (predicted > 0 && most.peakBytes > 0) {
+    char diff[32];
+    std::snprintf(
+        diff, sizeof diff, "%+.1f%%",
+        100.0 * static_cast<double>(predicted - most.peakBytes) / static_cast<double>(most.peakBytes));
+    line += " (predicted " + withCommas(predicted) + " B, " + diff + ")";
+  }
+  if (most.reservedBytes > 0) line += ", reserved " + withCommas(most.reservedBytes) + " B";
+  return line + ", RSS growth " + withCommas(most.rssGrowthBytes) + " B\n";
+}
+
 // Writes --profile: {"format": 1, "program": <file name>, "mesh": [sizes],
-// "ranks": [{"rank", "peak_bytes", "step_ms", "bytes_sent"}]} (this node's ranks).
+// "ranks": [{"rank", "peak_bytes", "state_bytes", "rss_growth_bytes",
+// ("reserved_bytes",) "step_ms", "bytes_sent"}]} (this node's ranks).
 Status writeProfile(const DistributedOptions& o, const program::Program& p,
                     const std::vector<RankStats>& stats) {
   if (static_cast<int>(stats.size()) != o.nproc)
@@ -82,11 +110,16 @@ Status writeProfile(const DistributedOptions& o, const program::Program& p,
   j["program"] = std::filesystem::path(o.program).filename().string();
   j["mesh"] = p.mesh.shape();
   j["ranks"] = nlohmann::ordered_json::array();
-  for (const RankStats& s : stats)
-    j["ranks"].push_back({{"rank", s.rank},
-                          {"peak_bytes", s.peakBytes},
-                          {"step_ms", s.stepSeconds * 1e3},
-                          {"bytes_sent", s.bytesSent}});
+  for (const RankStats& s : stats) {
+    nlohmann::ordered_json r = {{"rank", s.rank},
+                                {"peak_bytes", s.memory.peakBytes},
+                                {"state_bytes", s.memory.stateBytes},
+                                {"rss_growth_bytes", s.memory.rssGrowthBytes}};
+    if (s.memory.reservedBytes > 0) r["reserved_bytes"] = s.memory.reservedBytes;
+    r["step_ms"] = s.stepSeconds * 1e3;
+    r["bytes_sent"] = s.bytesSent;
+    j["ranks"].push_back(r);
+  }
   return writeFileAtomic(o.profile, j.dump(2) + "\n");
 }
 
@@ -180,6 +213,7 @@ int runDistributed(const DistributedOptions& o, std::ostream& out, std::ostream&
                 static_cast<long long>(ranks), result->wallSeconds, maxStep * 1e3,
                 withCommas(maxBytes).c_str());
   if (!o.quiet) out << line;
+  if (!o.quiet && !stats.empty()) out << memoryLine(stats, o.predictPeakBytes ? o.predictPeakBytes(p) : 0);
   if (!verifying || o.nodeRank != 0) return 0;
   return verifyOutputs(o, output, out, err);
 }
@@ -267,7 +301,9 @@ int runWorker(const DistributedOptions& o, std::ostream& err) {
     std::ofstream f(o.statsDir + "/rank" + std::to_string(env->rank));
     // Per execution: the counters add up over --steps and --repeat.
     int64_t runs = std::max(o.steps, 1) * std::max(o.repeat, 1);
-    f << r->stats.bytesSent / runs << " " << r->stepSeconds << " " << r->peakBytes << "\n";
+    const RankMemory& m = r->memory;
+    f << r->stats.bytesSent / runs << " " << r->stepSeconds << " " << m.stateBytes << " " << m.peakBytes
+      << " " << m.rssGrowthBytes << " " << m.reservedBytes << "\n";
   }
   finishRendezvous(*store, *env, o.timeoutSeconds);
   return 0;

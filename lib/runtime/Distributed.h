@@ -6,13 +6,16 @@
 //     -> 8 workers `spmd-run --worker llama.spmd ...` with RANK=0..7, WORLD_SIZE=8, ...
 //     -> rank 0 writes out.safetensors; the launcher checks it against llama.pt2 run on one device
 //   spmd-run: 8 ranks, 1.2 s wall, step 14.1 ms, 57,344 B sent per rank (max)
+//     memory per rank (max): state 2,097,152 B, peak 3,145,728 B (predicted 3,100,000 B, -1.4%), ...
 #pragma once
 
+#include <functional>
 #include <optional>
 #include <ostream>
 #include <string>
 #include <vector>
 
+#include "program/Program.h"
 #include "runtime/TensorIO.h"
 
 namespace spmd::runtime {
@@ -44,9 +47,13 @@ struct DistributedOptions {
   int repeat = 1;           ///< executions per worker (benchmarks); the last one's outputs are written
   bool quiet = false;
   std::string statsDir;  ///< worker: where to write its statistics (set by the launcher)
-  /// Launcher: JSON file of each of this node's ranks' measured peak memory,
+  /// Launcher: JSON file of each of this node's ranks' measured memory,
   /// step time and bytes sent ({"format": 1, "program", "mesh", "ranks"}).
   std::string profile;
+  /// Launcher: the compiler's per-rank peak estimate of a program, printed
+  /// beside the measured peak (set by the tool, which links the compiler's
+  /// passes; unset: not printed).
+  std::function<int64_t(const program::Program&)> predictPeakBytes;
   int steps = 1;  ///< train steps (mutation outputs update the weights in between)
   /// JSON lines {"step", "loss", "step_ms"}, written by rank 0; a non-finite
   /// loss is written as null. On --resume, lines of steps at or after the

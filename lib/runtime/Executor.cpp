@@ -11,12 +11,15 @@
 #include "runtime/Executor.h"
 
 #include "runtime/CollectiveOps.h"
+#include "runtime/MemoryMeter.h"
 
 #include <ATen/core/Tensor.h>
 #include <c10/core/DeviceGuard.h>
 #include <c10/core/InferenceMode.h>
 
 #include <algorithm>
+#include <cstdio>
+#include <cstdlib>
 #include <sstream>
 
 namespace spmd::runtime {
@@ -268,6 +271,14 @@ void Executor::runStep(const Step& step) {
         if (slot.elementIds[e] >= 0) list.set(e, slot.emptyElement);
     }
   }
+  // Debugging the memory estimate: live tensor bytes while the step's
+  // results and last-read operands coexist (passes::liveRanges' node figure).
+  static const bool trace = std::getenv("SPMD_MEMORY_TRACE") != nullptr;
+  if (trace)
+    std::fprintf(stderr, "memory %zu %lld %lld %s\n", static_cast<size_t>(&step - steps_.data()),
+                 static_cast<long long>(MemoryMeter::activeCurrentBytes()),
+                 static_cast<long long>(MemoryMeter::activePeakBytes()),
+                 labels_[static_cast<size_t>(&step - steps_.data())].c_str());
   for (uint32_t k = step.freeBegin; k < step.freeEnd; ++k)
     values_[static_cast<size_t>(frees_[k])] = c10::IValue();
 }

@@ -7,8 +7,6 @@
 
 #include <algorithm>
 #include <chrono>
-#include <cstdio>
-#include <fstream>
 #include <optional>
 #include <string>
 #include <thread>
@@ -16,14 +14,11 @@
 #include "runtime/BuildInfo.h"
 #include "runtime/Checkpoint.h"
 #include "runtime/CollectiveOps.h"
+#include "runtime/MemoryMeter.h"
 #include "runtime/Runner.h"
 #include "runtime/TypeMap.h"
 #include "runtime/Weights.h"
 #include "sharding/SymbolicShard.h"
-
-#ifdef SPMD_TORCH_CUDA
-#include <c10/cuda/CUDACachingAllocator.h>
-#endif
 
 namespace spmd::runtime {
 namespace {
@@ -133,46 +128,6 @@ Status agreeOnResume(c10d::Store& store, int64_t rank, int64_t world, const Stat
   return Status::ok();
 }
 
-// A "<key>: <n> kB" line of /proc/self/status in bytes; 0 when absent.
-int64_t procStatusBytes(const std::string& key) {
-  std::ifstream f("/proc/self/status");
-  std::string line;
-  while (std::getline(f, line))
-    if (long long kb = 0;
-        line.rfind(key + ":", 0) == 0 && std::sscanf(line.c_str() + key.size() + 1, "%lld", &kb) == 1)
-      return static_cast<int64_t>(kb) * 1024;
-  return 0;
-}
-
-// Measures a rank's peak memory from its construction (just before the
-// weights load) to peak(): see RankResult::peakBytes.
-class PeakMemory {
- public:
-  explicit PeakMemory(c10::Device device) : device_(device) {
-#ifdef SPMD_TORCH_CUDA
-    if (device_.is_cuda()) {
-      c10::cuda::CUDACachingAllocator::resetPeakStats(device_.index());
-      return;
-    }
-#endif
-    // "5" resets VmHWM to the current RSS (Linux >= 4.0); without it the
-    // peak may include what the process held before.
-    std::ofstream("/proc/self/clear_refs") << "5";
-    base_ = procStatusBytes("VmRSS");
-  }
-  int64_t peak() const {
-#ifdef SPMD_TORCH_CUDA
-    if (device_.is_cuda())
-      return c10::cuda::CUDACachingAllocator::getDeviceStats(device_.index()).allocated_bytes[0].peak;
-#endif
-    return std::max<int64_t>(0, procStatusBytes("VmHWM") - base_);
-  }
-
- private:
-  c10::Device device_;
-  int64_t base_ = 0;
-};
-
 }  // namespace
 
 Status checkGlobalInputs(const program::Program& p, const TensorMap& inputs) {
@@ -269,7 +224,7 @@ Expected<RankResult> runRank(const program::LoadedProgram& lp, int64_t rank,
   const program::Program& p = lp.program();
   auto where = [&](const Status& s) { return s.withContext("rank " + std::to_string(rank)); };
   selectDevice(options.device);
-  PeakMemory memory(options.device);
+  RankMemoryProbe memory(options.device);
   SPMD_ASSIGN_OR_RETURN(TensorMap weights, loadRankWeights(lp, rank, options.device));
   int64_t firstStep = 0;
   if (!options.resume.empty()) {
@@ -303,6 +258,7 @@ Expected<RankResult> runRank(const program::LoadedProgram& lp, int64_t rank,
     if (mutation && weights.count(o.target)) updates.emplace_back(names[i], weights.at(o.target));
   }
   RankResult result;
+  memory.markState();
   Expected<TensorMap> outputs = Status::error("program did not run");
   int runs = std::max(options.repeat, 1) * std::max(options.steps, 1);
   std::vector<double> seconds;
@@ -311,6 +267,8 @@ Expected<RankResult> runRank(const program::LoadedProgram& lp, int64_t rank,
     // Batches continue where the checkpoint left off (bit-exact resume).
     size_t batch = static_cast<size_t>(firstStep + i) % batches.size();
     (*comm)->setSymbols(symbols[batch]);
+    // The last step's outputs (new weights, gradients) go before this one runs.
+    outputs = Status::error("program did not run");
     outputs = runner->execute(batches[batch]);
     if (!outputs) return where(outputs.status());
     SPMD_RETURN_IF_ERROR(where((*comm)->waitAll()));
@@ -331,6 +289,7 @@ Expected<RankResult> runRank(const program::LoadedProgram& lp, int64_t rank,
           where(saveCheckpoint(options.save, p, rank, weights, firstStep + i + 1, *store, options.keep)));
   }
   result.stepSeconds = medianStepSeconds(seconds);
+  result.memory = memory.figures();  // before gathering outputs
   try {
     for (size_t i = 0; i < names.size() && i < p.outputs.size(); ++i) {
       if (names[i].empty()) continue;
@@ -347,12 +306,11 @@ Expected<RankResult> runRank(const program::LoadedProgram& lp, int64_t rank,
                          ": gathering outputs failed: " + what.substr(0, what.find('\n')));
   }
   result.stats = (*comm)->stats();
-  result.peakBytes = memory.peak();
   return result;
 }
 
-Expected<RankResult> runThreaded(const program::LoadedProgram& program, const TensorMap& inputs,
-                                 const RankOptions& options) {
+Expected<std::vector<RankResult>> runThreadedRanks(const program::LoadedProgram& program,
+                                                   const TensorMap& inputs, const RankOptions& options) {
   int64_t n = program.program().mesh.numRanks();
   auto store = c10::make_intrusive<c10d::HashStore>();
   std::vector<std::optional<Expected<RankResult>>> results(static_cast<size_t>(n));
@@ -361,9 +319,18 @@ Expected<RankResult> runThreaded(const program::LoadedProgram& program, const Te
     threads.emplace_back(
         [&, r] { results[static_cast<size_t>(r)] = runRank(program, r, store, inputs, options); });
   for (auto& t : threads) t.join();
-  for (auto& r : results)
+  std::vector<RankResult> out;
+  for (auto& r : results) {
     if (!r->hasValue()) return r->status();
-  return std::move(*results[0]);
+    out.push_back(std::move(**r));
+  }
+  return out;
+}
+
+Expected<RankResult> runThreaded(const program::LoadedProgram& program, const TensorMap& inputs,
+                                 const RankOptions& options) {
+  SPMD_ASSIGN_OR_RETURN(std::vector<RankResult> ranks, runThreadedRanks(program, inputs, options));
+  return std::move(ranks[0]);
 }
 
 }  // namespace spmd::runtime

@@ -19,6 +19,7 @@
 
 #include "program/Reader.h"
 #include "runtime/Comm.h"
+#include "runtime/MemoryMeter.h"
 #include "runtime/TensorIO.h"
 
 namespace spmd::runtime {
@@ -60,12 +61,8 @@ struct RankResult {
   double stepSeconds = 0;
   /// The loss of each step (train-step programs).
   std::vector<double> losses;
-  /// Measured peak memory of this rank from loading its weights to the end
-  /// of the run: on a GPU the caching allocator's peak allocated bytes; on
-  /// the CPU the growth of the process's peak resident set (VmHWM) over the
-  /// RSS just before loading, so it includes allocator overhead and
-  /// temporaries (and, under runThreaded, every rank's). 0 when unknown.
-  int64_t peakBytes = 0;
+  /// This rank's measured memory (MemoryMeter.h).
+  RankMemory memory;
 };
 
 /// Runs rank `rank` of `program` with global inputs `inputs` (names as for
@@ -79,6 +76,11 @@ Expected<RankResult> runRank(const program::LoadedProgram& program, int64_t rank
 /// result. The first failing rank's error is returned.
 Expected<RankResult> runThreaded(const program::LoadedProgram& program, const TensorMap& inputs,
                                  const RankOptions& options = {});
+
+/// runThreaded, returning every rank's result in rank order (global outputs
+/// on rank 0's only).
+Expected<std::vector<RankResult>> runThreadedRanks(const program::LoadedProgram& program,
+                                                   const TensorMap& inputs, const RankOptions& options = {});
 
 /// Checks global inputs against the program: every user input present
 /// (as "input.<i>" or by name), with the program's dtype and global shape,

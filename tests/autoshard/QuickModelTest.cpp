@@ -76,11 +76,13 @@ TEST_CASE("the quick model prices layouts as compiling them does") {
       if (!full || !q) continue;
       // Weights exactly; compute near (the same ops on the same local
       // shapes, without the expansion's and passes' copies); peak memory
-      // from below (no redistribution buffers, gathers not issued early).
+      // from below (no redistribution buffers, gathers not issued early;
+      // the full estimate counts an all-gather's staging copy too, so fsdp's
+      // gathered weights weigh up to 3x there: llama fsdp 4 is 4.5x).
       CHECK(q->paramBytes == full->paramBytes);
       CHECK(q->computeSeconds == Approx(full->computeSeconds).epsilon(0.5));
       CHECK(q->peakBytes <= full->peakBytes * 13 / 10);
-      CHECK(q->peakBytes >= full->peakBytes / 3);
+      CHECK(q->peakBytes >= full->peakBytes / 5);
       priced.push_back({name, q->stepSeconds(), full->stepSeconds()});
     }
     REQUIRE(priced.size() >= 8);

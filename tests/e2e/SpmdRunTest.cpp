@@ -236,6 +236,17 @@ TEST_CASE("a flipped weight byte is refused before any worker starts, naming the
   CHECK_FALSE(std::filesystem::exists(out));
 }
 
+TEST_CASE("the summary prints the measured memory beside the compiler's prediction") {
+  TempDir dir;
+  compileTo("llama", "fsdp", {2}, dir.file("llama.spmd"));
+  auto r = runCommand(kRun + " -n 2 " + dir.file("llama.spmd") + " --inputs " + inputsOf("llama"));
+  INFO(r.stderrText);
+  REQUIRE(r.exitCode == 0);
+  CHECK_THAT(r.stdoutText, Catch::Contains("  memory per rank (max): state "));
+  CHECK_THAT(r.stdoutText, Catch::Contains(" B (predicted "));
+  CHECK_THAT(r.stdoutText, Catch::Contains("RSS growth "));
+}
+
 TEST_CASE("--profile writes each rank's measured peak memory, step time and bytes sent") {
   TempDir dir;
   compileTo("llama", "schemas/examples/llama_tp.json", {2}, dir.file("llama.spmd"));
@@ -253,6 +264,9 @@ TEST_CASE("--profile writes each rank's measured peak memory, step time and byte
     CHECK(e["rank"] == rank);
     CHECK(e["peak_bytes"].get<int64_t>() > 0);
     CHECK(e["peak_bytes"].get<int64_t>() < (int64_t{1} << 30));
+    CHECK(e["state_bytes"].get<int64_t>() > 0);
+    CHECK(e["state_bytes"].get<int64_t>() <= e["peak_bytes"].get<int64_t>());
+    CHECK(e["rss_growth_bytes"].get<int64_t>() >= 0);
     CHECK(e["step_ms"].get<double>() > 0);
     CHECK(e["bytes_sent"].get<int64_t>() > 0);
   }

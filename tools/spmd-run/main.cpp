@@ -20,6 +20,7 @@
 #include <iostream>
 #include <string>
 
+#include "passes/Report.h"
 #include "pt2/Archive.h"
 #include "runtime/BuildInfo.h"
 #include "runtime/Calibrate.h"
@@ -210,6 +211,7 @@ int main(int argc, char** argv) {
   d.inputs = o.inputs;
   d.output = o.output;
   d.device = o.device;
+  d.predictPeakBytes = [](const program::Program& p) { return passes::estimateMemory(p).peakBytes; };
   // The libraries turn LibTorch's exceptions into errors where they call it;
   // one that slips through still ends in one line, not an abort.
   try {
