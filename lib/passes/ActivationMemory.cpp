@@ -2,26 +2,17 @@
 #include "passes/ActivationMemory.h"
 
 #include <algorithm>
-#include <set>
 #include <unordered_set>
 #include <vector>
+
+#include "passes/LayoutCost.h"
 
 namespace spmd::passes {
 namespace {
 
-// Ops whose result shares its input's storage.
-bool isView(const std::string& t) {
-  static const std::set<std::string> kViews = {
-      "aten.view.default", "aten._unsafe_view.default", "aten.reshape.default",   "aten.permute.default",
-      "aten.t.default",    "aten.transpose.int",        "aten.expand.default",    "aten.slice.Tensor",
-      "aten.select.int",   "aten.alias.default",        "aten.unsqueeze.default", "aten.squeeze.dim",
-      "aten.squeeze.dims", "aten.detach.default",       "aten.as_strided.default"};
-  return kViews.count(t) != 0;
-}
-
 // The value whose storage `v` uses: up through view ops.
 const ir::Value* storageOf(const ir::Value* v) {
-  while (v->producer() != nullptr && isView(v->producer()->target())) {
+  while (v->producer() != nullptr && isViewOp(v->producer()->target())) {
     const ir::Argument* self = v->producer()->input("self");
     if (self == nullptr || self->value() == nullptr) break;
     v = self->value();
