@@ -55,13 +55,7 @@ ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT / "python"))
 
 CONFIG = dict(layers=4, hidden=64, heads=4, vocab=256, batch=2, seq=16)
-TP_RULES = [
-    {"match": "*self_attn.[qkv]_proj.weight", "placements": {"tp": "S(0)"}},
-    {"match": "*self_attn.o_proj.weight", "placements": {"tp": "S(1)"}},
-    {"match": "*mlp.gate_proj.weight", "placements": {"tp": "S(0)"}},
-    {"match": "*mlp.up_proj.weight", "placements": {"tp": "S(0)"}},
-    {"match": "*mlp.down_proj.weight", "placements": {"tp": "S(1)"}},
-]
+from hf_llama_sp_lp import TP_RULES  # noqa: E402  (the same Megatron split of the same model)
 POLICIES = {"none": None, "full": "full", "selective": {"save": ["aten.mm"]}}
 
 

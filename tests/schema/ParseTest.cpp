@@ -10,22 +10,13 @@
 #include <fstream>
 #include <sstream>
 
+#include "ParseUtil.h"
 #include "schema/PlacementSchema.h"
 
 using spmd::sharding::Placement;
 using spmd::sharding::ReduceOp;
 using namespace spmd::schema;
-
-namespace {
-
-/// The error message of parsing `text` as "s.json"; fails the test if it parses.
-std::string parseError(const std::string& text) {
-  auto s = parsePlacementSchema(text, "s.json");
-  REQUIRE_FALSE(s.hasValue());
-  return s.status().message();
-}
-
-}  // namespace
+using spmd::schema::test::parseError;
 
 TEST_CASE("a full schema parses into rules", "[schema][parse]") {
   auto s = parsePlacementSchema(R"js({

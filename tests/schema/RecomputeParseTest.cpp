@@ -3,23 +3,16 @@
 
 #include <map>
 
+#include "ParseUtil.h"
 #include "schema/PlacementSchema.h"
 
 using namespace spmd::schema;
+using spmd::schema::test::parseError;
 
 namespace {
 
 std::vector<RecomputeRule> rulesOf(const std::string& text) {
-  auto s = parsePlacementSchema(text, "s.json");
-  INFO(s.status().message());
-  REQUIRE(s.hasValue());
-  return s->recompute;
-}
-
-std::string parseError(const std::string& text) {
-  auto s = parsePlacementSchema(text, "s.json");
-  REQUIRE_FALSE(s.hasValue());
-  return s.status().message();
+  return spmd::schema::test::parsedSchema(text).recompute;
 }
 
 }  // namespace

@@ -2,24 +2,17 @@
 // asks for the same (passes/SequenceParallel.h does the work).
 #include "../TestCatch.h"
 
+#include "ParseUtil.h"
 #include "schema/FromHf.h"
 #include "schema/PlacementSchema.h"
 
 using namespace spmd::schema;
+using spmd::schema::test::parseError;
 
 namespace {
 
 std::optional<SequenceParallelRequest> requestOf(const std::string& text) {
-  auto s = parsePlacementSchema(text, "s.json");
-  INFO(s.status().message());
-  REQUIRE(s.hasValue());
-  return s->sequenceParallel;
-}
-
-std::string parseError(const std::string& text) {
-  auto s = parsePlacementSchema(text, "s.json");
-  REQUIRE_FALSE(s.hasValue());
-  return s.status().message();
+  return spmd::schema::test::parsedSchema(text).sequenceParallel;
 }
 
 }  // namespace
