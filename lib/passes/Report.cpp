@@ -191,6 +191,17 @@ std::vector<LiveRange> liveRanges(const ir::ExportedProgram& program) {
 
 std::vector<LiveRange> liveRanges(const program::Program& program) { return liveRanges(program.graph); }
 
+namespace {
+
+// " at %node (file.py:12: code)": where the estimated peak is reached.
+std::string peakWhere(const MemoryEstimate& m) {
+  if (m.peakNode == nullptr) return "";
+  std::string line = ir::userSourceLine(m.peakNode->metadata().stackTrace);
+  return " at %" + m.peakNode->name() + (line.empty() ? "" : " (" + line + ")");
+}
+
+}  // namespace
+
 MemoryEstimate estimateMemory(const program::Program& program) {
   MemoryEstimate m;
   for (const auto& w : program.weights) {
@@ -205,9 +216,12 @@ MemoryEstimate estimateMemory(const program::Program& program) {
     delta[static_cast<size_t>(r.last) + 1] -= r.bytes;
   }
   int64_t peak = 0, live = 0;
+  const auto& nodes = program.graph.graph.nodes();
   for (size_t i = 0; i + 1 < delta.size(); ++i) {
     live += delta[i];
-    peak = std::max(peak, live);
+    if (live <= peak) continue;
+    peak = live;
+    if (i < nodes.size()) m.peakNode = nodes[i].get();
   }
   m.peakBytes = m.paramBytes + peak;
   return m;
@@ -245,6 +259,10 @@ std::string reportJson(const CompileResult& r, const ReportExtras& extras) {
   j["collectives"] = list;
   MemoryEstimate m = estimateMemory(p);
   j["per_rank"] = {{"param_bytes", m.paramBytes}, {"peak_bytes_estimate", m.peakBytes}};
+  if (m.peakNode != nullptr) {
+    j["per_rank"]["peak_node"] = m.peakNode->name();
+    j["per_rank"]["peak_source_line"] = ir::userSourceLine(m.peakNode->metadata().stackTrace);
+  }
   j["per_rank"]["saved_activation_bytes"] = estimateSavedActivations(p).savedBytes;
   // Uneven shards: each rank's local shape and the padding collectives add.
   nlohmann::ordered_json uneven = nlohmann::ordered_json::array();
@@ -293,7 +311,7 @@ std::string summaryText(const CompileResult& r, const std::string& input, const 
     out += "  ... " + std::to_string(p.collectives.size() - kShown) + " more (see --report)\n";
   MemoryEstimate m = estimateMemory(p);
   out += "  per rank: " + withCommas(m.paramBytes) + " B of weights, peak estimate " +
-         withCommas(m.peakBytes) + " B\n";
+         withCommas(m.peakBytes) + " B" + peakWhere(m) + "\n";
   if (auto uneven = program::unevenTensors(p); !uneven.empty()) {
     int64_t padding = 0;
     for (const auto& u : uneven) padding += u.paddingBytes;

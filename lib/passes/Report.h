@@ -18,6 +18,8 @@ namespace spmd::passes {
 struct MemoryEstimate {
   int64_t paramBytes = 0;  ///< local parameter, buffer and constant bytes
   int64_t peakBytes = 0;   ///< weights + largest sum of live activations
+  /// The node during which the peak is first reached; null without nodes.
+  const ir::Node* peakNode = nullptr;
 };
 
 /// When one storage the program allocates is live, as the executor holds

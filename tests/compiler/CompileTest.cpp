@@ -480,6 +480,8 @@ TEST_CASE("the report names every collective and its reason") {
   }
   CHECK(j["per_rank"]["param_bytes"].get<int64_t>() > 0);
   CHECK(j["per_rank"]["peak_bytes_estimate"].get<int64_t>() > j["per_rank"]["param_bytes"].get<int64_t>());
+  CHECK(!j["per_rank"]["peak_node"].get<std::string>().empty());  // where the peak is reached
+  CHECK(j["per_rank"].contains("peak_source_line"));
   CHECK(j["timings_ms"].contains("propagation"));
 }
 
