@@ -199,18 +199,21 @@ Expected<ir::Node*> cloneNode(ir::Graph& g, const ir::Node& n,
     for (ir::Value*& v : a.arg.values)
       if (v)
         if (auto it = remap.find(v); it != remap.end()) v = it->second;
+  // The clone is named as the original is: after its result when it has
+  // one of the node's name.
+  const std::string name = freshName(g, n.name() + "_rc");
   std::vector<ir::Argument> outputs = n.outputs();
   for (ir::Argument& a : outputs)
     for (ir::Value*& v : a.values) {
       if (!v) continue;
-      SPMD_ASSIGN_OR_RETURN(ir::Value * c, g.addValue(freshName(g, v->name() + "_rc"), v->kind()));
+      const std::string valueName = v->name() == n.name() ? name : freshName(g, v->name() + "_rc");
+      SPMD_ASSIGN_OR_RETURN(ir::Value * c, g.addValue(valueName, v->kind()));
       c->mutableType() = v->type();
       c->setSymValue(v->symValue());
       remap[v] = c;
       v = c;
     }
-  SPMD_ASSIGN_OR_RETURN(ir::Node * c, g.addNode(freshName(g, n.name() + "_rc"), n.target(), std::move(inputs),
-                                                std::move(outputs)));
+  SPMD_ASSIGN_OR_RETURN(ir::Node * c, g.addNode(name, n.target(), std::move(inputs), std::move(outputs)));
   c->mutableMetadata() = n.metadata();
   c->mutableMetadata().other["spmd_recompute"] = n.name();
   return c;
