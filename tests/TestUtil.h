@@ -6,6 +6,7 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <filesystem>
 #include <string>
 #include <vector>
@@ -31,11 +32,12 @@ class TempDir {
   const std::filesystem::path& path() const { return path_; }
   /// The path of `name` inside the directory (not created).
   std::string file(const std::string& name) const { return (path_ / name).string(); }
-  /// Names of the directory's entries.
+  /// Names of the directory's entries, sorted.
   std::vector<std::string> list() const {
     std::vector<std::string> names;
     for (const auto& e : std::filesystem::directory_iterator(path_))
       names.push_back(e.path().filename().string());
+    std::sort(names.begin(), names.end());
     return names;
   }
 

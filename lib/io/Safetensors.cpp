@@ -156,6 +156,7 @@ Expected<SafetensorsFile> SafetensorsFile::open(const std::string& path) {
   }
   if (!header.is_object()) return Status::error(path + ": header is not a JSON object");
 
+  f.headerEnd_ = kLengthBytes + headerLen;
   const uint8_t* base = p + kLengthBytes + headerLen;
   const uint64_t dataSize = size - kLengthBytes - headerLen;
   for (auto it = header.begin(); it != header.end(); ++it) {

@@ -56,12 +56,18 @@ class SafetensorsFile {
   const SafetensorsEntry* find(std::string_view name) const;
   /// The "__metadata__" strings (empty when the header has none).
   const std::map<std::string, std::string>& metadata() const { return metadata_; }
+  /// The file's size in bytes.
+  uint64_t size() const { return file_.size(); }
+  /// The 8-byte header length and the JSON header: what names, dtypes,
+  /// shapes and offsets of every tensor (a checksum of it fingerprints them).
+  std::string_view headerBytes() const { return file_.view().substr(0, static_cast<size_t>(headerEnd_)); }
 
  private:
   MappedFile file_;
   std::vector<std::string> names_;
   std::vector<SafetensorsEntry> entries_;
   std::map<std::string, std::string> metadata_;
+  uint64_t headerEnd_ = 0;
 };
 
 /// A tensor to write: `bytes` contiguous little-endian bytes at `data`

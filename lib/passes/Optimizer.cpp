@@ -205,7 +205,7 @@ OptimizerWeightSource::OptimizerWeightSource(const program::WeightSource& base,
                                              const program::Program& program)
     : base_(base) {
   for (const auto& w : program.weights) {
-    if (w.fqn.rfind(kOptimizerPrefix, 0) != 0) continue;
+    if (w.fqn.rfind(kOptimizerPrefix, 0) != 0 || w.source) continue;  // by reference: the runtime's zeros
     int64_t n = ir::elementSize(w.dtype);
     for (int64_t d : w.globalShape) n *= d;
     zeros_.emplace(w.fqn, std::vector<std::byte>(static_cast<size_t>(n)));

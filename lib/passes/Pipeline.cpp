@@ -11,6 +11,7 @@
 #include "passes/Passes.h"
 #include "passes/Report.h"
 #include "passes/SequenceParallel.h"
+#include "program/ExternalWeights.h"
 #include "program/ProgramJson.h"
 #include "schema/ForeignOps.h"
 #include "schema/Resolve.h"
@@ -37,7 +38,12 @@ class PhaseTimer {
   Clock::time_point start_ = Clock::now();
 };
 
-void fillWeights(const pt2::Archive& archive, program::Program& p) {
+// Weight entries of every stored input. By reference (an archive exported
+// with `--hf DIR`, unless --embed-weights): parameters point at their
+// checkpoint tensor and optimizer states start as zeros the runtime makes.
+void fillWeights(const pt2::Archive& archive, program::Program& p, bool embed) {
+  bool byReference = !embed && !archive.weightsRoot.empty();
+  if (byReference) p.weightsRoot = archive.weightsRoot;
   for (size_t i = 0; i < p.graph.signature.inputs.size(); ++i) {
     const ir::InputSpec& in = p.graph.signature.inputs[i];
     bool stored = ir::isStored(in.kind);
@@ -49,6 +55,10 @@ void fillWeights(const pt2::Archive& archive, program::Program& p) {
     for (const auto& d : p.inputs[i].globalType.sizes) w.globalShape.push_back(d.value());
     for (const auto& d : in.value->type().sizes) w.localShape.push_back(d.value());
     w.spec = p.inputs[i].spec;
+    if (byReference && t && t->external)
+      w.source = program::WeightSourceRef{.file = t->external->file, .tensor = t->external->tensor};
+    else if (byReference && !t && w.fqn.rfind(kOptimizerPrefix, 0) == 0)
+      w.source = program::WeightSourceRef{.zeros = true};
     p.weights.push_back(std::move(w));
   }
 }
@@ -155,7 +165,9 @@ Expected<CompileResult> compile(pt2::Archive& archive, const schema::PlacementSc
   r.program = std::move(*expanded);
   timer.done("expansion");
 
-  fillWeights(archive, r.program);  // before the passes: recompute's "auto" counts them
+  fillWeights(archive, r.program, options.embedWeights);  // before the passes: recompute's "auto" counts them
+  if (Status st = program::recordSources(r.program); !st.isOk()) return st.withContext(archive.path);
+  timer.done("weight sources");
   std::string choice;
   auto recompute = resolveRecompute(r.program, schema.recompute, options, choice);
   if (!recompute) return recompute.status().withContext(archive.path);

@@ -38,6 +38,9 @@ struct CompileOptions {
   OptimizerOptions optimizer;
   /// --memory-budget: per-rank bytes a "recompute": "auto" plan must fit.
   std::optional<int64_t> memoryBudget;
+  /// --embed-weights: copy an archive's by-reference weights into the
+  /// program instead of pointing at their checkpoint files.
+  bool embedWeights = false;
 };
 
 /// What compile() produced besides the program.

@@ -151,11 +151,16 @@ std::string weights(const Program& p) {
   for (const auto& w : p.weights) {
     uint64_t perRank = 0;
     for (const auto& b : w.shards) perRank = std::max(perRank, b.bytes);
+    std::string from = "blobs " + std::to_string(w.shards.size());
+    if (w.source) {  // by reference: rank 0's region, in the program's dtype
+      perRank = static_cast<uint64_t>(ir::elementSize(w.dtype));
+      for (int64_t d : w.localShape) perRank *= static_cast<uint64_t>(d);
+      from = w.source->zeros ? "zeros" : "from " + w.source->file + ":" + w.source->tensor;
+    }
     total += static_cast<int64_t>(perRank);
     s += "weight " + w.fqn + "  " + specStr(w.spec) + " " + std::string(ir::scalarTypeName(w.dtype)) +
-         shapeStr(w.globalShape) + " -> " + shapeStr(w.localShape) + "  blobs " +
-         std::to_string(w.shards.size()) + "  bytes/rank " + std::to_string(perRank) +
-         perRankStr(w.globalShape, w.spec, p.mesh, w.dtype) + "\n";
+         shapeStr(w.globalShape) + " -> " + shapeStr(w.localShape) + "  " + from + "  bytes/rank " +
+         std::to_string(perRank) + perRankStr(w.globalShape, w.spec, p.mesh, w.dtype) + "\n";
   }
   s += "weights " + std::to_string(p.weights.size()) + "  bytes/rank " + std::to_string(total) + "\n";
   return s;

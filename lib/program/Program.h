@@ -12,6 +12,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -25,8 +26,11 @@ namespace spmd::program {
 /// The .spmd format major version this build writes; readers accept an
 /// equal major (and any minor). 2: a checksum on the JSON and on every blob.
 constexpr int kFormatVersion = 2;
-/// The .spmd format minor version this build writes.
+/// The .spmd format minor version this build writes for a program whose
+/// weights are all in the file (kFormatMinorByReference when some are not).
 constexpr int kFormatMinor = 0;
+/// 2.1: weights by reference (a WeightEntry's `source`, Program::weightsRoot).
+constexpr int kFormatMinorByReference = 1;
 
 /// Placement and global type of one graph input or output.
 struct BoundaryInfo {
@@ -58,6 +62,31 @@ struct ShardBlob {
   uint64_t checksum = 0;  ///< XXH3-64 of the blob's bytes (see Format.h)
 };
 
+/// Where a weight's bytes come from when the program does not hold them
+/// (weights by reference, docs/WEIGHTS.md):
+///
+///   weight model.embed_tokens.weight  bf16[32000, 2048]  [S(0)]
+///     source {file "model-00001-of-00002.safetensors", tensor
+///             "model.embed_tokens.weight", dtype bf16, file_bytes 4965..,
+///             header_xxh3 .., sample_xxh3 ..}
+///   rank 3 of 8 reads rows [12000, 16000) of the file's tensor, nothing else.
+///
+/// Or `zeros`: the runtime makes the tensor (optimizer states start so).
+struct WeightSourceRef {
+  bool zeros = false;
+  /// Safetensors file, relative to Program::weightsRoot unless absolute.
+  std::string file;
+  /// The tensor's name in that file.
+  std::string tensor;
+  /// The file's dtype; the runtime converts to the entry's where they differ.
+  ir::ScalarType dtype = ir::ScalarType::Unknown;
+  /// Integrity record taken at compile time (see ExternalWeights.h): the
+  /// file's size, XXH3 of its header, XXH3 of sampled blocks of the tensor.
+  uint64_t fileBytes = 0;
+  uint64_t headerChecksum = 0;
+  uint64_t sampleChecksum = 0;
+};
+
 /// A parameter, buffer or constant, stored sharded.
 struct WeightEntry {
   std::string fqn;
@@ -65,8 +94,11 @@ struct WeightEntry {
   std::vector<int64_t> globalShape;
   std::vector<int64_t> localShape;
   sharding::ShardingSpec spec;
-  /// One blob per distinct shard (contiguous, row-major local tensor).
+  /// One blob per distinct shard (contiguous, row-major local tensor);
+  /// empty when `source` is set.
   std::vector<ShardBlob> shards;
+  /// Set when the bytes live outside the program (by reference).
+  std::optional<WeightSourceRef> source;
 };
 
 /// A compiled distributed program.
@@ -82,10 +114,22 @@ struct Program {
   std::vector<BoundaryInfo> inputs;
   std::vector<BoundaryInfo> outputs;
   std::vector<WeightEntry> weights;
+  /// Folder that relative WeightSourceRef files are found in (recorded at
+  /// compile time; spmd-run --weights-root overrides it). Empty when no
+  /// weight is by reference.
+  std::string weightsRoot;
   std::vector<CollectiveRecord> collectives;
   /// Free-form provenance: source file, schema, compiler version, options
   /// (keys unique; `spmdc dump` leaves out machine-specific entries).
   std::vector<std::pair<std::string, std::string>> provenance;
 };
+
+/// The format minor version `p` is written in: the lowest that can hold it,
+/// so programs without weights by reference stay byte-identical to 2.0's.
+inline int formatMinorFor(const Program& p) {
+  for (const auto& w : p.weights)
+    if (w.source) return kFormatMinorByReference;
+  return kFormatMinor;
+}
 
 }  // namespace spmd::program

@@ -75,6 +75,17 @@ Status writeBoundary(JsonWriter& w, const Program& p, bool inputs) {
   return Status::ok();
 }
 
+void writeSource(JsonWriter& w, const WeightSourceRef& s) {
+  w.key("source").beginObject();
+  if (s.zeros) {
+    w.key("zeros").boolean(true).endObject();
+    return;
+  }
+  w.key("file").string(s.file).key("tensor").string(s.tensor).key("dtype").integer(static_cast<int>(s.dtype));
+  w.key("file_bytes").unsignedInteger(s.fileBytes).key("header_xxh3").string(checksumHex(s.headerChecksum));
+  w.key("sample_xxh3").string(checksumHex(s.sampleChecksum)).endObject();
+}
+
 Status writeWeights(JsonWriter& w, const Program& p) {
   w.beginArray();
   for (const auto& e : p.weights) {
@@ -87,7 +98,9 @@ Status writeWeights(JsonWriter& w, const Program& p) {
       w.key("offset").unsignedInteger(s.offset).key("bytes").unsignedInteger(s.bytes);
       w.key("xxh3").string(checksumHex(s.checksum)).endObject();
     }
-    w.endArray().endObject();
+    w.endArray();
+    if (e.source) writeSource(w, *e.source);
+    w.endObject();
   }
   w.endArray();
   return Status::ok();
@@ -110,7 +123,7 @@ Status writeProgramJson(JsonWriter& w, const Program& p) {
   for (const auto& [k, v] : p.provenance)
     if (!seen.insert(k).second) return Status::error("provenance key '" + k + "' appears twice");
   w.beginObject().key("format_version").beginObject();
-  w.key("major").integer(kFormatVersion).key("minor").integer(kFormatMinor).endObject();
+  w.key("major").integer(kFormatVersion).key("minor").integer(formatMinorFor(p)).endObject();
   w.key("name").string(p.graph.name);
   w.key("mesh").beginObject().key("shape").integers(p.mesh.shape());
   w.key("axes").strings(p.mesh.axisNames()).endObject();
@@ -120,6 +133,7 @@ Status writeProgramJson(JsonWriter& w, const Program& p) {
   SPMD_RETURN_IF_ERROR(writeBoundary(w, p, false));
   w.key("weights");
   SPMD_RETURN_IF_ERROR(writeWeights(w, p));
+  if (!p.weightsRoot.empty()) w.key("weights_root").string(p.weightsRoot);
   w.key("collectives");
   writeCollectives(w, p);
   w.key("provenance").beginObject();
@@ -228,6 +242,30 @@ Expected<std::vector<BoundaryInfo>> readBoundary(element root, const char* key) 
   return out;
 }
 
+Expected<WeightSourceRef> readSource(element e, const std::string& where) {
+  WeightSourceRef s;
+  bool zeros = false;
+  if (e["zeros"].get_bool().get(zeros) == SUCCESS) {
+    if (!zeros) return fieldError(where, "zeros", "true");
+    s.zeros = true;
+    return s;
+  }
+  SPMD_ASSIGN_OR_RETURN(s.file, readString(e, "file", where));
+  SPMD_ASSIGN_OR_RETURN(s.tensor, readString(e, "tensor", where));
+  SPMD_ASSIGN_OR_RETURN(int64_t dtype, readInt(e, "dtype", where));
+  auto st = ir::scalarTypeFromSchema(dtype);
+  if (!st || *st == ir::ScalarType::Unknown)
+    return Status::error(where + ": unknown dtype " + std::to_string(dtype));
+  s.dtype = *st;
+  SPMD_ASSIGN_OR_RETURN(s.fileBytes, readUint(e, "file_bytes", where));
+  for (auto [key, out] : {std::pair<const char*, uint64_t*>{"header_xxh3", &s.headerChecksum},
+                          {"sample_xxh3", &s.sampleChecksum}}) {
+    SPMD_ASSIGN_OR_RETURN(std::string sum, readString(e, key, where));
+    if (!parseChecksumHex(sum, *out)) return fieldError(where, key, "16 lowercase hex digits");
+  }
+  return s;
+}
+
 Expected<WeightEntry> readWeight(element item, const std::string& where) {
   WeightEntry w;
   SPMD_ASSIGN_OR_RETURN(w.fqn, readString(item, "fqn", where));
@@ -249,6 +287,10 @@ Expected<WeightEntry> readWeight(element item, const std::string& where) {
     SPMD_ASSIGN_OR_RETURN(std::string sum, readString(s, "xxh3", sw));
     if (!parseChecksumHex(sum, b.checksum)) return fieldError(sw, "xxh3", "16 lowercase hex digits");
     w.shards.push_back(std::move(b));
+  }
+  element source;
+  if (item["source"].get(source) == SUCCESS) {
+    SPMD_ASSIGN_OR_RETURN(w.source, readSource(source, where + ".source"));
   }
   return w;
 }
@@ -308,6 +350,8 @@ Status readParts(element root, Program& p) {
                           readWeight(w, "weights[" + std::to_string(p.weights.size()) + "]"));
     p.weights.push_back(std::move(entry));
   }
+  std::string_view weightsRoot;
+  if (root["weights_root"].get_string().get(weightsRoot) == SUCCESS) p.weightsRoot = std::string(weightsRoot);
   SPMD_ASSIGN_OR_RETURN(array collectives, readArray(root, "collectives", "program"));
   for (element c : collectives) {
     SPMD_ASSIGN_OR_RETURN(CollectiveRecord r,

@@ -110,9 +110,34 @@ Expected<std::span<const std::byte>> LoadedProgram::shardFor(const WeightEntry& 
 }
 
 Status LoadedProgram::verifyWeights() const {
-  for (const WeightEntry& w : program_->weights)
+  for (const WeightEntry& w : program_->weights) {
     for (const ShardBlob& b : w.shards) SPMD_RETURN_IF_ERROR(blob(w, b).status());
+    SPMD_RETURN_IF_ERROR(sources_->verify(w).withContext(path()));
+  }
   return Status::ok();
+}
+
+ir::ScalarType LoadedProgram::storedDtype(const WeightEntry& entry) {
+  return entry.source && !entry.source->zeros ? entry.source->dtype : entry.dtype;
+}
+
+Status LoadedProgram::readShard(const WeightEntry& entry, int64_t rank, std::span<std::byte> out) const {
+  if (entry.source) {
+    if (rank < 0 || rank >= program_->mesh.numRanks())
+      return Status::error(path() + ": rank " + std::to_string(rank) + " is outside mesh " +
+                           program_->mesh.str());
+    return sources_->readShard(entry, program_->mesh, rank, out).withContext(path());
+  }
+  SPMD_ASSIGN_OR_RETURN(std::span<const std::byte> bytes, shardFor(entry, rank));
+  if (bytes.size() != out.size())
+    return Status::error(path() + ": weight '" + entry.fqn + "' blob has " + std::to_string(bytes.size()) +
+                         " bytes, its local shape needs " + std::to_string(out.size()));
+  if (!bytes.empty()) std::memcpy(out.data(), bytes.data(), bytes.size());
+  return Status::ok();
+}
+
+void LoadedProgram::setWeightsRoot(const std::string& root) {
+  sources_ = std::make_unique<SourceFiles>(root);
 }
 
 Expected<LoadedProgram> readProgram(const std::string& path) {
@@ -127,6 +152,7 @@ Expected<LoadedProgram> readProgram(const std::string& path) {
   LoadedProgram out;
   out.program_ = std::make_unique<Program>(std::move(*program));
   out.dataStart_ = dataStart;
+  out.sources_ = std::make_unique<SourceFiles>(out.program_->weightsRoot);
   out.file_ = std::move(file);
   return out;
 }

@@ -22,6 +22,7 @@
 #include <string_view>
 
 #include "io/MappedFile.h"
+#include "program/ExternalWeights.h"
 #include "program/Program.h"
 #include "support/Status.h"
 
@@ -46,8 +47,21 @@ class LoadedProgram {
   /// does not match its checksum: the file is damaged: ...").
   Expected<std::span<const std::byte>> shardFor(const WeightEntry& entry, int64_t rank) const;
   /// Checks every blob of every weight against its checksum (reads the
-  /// whole data section); the first mismatch as shardFor words it.
+  /// whole data section), and every weight by reference against its
+  /// source's record (ExternalWeights.h); the first mismatch as shardFor or
+  /// SourceFiles::verify words it.
   Status verifyWeights() const;
+  /// The dtype readShard writes for `entry`: its source file's for a weight
+  /// by reference, else the entry's.
+  static ir::ScalarType storedDtype(const WeightEntry& entry);
+  /// Copies what `rank` holds of `entry` into `out` (row-major, its local
+  /// shape, storedDtype): its blob (checksum checked), its region of the
+  /// source file (nothing else of the file is read), or zeros. Errors as
+  /// shardFor's and SourceFiles::readShard's.
+  Status readShard(const WeightEntry& entry, int64_t rank, std::span<std::byte> out) const;
+  /// Finds relative weight source files under `root` instead of the folder
+  /// recorded at compile time (spmd-run --weights-root).
+  void setWeightsRoot(const std::string& root);
 
  private:
   friend Expected<LoadedProgram> readProgram(const std::string& path);
@@ -56,6 +70,7 @@ class LoadedProgram {
   Expected<std::span<const std::byte>> blob(const WeightEntry& entry, const ShardBlob& b) const;
   io::MappedFile file_;
   std::unique_ptr<Program> program_;
+  std::unique_ptr<SourceFiles> sources_;
   uint64_t dataStart_ = 0;
 };
 

@@ -88,6 +88,15 @@ Status checkWeight(const WeightEntry& w, const sharding::Mesh& mesh, uint64_t da
   if (w.localShape != rank0)
     return Status::error(where + ": local shape " + intListStr(w.localShape) + " is not rank 0's shard " +
                          intListStr(rank0) + " of " + intListStr(w.globalShape) + " under " + w.spec.str());
+  if (w.source) {
+    if (!w.shards.empty())
+      return Status::error(where + ": has both a source and " + std::to_string(w.shards.size()) + " blobs");
+    if (!w.source->zeros && (w.source->file.empty() || w.source->tensor.empty()))
+      return Status::error(where + ": its source names no file or no tensor");
+    if (!w.source->zeros && ir::elementSize(w.source->dtype) <= 0)
+      return Status::error(where + ": its source has an unknown dtype");
+    return Status::ok();
+  }
   if (plans->size() != w.shards.size())
     return Status::error(where + ": " + std::to_string(w.shards.size()) + " blobs, but spec " + w.spec.str() +
                          " on mesh " + mesh.str() + " needs " + std::to_string(plans->size()));

@@ -8,6 +8,8 @@
 
 #include <cstring>
 
+#include "program/Verifier.h"
+
 namespace spmd::program {
 namespace {
 
@@ -52,6 +54,18 @@ Expected<std::span<const std::byte>> ArchiveWeightSource::globalBytes(const std:
   const pt2::TensorPayload* p = archive_.payload(fqn);
   if (!p)
     return Status::error("weight '" + fqn + "' is not a parameter, buffer or constant of " + archive_.path);
+  if (p->external) {
+    if (!files_) files_ = std::make_unique<SourceFiles>(archive_.weightsRoot);
+    SPMD_ASSIGN_OR_RETURN(const io::SafetensorsEntry* e,
+                          files_->entry(p->external->file, p->external->tensor));
+    if (e->dtype != p->dtype || e->shape != p->sizes)
+      return Status::error(sourcePath(archive_.weightsRoot, p->external->file) + ": tensor '" +
+                           p->external->tensor + "' is " + std::string(ir::scalarTypeName(e->dtype)) +
+                           intListStr(e->shape) + ", weight '" + fqn + "' is " +
+                           std::string(ir::scalarTypeName(p->dtype)) + intListStr(p->sizes) +
+                           "; --embed-weights copies bytes as stored: export with the checkpoint's dtype");
+    return std::span<const std::byte>(static_cast<const std::byte*>(e->data), e->bytes);
+  }
   if (!p->storage) return Status::error("weight '" + fqn + "': the archive was read without weights");
   int64_t elem = ir::elementSize(p->dtype);
   int64_t numel = 1;

@@ -12,10 +12,12 @@
 
 #include <cstddef>
 #include <map>
+#include <memory>
 #include <span>
 #include <string>
 #include <vector>
 
+#include "program/ExternalWeights.h"
 #include "pt2/Archive.h"
 #include "support/Status.h"
 
@@ -45,7 +47,9 @@ class MemoryWeightSource : public WeightSource {
 
 /// A WeightSource over a .pt2 archive's parameters, buffers and constants
 /// (read with loadWeights). Payloads stored with non-contiguous strides or
-/// an offset into shared storage are copied into contiguous form once.
+/// an offset into shared storage are copied into contiguous form once. A
+/// parameter exported by reference is read from its checkpoint file
+/// (`spmdc compile --embed-weights`), which must store the model's dtype.
 class ArchiveWeightSource : public WeightSource {
  public:
   /// Reads from `archive`, which must outlive this source.
@@ -57,6 +61,7 @@ class ArchiveWeightSource : public WeightSource {
  private:
   const pt2::Archive& archive_;
   mutable std::map<std::string, std::vector<std::byte>, std::less<>> copies_;
+  mutable std::unique_ptr<SourceFiles> files_;
 };
 
 }  // namespace spmd::program

@@ -55,6 +55,7 @@ Expected<std::vector<ShardPlan>> layOut(WeightEntry& w, const sharding::Mesh& me
     return Status::error(where + ": local shape " + intListStr(w.localShape) + " is not rank 0's shard " +
                          intListStr(rank0) + " of " + intListStr(w.globalShape) + " under " + w.spec.str());
   w.shards.clear();
+  if (w.source) return plans;  // by reference: no blobs
   for (const auto& plan : *plans) {
     int64_t numel = 1;
     for (const auto& c : plan.chunks) numel *= c.size;
@@ -99,7 +100,7 @@ Status writeFile(const std::string& path, Program& program, const WeightSource& 
   // Never write what the reader would refuse.
   SPMD_RETURN_IF_ERROR(verifyProgram(program, dataEnd));
   program.formatVersion = kFormatVersion;
-  program.formatMinor = kFormatMinor;
+  program.formatMinor = formatMinorFor(program);
   SPMD_ASSIGN_OR_RETURN(std::string draft, programToJsonText(program));
   uint64_t dataStart = dataSectionOffset(draft.size());
 
@@ -109,13 +110,14 @@ Status writeFile(const std::string& path, Program& program, const WeightSource& 
   SPMD_RETURN_IF_ERROR(file.open());
   SPMD_RETURN_IF_ERROR(file.skipTo(dataStart));
   for (size_t i = 0; i < program.weights.size(); ++i)
-    SPMD_RETURN_IF_ERROR(writeBlobs(file, dataStart, program.weights[i], plans[i], source));
+    if (!program.weights[i].source)
+      SPMD_RETURN_IF_ERROR(writeBlobs(file, dataStart, program.weights[i], plans[i], source));
   SPMD_CHECK(file.written() == dataStart + dataEnd);
   SPMD_ASSIGN_OR_RETURN(std::string json, programToJsonText(program));
   SPMD_CHECK(json.size() == draft.size());
   std::string front(kMagic);
   putLe(front, kFormatVersion, 4);
-  putLe(front, kFormatMinor, 4);
+  putLe(front, static_cast<uint64_t>(formatMinorFor(program)), 4);
   putLe(front, json.size(), 8);
   putLe(front, checksum(json), 8);
   SPMD_CHECK(front.size() == kHeaderSize);

@@ -45,9 +45,10 @@ Expected<std::vector<ShardPlan>> planShards(const std::vector<int64_t>& globalSh
 void sliceRowMajor(std::span<const std::byte> global, const std::vector<int64_t>& shape, int64_t elemSize,
                    const std::vector<sharding::Chunk>& chunks, std::byte* out);
 
-/// Writes `program` to `path` (format kFormatVersion.kFormatMinor),
+/// Writes `program` to `path` (format kFormatVersion.formatMinorFor),
 /// slicing each weight's global bytes from `source` into its distinct
-/// shards. Sets the program's format version, fills every WeightEntry's
+/// shards (a weight with a `source` has none: its bytes stay in the
+/// checkpoint). Sets the program's format version, fills every WeightEntry's
 /// `shards` (with their checksums) and, when empty, its `localShape` (rank
 /// 0's shard). Errors start with `path`: unknown dtype, Partial spec, a
 /// given localShape that is not rank 0's, anything else verifyProgram

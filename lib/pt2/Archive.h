@@ -8,12 +8,20 @@
 // `models/<m>.json` is the serialized ExportedProgram and
 // `data/weights/<m>_weights_config.json` / `data/constants/...` describe raw
 // little-endian payload files. Tied weights share one payload file and here
-// share one Storage.
+// share one Storage. An archive exported by reference also holds
+// `extra/spmdc_weights.json`:
+//
+//   {"format": 1, "root": "/ckpt",
+//    "tensors": {"lm_head.weight": {"file": "model.safetensors",
+//                                   "tensor": "model.embed_tokens.weight"}}}
+//
+// and those parameters' payloads are empty (TensorPayload::external).
 #pragma once
 
 #include <cstddef>
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -40,6 +48,14 @@ class Storage {
   size_t size_ = 0;
 };
 
+/// A parameter whose bytes the archive does not hold (exported by
+/// reference): the tensor `tensor` of safetensors file `file` under the
+/// archive's weightsRoot. The archive's own payload is then empty.
+struct ExternalTensor {
+  std::string file;
+  std::string tensor;
+};
+
 /// One stored tensor: parameter, buffer or tensor constant.
 struct TensorPayload {
   std::string fqn;
@@ -52,6 +68,8 @@ struct TensorPayload {
   std::string member;
   /// The bytes (shared by tied weights); null when weights were not loaded.
   std::shared_ptr<const Storage> storage;
+  /// Set when the bytes live in a checkpoint outside the archive.
+  std::optional<ExternalTensor> external;
 };
 
 /// Phase timings of one read, in milliseconds.
@@ -76,6 +94,10 @@ struct Archive {
   std::map<std::string, TensorPayload, std::less<>> weights;
   /// Tensor constants by FQN.
   std::map<std::string, TensorPayload, std::less<>> constants;
+  /// The checkpoint folder of external tensors (the archive's
+  /// extra/spmdc_weights.json, written by `spmdc_export --hf DIR`); empty
+  /// when every payload is in the archive.
+  std::string weightsRoot;
   ReadStats stats;
 
   /// The payload of a parameter, buffer or constant FQN; null if none.

@@ -33,6 +33,7 @@ struct Layout {
   std::string modelJson;
   std::string weightsConfig;
   std::string constantsConfig;
+  std::string weightRefs;  ///< extra/spmdc_weights.json, when exported by reference
 };
 
 bool startsWith(std::string_view s, std::string_view p) { return s.substr(0, p.size()) == p; }
@@ -52,6 +53,7 @@ Expected<Layout> findLayout(const io::ZipArchive& zip) {
     if (startsWith(rest, "data/weights/") && endsWith(rest, "_weights_config.json")) l.weightsConfig = n;
     if (startsWith(rest, "data/constants/") && endsWith(rest, "_constants_config.json"))
       l.constantsConfig = n;
+    if (rest == "extra/spmdc_weights.json") l.weightRefs = n;
   }
   if (models.empty())
     return Status::error(
@@ -114,11 +116,43 @@ Status readPayloadConfig(const io::ZipArchive& zip, const Layout& layout, const 
   return Status::ok();
 }
 
+// extra/spmdc_weights.json: which parameters live in a checkpoint folder.
+Status readWeightRefs(const io::ZipArchive& zip, const std::string& member, Archive& a) {
+  if (member.empty()) return Status::ok();
+  SPMD_ASSIGN_OR_RETURN(std::string text, zip.readString(member));
+  simdjson::dom::parser parser;
+  simdjson::dom::element root;
+  if (auto err = parser.parse(simdjson::padded_string(text)).get(root); err != simdjson::SUCCESS)
+    return Status::error(member + " does not parse: " + simdjson::error_message(err));
+  int64_t format = 0;
+  if (root["format"].get_int64().get(format) != simdjson::SUCCESS || format != 1)
+    return Status::error(member + ": format is not 1; re-export with this spmdc_export");
+  auto rootDir = getString(root, "root");
+  if (!rootDir || rootDir->empty()) return Status::error(member + ": no \"root\" folder");
+  a.weightsRoot = std::string(*rootDir);
+  simdjson::dom::object tensors;
+  if (root["tensors"].get_object().get(tensors) != simdjson::SUCCESS)
+    return Status::error(member + ": no \"tensors\" object");
+  for (auto field : tensors) {
+    std::string fqn(field.key);
+    auto it = a.weights.find(fqn);
+    if (it == a.weights.end())
+      return Status::error(member + ": '" + fqn + "' is not a parameter or buffer of the program");
+    auto file = getString(field.value, "file");
+    auto tensor = getString(field.value, "tensor");
+    if (!file || !tensor || file->empty() || tensor->empty())
+      return Status::error(member + ": '" + fqn + "' needs a \"file\" and a \"tensor\"");
+    it->second.external = ExternalTensor{std::string(*file), std::string(*tensor)};
+  }
+  return Status::ok();
+}
+
 // Reads every payload member once; tied tensors share the Storage. Sizes
 // were checked against the metadata by verifyPayloads.
 Status readPayloads(const io::ZipArchive& zip, std::map<std::string, TensorPayload, std::less<>>& payloads,
                     std::unordered_map<std::string, std::shared_ptr<const Storage>>& byMember) {
   for (auto& [fqn, t] : payloads) {
+    if (t.external) continue;  // its bytes are in the checkpoint, not here
     SPMD_ASSIGN_OR_RETURN(uint64_t size, zip.size(t.member));
     auto it = byMember.find(t.member);
     if (it == byMember.end()) {
@@ -141,7 +175,11 @@ std::string stem(const std::string& path) {
 // Tied weights: FQNs whose payload is the same member, offset and shape.
 void recordTiedNames(Archive& a) {
   std::map<std::tuple<std::string, int64_t, std::vector<int64_t>>, std::vector<std::string>> byBytes;
-  for (const auto& [fqn, t] : a.weights) byBytes[{t.member, t.storageOffset, t.sizes}].push_back(fqn);
+  for (const auto& [fqn, t] : a.weights)
+    if (t.external)  // meta payloads all share one empty member: tie by the checkpoint's tensor
+      byBytes[{t.external->file + "\n" + t.external->tensor, 0, t.sizes}].push_back(fqn);
+    else
+      byBytes[{t.member, t.storageOffset, t.sizes}].push_back(fqn);
   for (const auto& [key, names] : byBytes)
     for (const std::string& n : names)
       for (const std::string& other : names)
@@ -198,6 +236,7 @@ Expected<Archive> readArchive(const std::string& path, const ReadOptions& option
   t0 = Clock::now();
   Status st = readPayloadConfig(*zip, *layout, layout->weightsConfig, a.weights);
   if (st.isOk()) st = readPayloadConfig(*zip, *layout, layout->constantsConfig, a.constants);
+  if (st.isOk()) st = readWeightRefs(*zip, layout->weightRefs, a);
   if (st.isOk()) st = verifyPayloads(*zip, a, offsets);
   if (!st.isOk()) return inFile(st, path);
   recordTiedNames(a);

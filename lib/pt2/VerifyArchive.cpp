@@ -95,7 +95,8 @@ Status verifyProgram(const ir::ExportedProgram& program, const StorageOffsets& o
 
 Status verifyPayloads(const io::ZipArchive& zip, const Archive& archive, const StorageOffsets& offsets) {
   for (const auto* table : {&archive.weights, &archive.constants})
-    for (const auto& [fqn, t] : *table) SPMD_RETURN_IF_ERROR(checkPayload(zip, t));
+    for (const auto& [fqn, t] : *table)
+      if (!t.external) SPMD_RETURN_IF_ERROR(checkPayload(zip, t));
   for (const auto& in : archive.program.signature.inputs) {
     bool stored = ir::isStored(in.kind);
     if (!stored || !in.value || !in.value->isTensor()) continue;

@@ -51,11 +51,12 @@ Status openLossLog(const DistributedOptions& o, std::ofstream& log) {
 }
 
 // What one worker wrote to <stats-dir>/rank<r>: "bytes step state peak
-// rss reserved".
+// rss reserved load".
 struct RankStats {
   int64_t rank = 0;
   int64_t bytesSent = 0;  // per execution
   double stepSeconds = 0;
+  double loadSeconds = 0;
   RankMemory memory;
 };
 
@@ -68,7 +69,7 @@ std::vector<RankStats> readRankStats(const std::string& dir, const DistributedOp
     std::ifstream f(dir + "/rank" + std::to_string(s.rank));
     RankMemory& m = s.memory;
     if (f >> s.bytesSent >> s.stepSeconds >> m.stateBytes >> m.peakBytes >> m.rssGrowthBytes >>
-        m.reservedBytes)
+        m.reservedBytes >> s.loadSeconds)
       out.push_back(s);
   }
   return out;
@@ -99,7 +100,7 @@ std::string memoryLine(const std::vector<RankStats>& stats, int64_t predicted) {
 
 // Writes --profile: {"format": 1, "program": <file name>, "mesh": [sizes],
 // "ranks": [{"rank", "peak_bytes", "state_bytes", "rss_growth_bytes",
-// ("reserved_bytes",) "step_ms", "bytes_sent"}]} (this node's ranks).
+// ("reserved_bytes",) "step_ms", "load_ms", "bytes_sent"}]} (this node's ranks).
 Status writeProfile(const DistributedOptions& o, const program::Program& p,
                     const std::vector<RankStats>& stats) {
   if (static_cast<int>(stats.size()) != o.nproc)
@@ -117,6 +118,7 @@ Status writeProfile(const DistributedOptions& o, const program::Program& p,
                                 {"rss_growth_bytes", s.memory.rssGrowthBytes}};
     if (s.memory.reservedBytes > 0) r["reserved_bytes"] = s.memory.reservedBytes;
     r["step_ms"] = s.stepSeconds * 1e3;
+    r["load_ms"] = s.loadSeconds * 1e3;
     r["bytes_sent"] = s.bytesSent;
     j["ranks"].push_back(r);
   }
@@ -147,6 +149,7 @@ Expected<std::vector<TensorMap>> readBatches(const std::string& path) {
 int runDistributed(const DistributedOptions& o, std::ostream& out, std::ostream& err) {
   auto program = program::readProgram(o.program);
   if (!program) return fail(err, kBadInput, program.status().message());
+  if (!o.weightsRoot.empty()) program->setWeightsRoot(o.weightsRoot);
   // Damaged weights are bad input, found before any worker starts (each
   // worker checks its own blobs again when it loads them).
   Status intact = program->verifyWeights();
@@ -185,7 +188,8 @@ int runDistributed(const DistributedOptions& o, std::ostream& out, std::ostream&
           "--save-every", std::to_string(o.saveEvery), "--keep", std::to_string(o.keep)});
   for (const auto& [flag, value] : {std::pair<const char*, std::string>{"--loss-log", o.lossLog},
                                     {"--save", o.save},
-                                    {"--resume", o.resume}})
+                                    {"--resume", o.resume},
+                                    {"--weights-root", o.weightsRoot}})
     if (!value.empty()) cfg.workerArgv.insert(cfg.workerArgv.end(), {flag, value});
   if (!o.inputs.empty()) cfg.workerArgv.insert(cfg.workerArgv.end(), {"--inputs", o.inputs});
   if (!output.empty()) cfg.workerArgv.insert(cfg.workerArgv.end(), {"--output", output});
@@ -197,11 +201,12 @@ int runDistributed(const DistributedOptions& o, std::ostream& out, std::ostream&
   if (int code = launchFailure(result, err)) return code;
 
   int64_t maxBytes = 0;
-  double maxStep = 0;
+  double maxStep = 0, maxLoad = 0;
   std::vector<RankStats> stats = readRankStats(tmpDir, o);
   for (const RankStats& s : stats) {
     maxBytes = std::max(maxBytes, s.bytesSent);
     maxStep = std::max(maxStep, s.stepSeconds);
+    maxLoad = std::max(maxLoad, s.loadSeconds);
   }
   if (!o.profile.empty()) {
     Status st = writeProfile(o, p, stats);
@@ -209,8 +214,9 @@ int runDistributed(const DistributedOptions& o, std::ostream& out, std::ostream&
   }
   char line[256];
   std::snprintf(line, sizeof line,
-                "spmd-run: %lld ranks, %.2f s wall, step %.2f ms, %s B sent per rank per step (max)\n",
-                static_cast<long long>(ranks), result->wallSeconds, maxStep * 1e3,
+                "spmd-run: %lld ranks, %.2f s wall, weights loaded in %.2f s, step %.2f ms, %s B sent per "
+                "rank per step (max)\n",
+                static_cast<long long>(ranks), result->wallSeconds, maxLoad, maxStep * 1e3,
                 withCommas(maxBytes).c_str());
   if (!o.quiet) out << line;
   if (!o.quiet && !stats.empty()) out << memoryLine(stats, o.predictPeakBytes ? o.predictPeakBytes(p) : 0);
@@ -242,6 +248,7 @@ int runWorker(const DistributedOptions& o, std::ostream& err) {
   std::string who = "rank " + std::to_string(env->rank);
   auto program = program::readProgram(o.program);
   if (!program) return fail(err, kBadInput, program.status().message());
+  if (!o.weightsRoot.empty()) program->setWeightsRoot(o.weightsRoot);
   if (program->program().mesh.numRanks() != env->worldSize)
     return fail(err, kBadInput,
                 who + ": the program's mesh needs " + std::to_string(program->program().mesh.numRanks()) +
@@ -303,7 +310,7 @@ int runWorker(const DistributedOptions& o, std::ostream& err) {
     int64_t runs = std::max(o.steps, 1) * std::max(o.repeat, 1);
     const RankMemory& m = r->memory;
     f << r->stats.bytesSent / runs << " " << r->stepSeconds << " " << m.stateBytes << " " << m.peakBytes
-      << " " << m.rssGrowthBytes << " " << m.reservedBytes << "\n";
+      << " " << m.rssGrowthBytes << " " << m.reservedBytes << " " << r->loadSeconds << "\n";
   }
   finishRendezvous(*store, *env, o.timeoutSeconds);
   return 0;

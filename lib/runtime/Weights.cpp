@@ -1,7 +1,8 @@
 // .pt2: payload Storage -> one flat base tensor per (file, dtype) ->
 // as_strided views with each tensor's sizes, strides and offset.
-// .spmd: the rank's blob (checksum checked by shardFor) -> a tensor of the
-// weight's local shape, copied out of the mapped file.
+// .spmd: the rank's blob (checksum checked by shardFor), or its region of
+// the weight's source checkpoint -> a tensor of the weight's local shape,
+// copied out of the mapped file.
 #include "runtime/Weights.h"
 
 #include <ATen/ATen.h>
@@ -74,19 +75,19 @@ Expected<TensorMap> loadWeights(const pt2::Archive& archive, c10::Device device)
 Expected<TensorMap> loadRankWeights(const program::LoadedProgram& program, int64_t rank, c10::Device device) {
   TensorMap out;
   for (const auto& w : program.program().weights) {
-    SPMD_ASSIGN_OR_RETURN(auto bytes, program.shardFor(w, rank));
+    auto stored = toC10ScalarType(program::LoadedProgram::storedDtype(w));
     auto dtype = toC10ScalarType(w.dtype);
+    if (!stored) return stored.status().withContext(program.path() + ": weight '" + w.fqn + "'");
     if (!dtype) return dtype.status().withContext(program.path() + ": weight '" + w.fqn + "'");
     try {
       // Uneven shards: each rank's own shape (torch.chunk), rank 0's is w.localShape.
       auto shape = sharding::localShape(w.globalShape, w.spec, program.program().mesh,
                                         program.program().mesh.coords(rank));
-      at::Tensor t = at::empty(shape, at::TensorOptions().dtype(*dtype));
-      if (static_cast<size_t>(t.nbytes()) != bytes.size())
-        return Status::error(program.path() + ": weight '" + w.fqn + "' blob has " +
-                             std::to_string(bytes.size()) + " bytes, its local shape needs " +
-                             std::to_string(t.nbytes()));
-      if (!bytes.empty()) std::memcpy(t.data_ptr(), bytes.data(), bytes.size());
+      at::Tensor t = at::empty(shape, at::TensorOptions().dtype(*stored));
+      auto* data = static_cast<std::byte*>(t.data_ptr());
+      SPMD_RETURN_IF_ERROR(program.readShard(w, rank, std::span<std::byte>(data, t.nbytes())));
+      // A checkpoint stored in another dtype (bf16 file, float32 program) is converted here.
+      if (*stored != *dtype) t = t.to(*dtype);
       out.emplace(w.fqn, device.is_cpu() ? t : t.to(device));
     } catch (const c10::Error& e) {
       std::string what = e.what_without_backtrace();

@@ -30,8 +30,10 @@ namespace spmd::runtime {
 /// dtype the linked LibTorch lacks, sizes/strides reaching past the payload.
 Expected<TensorMap> loadWeights(const pt2::Archive& archive, c10::Device device);
 
-/// Every weight of `program` as `rank` holds it: a copy of the rank's blob
-/// in the weight's local shape, on `device`. Errors are one line starting
+/// Every weight of `program` as `rank` holds it: a copy of the rank's blob,
+/// or of its region of the weight's source checkpoint (converted to the
+/// weight's dtype where the file's differs), in the weight's local shape, on
+/// `device`. Errors are one line starting
 /// with the program's path: a blob that does not match its checksum ("the
 /// file is damaged: recompile or copy it again"), a dtype the linked
 /// LibTorch lacks, or LibTorch failing to allocate or move the tensor.

@@ -225,7 +225,9 @@ Expected<RankResult> runRank(const program::LoadedProgram& lp, int64_t rank,
   auto where = [&](const Status& s) { return s.withContext("rank " + std::to_string(rank)); };
   selectDevice(options.device);
   RankMemoryProbe memory(options.device);
+  auto loadStart = std::chrono::steady_clock::now();
   SPMD_ASSIGN_OR_RETURN(TensorMap weights, loadRankWeights(lp, rank, options.device));
+  double loadSeconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - loadStart).count();
   int64_t firstStep = 0;
   if (!options.resume.empty()) {
     auto step = loadCheckpoint(options.resume, p, rank, weights);
@@ -289,6 +291,7 @@ Expected<RankResult> runRank(const program::LoadedProgram& lp, int64_t rank,
           where(saveCheckpoint(options.save, p, rank, weights, firstStep + i + 1, *store, options.keep)));
   }
   result.stepSeconds = medianStepSeconds(seconds);
+  result.loadSeconds = loadSeconds;
   result.memory = memory.figures();  // before gathering outputs
   try {
     for (size_t i = 0; i < names.size() && i < p.outputs.size(); ++i) {

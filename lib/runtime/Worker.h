@@ -59,6 +59,9 @@ struct RankResult {
   /// Median seconds of an execution (without loading; the first of several
   /// left out as warm-up); on a GPU, until its kernels finished.
   double stepSeconds = 0;
+  /// Seconds to read and place this rank's weights (its blobs, or its
+  /// regions of the checkpoint for a program by reference).
+  double loadSeconds = 0;
   /// The loss of each step (train-step programs).
   std::vector<double> losses;
   /// This rank's measured memory (MemoryMeter.h).

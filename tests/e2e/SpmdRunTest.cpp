@@ -268,6 +268,7 @@ TEST_CASE("--profile writes each rank's measured peak memory, step time and byte
     CHECK(e["state_bytes"].get<int64_t>() <= e["peak_bytes"].get<int64_t>());
     CHECK(e["rss_growth_bytes"].get<int64_t>() >= 0);
     CHECK(e["step_ms"].get<double>() > 0);
+    CHECK(e["load_ms"].get<double>() >= 0);
     CHECK(e["bytes_sent"].get<int64_t>() > 0);
   }
 }

@@ -17,35 +17,14 @@
 #include <string>
 #include <vector>
 
+#include "../TestUtil.h"
 #include "program/Format.h"
 #include "program/Program.h"
 
 namespace spmd::program::testing {
 
-/// A fresh, empty temporary folder removed at scope exit.
-class TempDir {
- public:
-  TempDir() {
-    std::string templ = (std::filesystem::temp_directory_path() / "spmd-program-test-XXXXXX").string();
-    path_ = mkdtemp(templ.data());
-  }
-  ~TempDir() { std::filesystem::remove_all(path_); }
-  TempDir(const TempDir&) = delete;
-  TempDir& operator=(const TempDir&) = delete;
-  /// `name` inside the folder.
-  std::string file(const std::string& name) const { return (path_ / name).string(); }
-  /// Names of the files in the folder, sorted.
-  std::vector<std::string> list() const {
-    std::vector<std::string> out;
-    for (const auto& e : std::filesystem::directory_iterator(path_))
-      out.push_back(e.path().filename().string());
-    std::sort(out.begin(), out.end());
-    return out;
-  }
-
- private:
-  std::filesystem::path path_;
-};
+/// The one temp-dir fixture (tests/TestUtil.h).
+using ::spmd::testing::TempDir;
 
 /// The whole file as bytes.
 inline std::string readBytes(const std::string& path) {

@@ -154,6 +154,9 @@ int main(int argc, char** argv) {
   app.add_option("--resume", d.resume,
                  "start from a checkpoint: a --save folder (its latest step) or one step folder; a "
                  "checkpoint saved under another mesh or layout is resharded");
+  app.add_option("--weights-root", d.weightsRoot,
+                 "a program compiled by reference: the folder its checkpoint files lie in now (default: "
+                 "where they were at compile time)");
   std::string consolidate;
   app.add_option("--consolidate", consolidate,
                  "write --output from a sharded checkpoint folder (tensors by FQN)");

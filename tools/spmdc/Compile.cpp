@@ -31,6 +31,7 @@ spmd::Expected<spmd::passes::CompileOptions> baseOptions(const CompileArgs& a) {
   opts.async = !a.noAsync;
   opts.bucketBytes = static_cast<int64_t>(a.bucketMb * 1024 * 1024);
   opts.printAfter = a.printAfter;
+  opts.embedWeights = a.embedWeights;
   opts.optimizer = a.optimizer;
   if (a.betas.size() == 2) {
     opts.optimizer.beta1 = a.betas[0];
@@ -196,6 +197,9 @@ void addAutoOptions(CLI::App* cmd, CompileArgs& c) {
   cmd->add_option("--pin", c.pin, "--schema auto: a placement schema whose rules pin what they match");
   cmd->add_option("--write-schema", c.writeSchema,
                   "--schema auto: write the chosen layout as a placement schema");
+  cmd->add_flag("--embed-weights", c.embedWeights,
+                "a model exported by reference (spmdc_export --hf DIR): copy its weights into the program "
+                "instead of pointing at the checkpoint's files");
 }
 
 }  // namespace spmdc

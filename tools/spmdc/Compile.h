@@ -18,7 +18,7 @@ struct CompileArgs {
   spmd::passes::OptimizerOptions optimizer;
   std::vector<double> betas;
   std::vector<std::string> printAfter;
-  bool replicateUnknown = false, noAsync = false, quiet = false;
+  bool replicateUnknown = false, noAsync = false, quiet = false, embedWeights = false;
   double bucketMb = 25;
   /// --device-profile, --axes, --memory-budget, --pin, --write-schema.
   std::string deviceProfile, axes, memoryBudget, pin, writeSchema;
@@ -36,7 +36,7 @@ int runCompile(const CompileArgs& a);
 void addCompileOptions(CLI::App* cmd, CompileArgs& c);
 
 /// The options only compile has: --device-profile, --axes, --memory-budget,
-/// --pin, --write-schema (auto-sharding).
+/// --pin, --write-schema (auto-sharding) and --embed-weights.
 void addAutoOptions(CLI::App* cmd, CompileArgs& c);
 
 /// Prints "error: <message>" and returns the bad-input exit status.
