@@ -2,10 +2,14 @@
 //
 //   weight lm_head.weight bf16[256, 64] [S(0)] on mesh 4, source
 //   model.safetensors : model.embed_tokens.weight (tied)
-//   -> rank 2 copies rows [128, 192) of the mapped tensor: 8 KiB of a 32 KiB
-//      tensor, the only pages of it the rank touches.
+//   -> rank 2 preads rows [128, 192) of the tensor: 8 KiB of a 32 KiB tensor,
+//      straight into its buffer; nothing else of the file is read or mapped.
 #include "program/ExternalWeights.h"
 
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <cerrno>
 #include <cstring>
 #include <filesystem>
 
@@ -25,12 +29,40 @@ std::string named(const WeightEntry& w) {
 
 }  // namespace
 
+namespace {
+
+// Where sampleChecksum's blocks start within `bytes` bytes (none: hash all).
+std::vector<uint64_t> sampleOffsets(uint64_t bytes) {
+  std::vector<uint64_t> offsets;
+  if (bytes <= kBlock * kBlocks) return offsets;
+  const uint64_t last = bytes - kBlock;
+  for (uint64_t i = 0; i < kBlocks; ++i) offsets.push_back(last * i / (kBlocks - 1));
+  return offsets;
+}
+
+// Reads exactly out.size() bytes at `offset` of `fd`.
+Status readAt(int fd, uint64_t offset, std::span<std::byte> out, const std::string& path) {
+  size_t done = 0;
+  while (done < out.size()) {
+    ssize_t n = ::pread(fd, out.data() + done, out.size() - done, static_cast<off_t>(offset + done));
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0)
+      return Status::error(path + ": cannot read " + std::to_string(out.size()) + " bytes at offset " +
+                           std::to_string(offset) +
+                           (n < 0 ? ": " + std::string(std::strerror(errno)) : ": end of file"));
+    done += static_cast<size_t>(n);
+  }
+  return Status::ok();
+}
+
+}  // namespace
+
 uint64_t sampleChecksum(std::span<const std::byte> bytes) {
-  if (bytes.size() <= kBlock * kBlocks) return checksum(bytes);
+  std::vector<uint64_t> offsets = sampleOffsets(bytes.size());
+  if (offsets.empty()) return checksum(bytes);
   std::vector<std::byte> samples(kBlock * kBlocks);
-  const size_t last = bytes.size() - kBlock;
-  for (size_t i = 0; i < kBlocks; ++i)
-    std::memcpy(samples.data() + i * kBlock, bytes.data() + last * i / (kBlocks - 1), kBlock);
+  for (size_t i = 0; i < offsets.size(); ++i)
+    std::memcpy(samples.data() + i * kBlock, bytes.data() + offsets[i], kBlock);
   return checksum(samples);
 }
 
@@ -39,35 +71,60 @@ std::string sourcePath(const std::string& root, const std::string& file) {
   return root.back() == '/' ? root + file : root + "/" + file;
 }
 
-Expected<const io::SafetensorsFile*> SourceFiles::open(const std::string& file) {
+SourceFiles::Open::~Open() {
+  if (fd >= 0) ::close(fd);
+}
+
+Expected<const SourceFiles::Open*> SourceFiles::open(const std::string& file) {
   std::string path = sourcePath(root_, file);
   std::lock_guard<std::mutex> lock(mutex_);
   auto it = files_.find(path);
   if (it == files_.end()) {
+    // The map serves the header only; tensor bytes are read with pread, so
+    // no page of the file stays mapped into the rank (its RSS is its copy).
     SPMD_ASSIGN_OR_RETURN(io::SafetensorsFile f, io::SafetensorsFile::open(path));
-    it = files_.emplace(path, std::make_unique<io::SafetensorsFile>(std::move(f))).first;
+    auto o = std::make_unique<Open>(std::move(f));
+    o->fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+    if (o->fd < 0) return Status::error(path + ": cannot open: " + std::strerror(errno));
+    it = files_.emplace(path, std::move(o)).first;
   }
   return it->second.get();
 }
 
+uint64_t SourceFiles::Open::offsetOf(const io::SafetensorsEntry& e) const {
+  return static_cast<uint64_t>(static_cast<const char*>(e.data) - file.headerBytes().data());
+}
+
+Expected<uint64_t> SourceFiles::Open::sample(const io::SafetensorsEntry& e) const {
+  std::vector<uint64_t> offsets = sampleOffsets(e.bytes);
+  std::vector<std::byte> bytes(offsets.empty() ? e.bytes : kBlock * kBlocks);
+  if (offsets.empty()) {
+    SPMD_RETURN_IF_ERROR(readAt(fd, offsetOf(e), bytes, file.path()));
+  } else {
+    for (size_t i = 0; i < offsets.size(); ++i)
+      SPMD_RETURN_IF_ERROR(
+          readAt(fd, offsetOf(e) + offsets[i], std::span(bytes).subspan(i * kBlock, kBlock), file.path()));
+  }
+  return checksum(bytes);
+}
+
 Expected<const io::SafetensorsEntry*> SourceFiles::entry(const std::string& file, const std::string& tensor) {
-  SPMD_ASSIGN_OR_RETURN(const io::SafetensorsFile* f, open(file));
-  const io::SafetensorsEntry* e = f->find(tensor);
-  if (!e) return Status::error(f->path() + " has no tensor '" + tensor + "'");
+  SPMD_ASSIGN_OR_RETURN(const Open* f, open(file));
+  const io::SafetensorsEntry* e = f->file.find(tensor);
+  if (!e) return Status::error(f->file.path() + " has no tensor '" + tensor + "'");
   return e;
 }
 
 Expected<DescribedSource> SourceFiles::describe(const std::string& file, const std::string& tensor) {
-  SPMD_ASSIGN_OR_RETURN(const io::SafetensorsFile* f, open(file));
+  SPMD_ASSIGN_OR_RETURN(const Open* f, open(file));
   SPMD_ASSIGN_OR_RETURN(const io::SafetensorsEntry* e, entry(file, tensor));
   DescribedSource d;
   d.ref.file = file;
   d.ref.tensor = tensor;
   d.ref.dtype = e->dtype;
-  d.ref.fileBytes = f->size();
-  d.ref.headerChecksum = checksum(f->headerBytes());
-  d.ref.sampleChecksum =
-      sampleChecksum(std::span<const std::byte>(static_cast<const std::byte*>(e->data), e->bytes));
+  d.ref.fileBytes = f->file.size();
+  d.ref.headerChecksum = checksum(f->file.headerBytes());
+  SPMD_ASSIGN_OR_RETURN(d.ref.sampleChecksum, f->sample(*e));
   d.shape = e->shape;
   return d;
 }
@@ -117,18 +174,18 @@ Status SourceFiles::verify(const WeightEntry& w) {
     return Status::error(f.status().message() + " (it holds " + named(w) +
                          "); pass spmd-run --weights-root DIR where the checkpoint moved, or recompile");
   if (!f) return Status::error(f.status().message() + " (it holds " + named(w) + ")" + redo);
-  if (checksum((*f)->headerBytes()) != ref.headerChecksum)
+  if (checksum((*f)->file.headerBytes()) != ref.headerChecksum)
     return Status::error(
         path + ": its header (names, dtypes, shapes, offsets) differs from compile time (it holds " +
         named(w) + ")" + redo);
-  const io::SafetensorsEntry* e = (*f)->find(ref.tensor);
+  const io::SafetensorsEntry* e = (*f)->file.find(ref.tensor);
   if (!e) return Status::error(path + " has no " + named(w) + redo);
   if (e->dtype != ref.dtype || e->shape != w.globalShape)
     return Status::error(path + ": " + named(w) + " is " + std::string(ir::scalarTypeName(e->dtype)) +
                          intListStr(e->shape) + ", the program needs " +
                          std::string(ir::scalarTypeName(ref.dtype)) + intListStr(w.globalShape) + redo);
-  auto bytes = std::span<const std::byte>(static_cast<const std::byte*>(e->data), e->bytes);
-  if (sampleChecksum(bytes) != ref.sampleChecksum)
+  SPMD_ASSIGN_OR_RETURN(uint64_t sampled, (*f)->sample(*e));
+  if (sampled != ref.sampleChecksum)
     return Status::error(path + ": the bytes of " + named(w) + " differ from compile time" + redo);
   return Status::ok();
 }
@@ -142,19 +199,26 @@ Status SourceFiles::readShard(const WeightEntry& w, const sharding::Mesh& mesh, 
   }
   // Each rank checks what it reads (64 KiB of samples), on every node.
   SPMD_RETURN_IF_ERROR(verify(w));
-  SPMD_ASSIGN_OR_RETURN(const io::SafetensorsFile* f, open(w.source->file));
-  const io::SafetensorsEntry* e = f->find(w.source->tensor);
+  SPMD_ASSIGN_OR_RETURN(const Open* f, open(w.source->file));
+  const io::SafetensorsEntry* e = f->file.find(w.source->tensor);
   SPMD_CHECK(e != nullptr);
   std::vector<sharding::Chunk> chunks = sharding::localChunks(w.globalShape, w.spec, mesh, mesh.coords(rank));
   int64_t elem = ir::elementSize(e->dtype);
   uint64_t need = static_cast<uint64_t>(elem);
   for (const auto& c : chunks) need *= static_cast<uint64_t>(c.size);
   if (out.size() != need)
-    return Status::error(f->path() + ": " + named(w) + ": rank " + std::to_string(rank) + "'s region has " +
-                         std::to_string(need) + " bytes, the buffer " + std::to_string(out.size()));
-  auto global = std::span<const std::byte>(static_cast<const std::byte*>(e->data), e->bytes);
-  sliceRowMajor(global, w.globalShape, elem, chunks, out.data());
-  return Status::ok();
+    return Status::error(f->file.path() + ": " + named(w) + ": rank " + std::to_string(rank) +
+                         "'s region has " + std::to_string(need) + " bytes, the buffer " +
+                         std::to_string(out.size()));
+  // The runs of the region in order, each read where it lies (a row shard is one read).
+  Status st = Status::ok();
+  std::byte* next = out.data();
+  uint64_t base = f->offsetOf(*e);
+  forEachRun(w.globalShape, elem, chunks, [&](uint64_t offset, uint64_t bytes) {
+    if (st.isOk()) st = readAt(f->fd, base + offset, std::span(next, bytes), f->file.path());
+    next += bytes;
+  });
+  return st;
 }
 
 }  // namespace spmd::program

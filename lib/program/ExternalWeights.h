@@ -57,8 +57,8 @@ class SourceFiles {
   /// tensor (not in the file).
   Expected<DescribedSource> describe(const std::string& file, const std::string& tensor);
 
-  /// The whole stored bytes of `tensor` in `file` (a view of the mapped
-  /// file, valid while this object lives) and their dtype and shape.
+  /// The entry of `tensor` in `file`: its dtype, shape and bytes (a view of
+  /// the mapped file, valid while this object lives).
   Expected<const io::SafetensorsEntry*> entry(const std::string& file, const std::string& tensor);
 
   /// Checks `w`'s source against its record and its dtype and shape against
@@ -66,16 +66,29 @@ class SourceFiles {
   /// naming the file, the tensor and the weight, and say what to do.
   Status verify(const WeightEntry& w);
 
-  /// After verify(w), copies `rank`'s region of `w` (row-major, local shape, in the source's
-  /// dtype) into `out`, touching only the pages of that region; zeros for a
+  /// After verify(w), reads `rank`'s region of `w` (row-major, local shape,
+  /// in the source's dtype) into `out` with pread, one read per contiguous
+  /// run, nothing else of the file; zeros for a
   /// zeros source. `out` must hold exactly the region's bytes.
   Status readShard(const WeightEntry& w, const sharding::Mesh& mesh, int64_t rank, std::span<std::byte> out);
 
  private:
-  Expected<const io::SafetensorsFile*> open(const std::string& file);
+  // One source file: its header (mapped) and a descriptor its bytes are
+  // read through.
+  struct Open {
+    explicit Open(io::SafetensorsFile f) : file(std::move(f)) {}
+    ~Open();
+    Open(const Open&) = delete;
+    Open& operator=(const Open&) = delete;
+    uint64_t offsetOf(const io::SafetensorsEntry& e) const;          // in the file
+    Expected<uint64_t> sample(const io::SafetensorsEntry& e) const;  // sampleChecksum, by pread
+    io::SafetensorsFile file;
+    int fd = -1;
+  };
+  Expected<const Open*> open(const std::string& file);
   std::string root_;
   std::mutex mutex_;
-  std::map<std::string, std::unique_ptr<io::SafetensorsFile>> files_;
+  std::map<std::string, std::unique_ptr<Open>> files_;
 };
 
 /// Fills the integrity record (SourceFiles::describe) of every weight of

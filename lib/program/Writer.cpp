@@ -14,6 +14,7 @@
 
 #include <cerrno>
 #include <cstring>
+#include <functional>
 #include <set>
 
 #include "program/Format.h"
@@ -162,8 +163,9 @@ Expected<std::vector<ShardPlan>> planShards(const std::vector<int64_t>& globalSh
   return plans;
 }
 
-void sliceRowMajor(std::span<const std::byte> global, const std::vector<int64_t>& shape, int64_t elemSize,
-                   const std::vector<sharding::Chunk>& chunks, std::byte* out) {
+void forEachRun(const std::vector<int64_t>& shape, int64_t elemSize,
+                const std::vector<sharding::Chunk>& chunks,
+                const std::function<void(uint64_t offset, uint64_t bytes)>& run) {
   SPMD_CHECK(chunks.size() == shape.size());
   size_t rank = shape.size();
   int64_t numel = 1;
@@ -175,7 +177,7 @@ void sliceRowMajor(std::span<const std::byte> global, const std::vector<int64_t>
   for (size_t d = 0; d < rank; ++d)
     if (chunks[d].offset != 0 || chunks[d].size != shape[d] || chunks[d].blocks != 1) k = d;
   if (k == rank) {
-    std::memcpy(out, global.data(), static_cast<size_t>(numel * elemSize));
+    run(0, static_cast<uint64_t>(numel * elemSize));
     return;
   }
   std::vector<int64_t> stride(rank, elemSize);  // bytes per step of each dim
@@ -187,21 +189,26 @@ void sliceRowMajor(std::span<const std::byte> global, const std::vector<int64_t>
       for (int64_t j = 0; j < chunks[d].blockSize(); ++j)
         taken[d].push_back(chunks[d].offset + b * chunks[d].blockStride + j);
   const sharding::Chunk& last = chunks[k];
-  size_t run = static_cast<size_t>(last.blockSize() * stride[k]);
+  auto length = static_cast<uint64_t>(last.blockSize() * stride[k]);
   std::vector<size_t> index(k, 0);
   while (true) {
     int64_t base = 0;
     for (size_t d = 0; d < k; ++d) base += taken[d][index[d]] * stride[d];
-    for (int64_t b = 0; b < last.blocks; ++b) {
-      int64_t src = base + (last.offset + b * last.blockStride) * stride[k];
-      SPMD_CHECK(src + static_cast<int64_t>(run) <= static_cast<int64_t>(global.size()));
-      std::memcpy(out, global.data() + src, run);
-      out += run;
-    }
+    for (int64_t b = 0; b < last.blocks; ++b)
+      run(static_cast<uint64_t>(base + (last.offset + b * last.blockStride) * stride[k]), length);
     size_t d = k;
     while (d > 0 && ++index[d - 1] == taken[d - 1].size()) index[--d] = 0;
     if (d == 0) break;
   }
+}
+
+void sliceRowMajor(std::span<const std::byte> global, const std::vector<int64_t>& shape, int64_t elemSize,
+                   const std::vector<sharding::Chunk>& chunks, std::byte* out) {
+  forEachRun(shape, elemSize, chunks, [&](uint64_t offset, uint64_t bytes) {
+    SPMD_CHECK(offset + bytes <= global.size());
+    std::memcpy(out, global.data() + offset, bytes);
+    out += bytes;
+  });
 }
 
 Status writeProgram(const std::string& path, Program& program, const WeightSource& source) {

@@ -13,6 +13,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <span>
 #include <string>
 #include <vector>
@@ -38,6 +39,15 @@ struct ShardPlan {
 /// specs that do not fit the tensor or the mesh.
 Expected<std::vector<ShardPlan>> planShards(const std::vector<int64_t>& globalShape,
                                             const sharding::ShardingSpec& spec, const sharding::Mesh& mesh);
+
+/// Calls `run(offset, bytes)` for each contiguous run of the block `chunks`
+/// (per-dim offset and size) of a row-major tensor of `shape` with
+/// `elemSize`-byte elements, in the block's row-major order; offsets count
+/// bytes from the tensor's start. A whole tensor is one run; a row shard
+/// one; a column shard of [R, C] R runs.
+void forEachRun(const std::vector<int64_t>& shape, int64_t elemSize,
+                const std::vector<sharding::Chunk>& chunks,
+                const std::function<void(uint64_t offset, uint64_t bytes)>& run);
 
 /// Copies the block `chunks` (per-dim offset and size) of the row-major
 /// tensor `global` of `shape` with `elemSize`-byte elements into `out`, row

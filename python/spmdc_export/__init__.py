@@ -6,10 +6,14 @@
 
     python -m spmdc_export mypkg.models:make_model --example-input 'randint(0,256,(2,32))' -o out/
     python -m spmdc_export --hf llama --layers 2 --hidden 64 -o out/
+    python -m spmdc_export --hf path/to/checkpoint-folder -o out/   # by reference: weights never read
 
 out/ then holds model.pt2, inputs.safetensors (input.0, ...), expected.safetensors
 (eager output.<i>, or loss and grad.<fqn>), meta.json, and tp_plan.json for a
 Hugging Face model with a tensor-parallel plan. torch is imported on first use.
+A checkpoint folder exported by reference (hfref.py) has its parameters on
+meta in model.pt2, their files and tensors in its extra/spmdc_weights.json,
+and no expected.safetensors unless --expected loads the weights.
 """
 __version__ = "0.1.0"
 

@@ -5,6 +5,7 @@
     python -m spmdc_export mypkg.models:make_model --example-input 'randn(32,64)' \\
         --train --loss mse --target 'randn(32,64)' -o out/
     python -m spmdc_export --hf llama --layers 2 --hidden 64 [--train] -o out/
+    python -m spmdc_export --hf path/to/checkpoint-folder [--dtype bfloat16] [--expected] -o out/
 
 The factory is imported and called with no arguments; it returns an
 nn.Module (or a (module, example_inputs) pair, used when no --example-input
@@ -14,11 +15,21 @@ with nothing else in scope. What the export changes is printed as a note:
 tied parameters untied for --train, transformers' MoE experts set to their
 ATen path, ops registered from Python replaced by their decompositions (one
 with none is an error). Errors are one line; the exit code is then 2.
+
+--hf PATH exports a local Hugging Face checkpoint folder (config.json and
+model.safetensors, or model.safetensors.index.json and its shards) by
+reference: the weights are never read. model.pt2 holds the parameters on
+the meta device (0-byte payloads) and the member extra/spmdc_weights.json
+says which file and tensor of the folder holds each (hfref.py); its
+non-persistent buffers (rotary inv_freq) are real. No expected.safetensors
+is written unless --expected loads the checkpoint (from_pretrained) to
+compute it.
 """
 import argparse
 import ast
 import importlib
 import importlib.util
+import json
 import os
 import sys
 import traceback
@@ -156,14 +167,23 @@ def parse(argv):
     ap.add_argument("--no-decompose", action="store_true",
                     help="inference: keep the training IR (no run_decompositions())")
     ap.add_argument("--seed", type=int, default=0, help="torch.manual_seed before building (default 0)")
-    hf = ap.add_argument_group("Hugging Face models (random weights, nothing downloaded; needs transformers)")
-    hf.add_argument("--hf", metavar="NAME", help="llama, mistral, qwen2, gpt2 or bert")
-    hf.add_argument("--layers", type=int, default=2)
-    hf.add_argument("--hidden", type=int, default=64)
-    hf.add_argument("--heads", type=int, help="attention heads (default hidden/16)")
-    hf.add_argument("--vocab", type=int, default=256)
+    hf = ap.add_argument_group("Hugging Face models (nothing downloaded; needs transformers)")
+    hf.add_argument("--hf", metavar="NAME|PATH",
+                    help="NAME: a small model with random weights, llama, mistral, qwen2, gpt2 or bert; PATH: a "
+                         "local checkpoint folder (config.json and model.safetensors or "
+                         "model.safetensors.index.json), exported by reference: parameters on meta in model.pt2, "
+                         "their file and tensor in its extra/spmdc_weights.json, the weights never read")
+    hf.add_argument("--layers", type=int, help="with --hf NAME (default 2)")
+    hf.add_argument("--hidden", type=int, help="with --hf NAME (default 64)")
+    hf.add_argument("--heads", type=int, help="with --hf NAME: attention heads (default hidden/16)")
+    hf.add_argument("--vocab", type=int, help="with --hf NAME (default 256)")
     hf.add_argument("--batch", type=int, default=2)
     hf.add_argument("--seq", type=int, default=16)
+    hf.add_argument("--dtype", choices=("bfloat16", "float16", "float32"),
+                    help="with --hf PATH: the model's dtype (default: the one the checkpoint stores)")
+    hf.add_argument("--expected", action="store_true",
+                    help="with --hf PATH: load the weights (from_pretrained) and write expected.safetensors "
+                         "(without it none is written)")
     ap.add_argument("--verbose", action="store_true", help="print the traceback of a failed export")
     a = ap.parse_args(argv)
     if not a.out:
@@ -179,18 +199,51 @@ def parse(argv):
         ap.error("--target needs --loss")
     if a.train and (a.dynamic_batch or a.no_decompose):
         ap.error("--dynamic-batch and --no-decompose are for inference exports, not --train")
+    _check_hf(ap, a)
     return a
+
+
+def _check_hf(ap, a):
+    """The --hf NAME / --hf PATH flags; a.ref: whether --hf names a checkpoint folder."""
+    a.ref = bool(a.hf) and os.path.isdir(a.hf)
+    if a.ref:
+        given = [f"--{k}" for k in ("layers", "hidden", "heads", "vocab") if getattr(a, k) is not None]
+        if given:
+            ap.error(f"{', '.join(given)} shape a random --hf NAME model; a checkpoint folder has its own config")
+        if a.torch_joint:
+            ap.error("--torch-joint: a checkpoint folder's train step is traced in one pass only")
+        return
+    if a.hf and (os.sep in a.hf or "/" in a.hf or a.hf.startswith(".")):
+        ap.error(f"--hf {a.hf}: {'a file, not a folder' if os.path.exists(a.hf) else 'no such folder'} "
+                 f"(a checkpoint folder holds config.json and model.safetensors)")
+    if a.dtype or a.expected:
+        ap.error("--dtype and --expected are for --hf PATH (a checkpoint folder)")
+    for k, v in (("layers", 2), ("hidden", 64), ("vocab", 256)):
+        if getattr(a, k) is None:
+            setattr(a, k, v)
+
+
+def build_hf(a, attn=None):
+    """(module, inputs, targets, loss_fn) of --hf NAME or --hf PATH (then
+    a.checkpoint and a.model_dtype are set too)."""
+    import torch
+    torch.manual_seed(a.seed)
+    if a.ref:
+        from . import hfref
+        m = hfref.build(a.hf, dtype=a.dtype, batch=a.batch, seq=a.seq, train=a.train, attn=attn)
+        a.checkpoint, a.model_dtype = m.checkpoint, m.dtype
+    else:
+        from . import hf
+        m = hf.build(a.hf, layers=a.layers, hidden=a.hidden, heads=a.heads, vocab=a.vocab, batch=a.batch,
+                     seq=a.seq, train=a.train, attn=attn)
+    return m.module, m.inputs, m.targets, m.loss_fn
 
 
 def build(a):
     """(module, inputs, targets, loss_fn) from the factory or --hf."""
     import torch
     if a.hf:
-        from . import hf
-        torch.manual_seed(a.seed)
-        m = hf.build(a.hf, layers=a.layers, hidden=a.hidden, heads=a.heads, vocab=a.vocab, batch=a.batch,
-                     seq=a.seq, train=a.train)
-        return m.module, m.inputs, m.targets, m.loss_fn
+        return build_hf(a)
     fn = load_factory(a.factory)
     torch.manual_seed(a.seed)
     try:
@@ -232,9 +285,26 @@ def dynamic_batch(module, inputs):
                          f"inputs ({e})") from None
 
 
+def export_ref(a, module, inputs, targets, loss_fn):
+    """--hf PATH: exports the checkpoint by reference (hfref.py)."""
+    from . import hfref
+    attn = getattr(getattr(module, "config", None), "_attn_implementation", None)
+    if a.train:
+        expected = hfref.expected_train_step(a.checkpoint.root, a.model_dtype, inputs, targets, loss_fn, attn) \
+            if a.expected else None
+        return hfref.export_train_step(module, inputs, a.out, a.checkpoint, loss_fn, targets, log=note,
+                                       expected=expected)
+    expected = hfref.expected_outputs(a.checkpoint.root, a.model_dtype, inputs, attn) if a.expected else None
+    dynamic = dynamic_batch(module, inputs) if a.dynamic_batch else None
+    return hfref.export(module, inputs, a.out, a.checkpoint, dynamic_shapes=dynamic, decompose=not a.no_decompose,
+                        log=note, expected=expected)
+
+
 def export(a, module, inputs, targets, loss_fn):
     """Exports the inference program or the train step as the flags say."""
     from . import core
+    if a.ref:
+        return export_ref(a, module, inputs, targets, loss_fn)
     strict = False if a.hf else None  # transformers models trace best without dynamo (torch 2.6's default is strict)
     if a.train:
         return core.export_train_step(module, inputs, a.out, loss_fn=loss_fn, targets=targets, strict=strict,
@@ -269,12 +339,7 @@ def main(argv=None):
             if not a.hf or isinstance(e, (UsageError, core.ExportError)) or \
                     getattr(cfg, "_attn_implementation", "eager") == "eager":
                 raise
-            from . import hf
-            import torch
-            torch.manual_seed(a.seed)
-            m = hf.build(a.hf, layers=a.layers, hidden=a.hidden, heads=a.heads, vocab=a.vocab, batch=a.batch,
-                         seq=a.seq, train=a.train, attn="eager")
-            program = export(a, m.module, m.inputs, m.targets, m.loss_fn)
+            program = export(a, *build_hf(a, attn="eager"))
     except (UsageError, core.ExportError) as e:
         return fail(e)
     except Exception as e:  # noqa: BLE001
@@ -287,7 +352,16 @@ def main(argv=None):
     out = a.out
     print(f"wrote {os.path.join(out, 'model.pt2')} ({'train step' if a.train else 'inference'}, {nodes} nodes)")
     print(f"  inputs.safetensors:   {describe(os.path.join(out, 'inputs.safetensors'))}")
-    print(f"  expected.safetensors: {describe(os.path.join(out, 'expected.safetensors'))}")
+    if os.path.exists(os.path.join(out, "expected.safetensors")):
+        print(f"  expected.safetensors: {describe(os.path.join(out, 'expected.safetensors'))}")
+    else:
+        print("  expected.safetensors: not written (the weights are by reference; --expected loads them to "
+              "compute it)")
+    if a.ref:
+        with open(os.path.join(out, "meta.json")) as f:
+            n = json.load(f)["weights"]["tensors"]
+        print(f"  weights: by reference to {a.checkpoint.root} ({str(a.model_dtype).replace('torch.', '')}): "
+              f"{n} tensors on meta, listed in model.pt2's extra/spmdc_weights.json")
     if os.path.exists(os.path.join(out, "tp_plan.json")):
         print(f"  tp_plan.json: spmdc schema from-hf {os.path.join(out, 'tp_plan.json')} --mesh 2 "
               f"--model {os.path.join(out, 'model.pt2')} -o s.json")

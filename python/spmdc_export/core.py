@@ -2,10 +2,15 @@
 
     out_dir/model.pt2            torch.export.save of the exported (or joint) program
     out_dir/inputs.safetensors   input.0, input.1, ... (spmd-run --inputs)
-    out_dir/expected.safetensors eager outputs output.<i>, or loss and grad.<fqn>
+    out_dir/expected.safetensors eager outputs output.<i>, or loss and grad.<fqn> (none for a
+                                 checkpoint exported by reference, unless asked: hfref.py)
     out_dir/meta.json            kind, torch version, node count, op histogram
     out_dir/tp_plan.json         a Hugging Face model's tensor-parallel plan, when it has one
                                  (spmdc schema from-hf tp_plan.json --mesh N -o s.json)
+
+A checkpoint exported by reference (hfref.py) has its parameters on meta in
+model.pt2 and says where their values are in the archive's member
+<top>/extra/spmdc_weights.json.
 """
 import json
 import os
@@ -105,16 +110,21 @@ def _op_histogram(program):
     return nodes, dict(sorted(ops.items()))
 
 
-def save_case(out_dir, program, inputs, expected, meta):
+def save_case(out_dir, program, inputs, expected, meta, extra_files=None):
     """Writes model.pt2, inputs.safetensors (input.<i>), expected.safetensors
-    and meta.json (`meta` plus torch, num_nodes, ops) into out_dir; returns
-    the node count."""
+    (none where expected is None: an old one is removed) and meta.json
+    (`meta` plus torch, num_nodes, ops) into out_dir; extra_files ({name:
+    text}) go into the archive as <top>/extra/<name>. Returns the node count."""
     os.makedirs(out_dir, exist_ok=True)
-    torch.export.save(program, os.path.join(out_dir, "model.pt2"))
+    torch.export.save(program, os.path.join(out_dir, "model.pt2"), **({"extra_files": extra_files} if extra_files
+                                                                       else {}))
     save_file({f"input.{i}": t.contiguous() for i, t in enumerate(inputs)},
               os.path.join(out_dir, "inputs.safetensors"))
-    save_file({k: v.detach().contiguous() for k, v in expected.items()},
-              os.path.join(out_dir, "expected.safetensors"))
+    expected_path = os.path.join(out_dir, "expected.safetensors")
+    if expected is not None:
+        save_file({k: v.detach().contiguous() for k, v in expected.items()}, expected_path)
+    elif os.path.exists(expected_path):
+        os.remove(expected_path)
     nodes, ops = _op_histogram(program)
     meta = dict(meta, torch=torch.__version__, num_nodes=nodes, ops=ops)
     with open(os.path.join(out_dir, "meta.json"), "w") as f:

@@ -54,7 +54,11 @@ def restore_buffers(snapshot):
 
 
 def _storage_key(p):
-    """What identifies p's memory: its storage's address, or p itself when it has none."""
+    """What identifies p's memory: its storage's address, or p itself when it has none
+    (meta and fake tensors: their tied names are one object)."""
+    from torch._subclasses.fake_tensor import FakeTensor
+    if p.device.type == "meta" or isinstance(p, FakeTensor):
+        return ("id", id(p))
     try:
         ptr = p.untyped_storage().data_ptr()
     except (RuntimeError, NotImplementedError):

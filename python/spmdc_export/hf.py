@@ -4,7 +4,9 @@
 build(name, ...) returns a Model: the module (its forward takes input_ids and
 returns the logits; parameter names are the transformers model's own, so its
 tp plan's globs apply), the example inputs, and for a train step the labels
-and the loss (cross-entropy of the logits).
+and the loss (cross-entropy of the logits). hfref.py builds a local
+checkpoint folder (`--hf PATH`) with the same fixups (zero_dropout,
+logits_forward, causal_lm) and exports it by reference.
 """
 from .core import ExportError
 
@@ -48,13 +50,20 @@ def transformers_module():
     return transformers
 
 
-def _zero_dropout(cfg):
+def first_line(e):
+    """`Type: first line of the message` of an exception."""
+    lines = [x for x in str(e).strip().splitlines() if x.strip()]
+    return f"{type(e).__name__}: {lines[0] if lines else ''}"
+
+
+def zero_dropout(cfg):
+    """Sets every dropout probability of a config to 0 (eager and the program then agree)."""
     for k, v in list(vars(cfg).items()):
         if "drop" in k and isinstance(v, float):
             setattr(cfg, k, 0.0)
 
 
-def _logits_forward(module):
+def logits_forward(module):
     """Gives `module` a forward(input_ids) -> logits, in a subclass of its own
     class so that the parameter names stay the model's own."""
     base = type(module)
@@ -70,9 +79,9 @@ def _logits_forward(module):
 def build(name, layers=2, hidden=64, heads=None, vocab=VOCAB, batch=2, seq=16, train=False, attn=None):
     """A small random `name` model (one of MODELS) and its example inputs."""
     import torch
-    import torch.nn.functional as F
     if name not in MODELS:
-        raise ExportError(f"unknown --hf model '{name}': choose one of {', '.join(MODELS)}")
+        raise ExportError(f"unknown --hf model '{name}': choose one of {', '.join(MODELS)}, or name a local "
+                          f"checkpoint folder")
     heads = heads or max(1, hidden // 16)
     for what, v in (("--layers", layers), ("--hidden", hidden), ("--heads", heads), ("--vocab", vocab),
                     ("--batch", batch), ("--seq", seq)):
@@ -89,14 +98,13 @@ def build(name, layers=2, hidden=64, heads=None, vocab=VOCAB, batch=2, seq=16, t
         kw["tie_word_embeddings"] = False  # the joint graph needs one tensor per parameter name
     try:
         cfg = getattr(transformers, cfg_name)(**kw)
-        _zero_dropout(cfg)
+        zero_dropout(cfg)
         if attn:
             cfg._attn_implementation = attn
         module = getattr(transformers, model_name)(cfg)
     except Exception as e:  # noqa: BLE001  (a missing class, or transformers failing to import one)
-        lines = [x for x in str(e).strip().splitlines() if x.strip()]
         raise ExportError(f"transformers {transformers.__version__} could not build {model_name} "
-                          f"({type(e).__name__}: {lines[0] if lines else ''}); check that transformers, torch "
+                          f"({first_line(e)}); check that transformers, torch "
                           f"and torchvision (if installed) are versions made for each other") from None
     if train:
         pred = getattr(getattr(module, "cls", None), "predictions", None)
@@ -105,11 +113,19 @@ def build(name, layers=2, hidden=64, heads=None, vocab=VOCAB, batch=2, seq=16, t
             # gradient for each name).
             pred.decoder.bias = torch.nn.Parameter(pred.bias.detach().clone())
             del pred.bias
-    module = _logits_forward(module)
-    ids = torch.randint(3, vocab, (batch, seq))  # 0-2 are pad, bos and eos
+    return causal_lm(logits_forward(module), vocab, batch, seq, train)
+
+
+def causal_lm(module, vocab, batch, seq, train):
+    """A Model of a logits_forward module: random input_ids (batch x seq,
+    below vocab), and for a train step random labels and the cross-entropy."""
+    import torch
+    import torch.nn.functional as F
+    low = 3 if vocab > 3 else 0  # 0-2 are pad, bos and eos
+    ids = torch.randint(low, vocab, (batch, seq))
     if not train:
         return Model(module, (ids,))
 
     def loss_fn(logits, labels):
         return F.cross_entropy(logits.flatten(0, 1).float(), labels.flatten())
-    return Model(module, (ids,), (torch.randint(3, vocab, (batch, seq)),), loss_fn)
+    return Model(module, (ids,), (torch.randint(low, vocab, (batch, seq)),), loss_fn)

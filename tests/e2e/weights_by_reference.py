@@ -20,7 +20,11 @@ index, in a temporary folder deleted afterwards. Then:
    bit-identical outputs (both read the same bytes).
 3. Exported with --dtype float32 (the bf16 file is converted as it loads):
    outputs match from_pretrained(torch_dtype=float32) within 1e-4.
-4. Bad input, each refused with exit code 2 and one line naming the file
+4. The train step exported by reference (--train --expected): loss and
+   gradients under fsdp at 2 against transformers' eager step on the same
+   checkpoint; with AdamW appended the optimizer states are zeros sources
+   (no zero blobs in the program) and the loss falls over 3 steps.
+5. Bad input, each refused with exit code 2 and one line naming the file
    and the tensor, before any worker computes (no output file): a
    truncated file, a file rewritten by save_pretrained with other weights,
    a renamed file (then found with --weights-root), a tensor missing at
@@ -144,6 +148,44 @@ def check_float32(a, d, ckpt, failures):
         failures.append(f"float32 from bf16: logits differ from from_pretrained(float32) by rel {err:.3g}")
 
 
+def check_train(a, d, ckpt, failures):
+    """The train step by reference: loss and gradients against transformers'
+    eager step on from_pretrained (the export's --expected), then AdamW
+    steps whose optimizer states start as zeros sources."""
+    from safetensors.torch import load_file
+    exp = d / "exptrain"
+    run([sys.executable, "-m", "spmdc_export", "--hf", ckpt, "-o", exp, "--train", "--expected", "--batch", "4"],
+        env=dict(os.environ, PYTHONPATH=str(ROOT / "python")))
+    want = load_file(str(exp / "expected.safetensors"))
+    sfile = d / "fsdp2.json"
+    sfile.write_text(json.dumps({"version": 1, "preset": "fsdp", "mesh": {"shape": [2], "axes": ["dp"]}}))
+    prog, out = d / "train.spmd", d / "train.out.safetensors"
+    run([a.spmdc, "compile", exp / "model.pt2", "--schema", sfile, "-o", prog, "-q"])
+    run([a.spmd_run, "-n", 2, prog, "--inputs", exp / "inputs.safetensors", "--output", out, "-q"])
+    got = load_file(str(out))
+    worst = 0.0
+    for name, w in want.items():
+        if name not in got:
+            failures.append(f"train step: no output '{name}'")
+            continue
+        err, _ = close(got[name], w, 0)
+        worst = max(worst, err if name != "loss" else 0.0)
+        if not close(got[name], w, 1e-3 if name == "loss" else 2e-2)[1]:
+            failures.append(f"train step: {name} differs from the eager step by rel {err:.3g}")
+    print(f"  train step by reference (fsdp 2): loss and {len(want) - 1} gradients, worst rel {worst:.3g}")
+    adam = d / "adam.spmd"
+    run([a.spmdc, "compile", exp / "model.pt2", "--schema", sfile, "-o", adam, "-q", "--optimizer", "adamw",
+         "--lr", "1e-3"])
+    dump = run([a.spmdc, "dump", adam]).stdout
+    if "optim.step  [R] f32[] -> []  zeros" not in dump or adam.stat().st_size > 4 * prog.stat().st_size:
+        failures.append("AdamW by reference: optimizer states are not zeros sources")
+    log = d / "loss.jsonl"
+    run([a.spmd_run, "-n", 2, adam, "--inputs", exp / "inputs.safetensors", "--steps", 3, "--loss-log", log, "-q"])
+    losses = [json.loads(x)["loss"] for x in log.read_text().splitlines()]
+    if len(losses) != 3 or not losses[2] < losses[0]:
+        failures.append(f"AdamW by reference: losses {losses} do not fall")
+
+
 def refused(a, cmd, want, tag, failures, out=None):
     r = run(cmd, ok=False)
     lines = [x for x in r.stderr.splitlines() if x.strip()]
@@ -221,6 +263,7 @@ def main():
             failures.append(f"the archive by reference holds {payload} bytes of weights")
         check_layouts(a, d, ckpt, exp, failures)
         check_float32(a, d, ckpt, failures)
+        check_train(a, d, ckpt, failures)
         check_bad_input(a, d, ckpt, exp, failures)
     for f in failures:
         print("FAIL:", f)
