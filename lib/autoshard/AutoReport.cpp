@@ -108,24 +108,4 @@ std::vector<std::string> autoSummaryLines(const AutoResult& r, const std::option
   return out;
 }
 
-Expected<int64_t> parseByteSize(const std::string& text) {
-  size_t pos = 0;
-  double v = 0;
-  try {
-    v = std::stod(text, &pos);
-  } catch (const std::exception&) {
-    pos = 0;
-  }
-  std::string unit = text.substr(pos);
-  static const std::pair<const char*, double> kUnits[] = {
-      {"", 1},      {"B", 1},       {"KB", 1e3},      {"MB", 1e6},      {"GB", 1e9},
-      {"TB", 1e12}, {"KiB", 1024},  {"MiB", 1 << 20}, {"GiB", 1 << 30}, {"TiB", 1099511627776.0},
-      {"K", 1024},  {"M", 1 << 20}, {"G", 1 << 30}};
-  for (const auto& [name, mult] : kUnits)
-    if (pos > 0 && unit == name && v > 0 && std::isfinite(v) && v * mult < 9.2e18)
-      return static_cast<int64_t>(v * mult);
-  return Status::error("--memory-budget " + text +
-                       ": expected a positive size such as 40GiB, 512MiB, 1.5GB or a number of bytes");
-}
-
 }  // namespace spmd::autoshard

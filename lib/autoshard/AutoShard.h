@@ -110,7 +110,4 @@ std::string autoReportJson(const AutoResult& r, const std::optional<int64_t>& bu
 /// 1.31x: 14 more all_gather").
 std::vector<std::string> autoSummaryLines(const AutoResult& r, const std::optional<int64_t>& budget);
 
-/// Parses "40GiB", "512MiB", "1.5GB", "1000000" (bytes); error names the text.
-Expected<int64_t> parseByteSize(const std::string& text);
-
 }  // namespace spmd::autoshard

@@ -52,6 +52,10 @@ Expected<int64_t> loadCheckpoint(const std::string& dir, const program::Program&
 /// workers; checksums and NaN/Inf are the workers' to check).
 Status checkCheckpoint(const std::string& dir, const program::Program& program);
 
+/// The global tensors of checkpoint `dir` by FQN, verified as
+/// loadCheckpoint does (optimizer states included).
+Expected<TensorMap> consolidatedTensors(const std::string& dir);
+
 /// Writes one safetensors file `output` of global tensors named by FQN from
 /// checkpoint `dir`, verified as loadCheckpoint does; no file on error.
 Status consolidateCheckpoint(const std::string& dir, const std::string& output);

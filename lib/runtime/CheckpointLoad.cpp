@@ -200,8 +200,7 @@ Expected<int64_t> loadCheckpoint(const std::string& dir, const program::Program&
   return index.step;
 }
 
-Status consolidateCheckpoint(const std::string& dir, const std::string& output) {
-  if (output.empty()) return Status::error(dir + ": --consolidate needs --output <file.safetensors>");
+Expected<TensorMap> consolidatedTensors(const std::string& dir) {
   std::string folder;
   SPMD_ASSIGN_OR_RETURN(CheckpointIndex index, readCheckpointIndex(dir, &folder));
   ShardReader reader(folder);
@@ -215,6 +214,12 @@ Status consolidateCheckpoint(const std::string& dir, const std::string& output) 
   } catch (const c10::Error& e) {
     return Status::error(folder + ": cannot consolidate: " + e.what_without_backtrace());
   }
+  return out;
+}
+
+Status consolidateCheckpoint(const std::string& dir, const std::string& output) {
+  if (output.empty()) return Status::error(dir + ": --consolidate needs --output <file.safetensors>");
+  SPMD_ASSIGN_OR_RETURN(TensorMap out, consolidatedTensors(dir));
   return writeTensors(output, out);
 }
 

@@ -2,11 +2,14 @@
 //
 //   withCommas(1234567) == "1,234,567"
 //   elided(std::string(100000, 'a'), 8) == "aaaaaaaa... (100,000 characters)"
+//   parseByteSize("--max-shard-size", "5GB") == 5000000000
 #pragma once
 
 #include <cstdint>
 #include <string>
 #include <string_view>
+
+#include "support/Status.h"
 
 namespace spmd {
 
@@ -26,5 +29,10 @@ inline std::string elided(std::string_view text, size_t max = 80) {
   return std::string(text.substr(0, max)) + "... (" + withCommas(static_cast<int64_t>(text.size())) +
          " characters)";
 }
+
+/// Parses a byte size: "40GiB", "512MiB", "1.5GB", "5G" (binary K/M/G), or
+/// a number of bytes; positive only. The error reads "<flag> <text>:
+/// expected a positive size such as 40GiB, ...".
+Expected<int64_t> parseByteSize(std::string_view flag, const std::string& text);
 
 }  // namespace spmd

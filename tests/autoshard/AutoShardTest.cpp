@@ -2,6 +2,7 @@
 // never worse than the presets and the hand-written Megatron schemas on
 // llama, the three memory-budget regimes.
 #include "AutoTestUtil.h"
+#include "support/Strings.h"
 
 using namespace spmd;
 using spmd::testing::autoOrFail;
@@ -175,12 +176,12 @@ TEST_CASE("memory budgets: unlimited picks the fastest; below dp shards paramete
 }
 
 TEST_CASE("byte sizes: units and errors") {
-  CHECK(*autoshard::parseByteSize("40GiB") == 40LL << 30);
-  CHECK(*autoshard::parseByteSize("1.5GB") == 1500000000LL);
-  CHECK(*autoshard::parseByteSize("512MiB") == 512LL << 20);
-  CHECK(*autoshard::parseByteSize("1000") == 1000);
-  auto bad = autoshard::parseByteSize("40 parsecs");
+  CHECK(*parseByteSize("--memory-budget", "40GiB") == 40LL << 30);
+  CHECK(*parseByteSize("--memory-budget", "1.5GB") == 1500000000LL);
+  CHECK(*parseByteSize("--memory-budget", "512MiB") == 512LL << 20);
+  CHECK(*parseByteSize("--memory-budget", "1000") == 1000);
+  auto bad = parseByteSize("--memory-budget", "40 parsecs");
   REQUIRE_FALSE(bad.hasValue());
   CHECK(bad.status().message().find("--memory-budget 40 parsecs: expected a positive size") == 0);
-  CHECK_FALSE(autoshard::parseByteSize("-1GiB").hasValue());
+  CHECK_FALSE(parseByteSize("--memory-budget", "-1GiB").hasValue());
 }

@@ -23,7 +23,9 @@ index, in a temporary folder deleted afterwards. Then:
 4. The train step exported by reference (--train --expected): loss and
    gradients under fsdp at 2 against transformers' eager step on the same
    checkpoint; with AdamW appended the optimizer states are zeros sources
-   (no zero blobs in the program) and the loss falls over 3 steps.
+   (no zero blobs in the program) and the loss falls over 3 steps; the
+   saved checkpoint, written as a Hugging Face folder (--hf-output, several
+   files and an index), loads in from_pretrained with the trained weights.
 5. Bad input, each refused with exit code 2 and one line naming the file
    and the tensor, before any worker computes (no output file): a
    truncated file, a file rewritten by save_pretrained with other weights,
@@ -179,11 +181,40 @@ def check_train(a, d, ckpt, failures):
     dump = run([a.spmdc, "dump", adam]).stdout
     if "optim.step  [R] f32[] -> []  zeros" not in dump or adam.stat().st_size > 4 * prog.stat().st_size:
         failures.append("AdamW by reference: optimizer states are not zeros sources")
-    log = d / "loss.jsonl"
-    run([a.spmd_run, "-n", 2, adam, "--inputs", exp / "inputs.safetensors", "--steps", 3, "--loss-log", log, "-q"])
+    log, saved = d / "loss.jsonl", d / "saved"
+    run([a.spmd_run, "-n", 2, adam, "--inputs", exp / "inputs.safetensors", "--steps", 3, "--loss-log", log, "-q",
+         "--save", saved])
     losses = [json.loads(x)["loss"] for x in log.read_text().splitlines()]
     if len(losses) != 3 or not losses[2] < losses[0]:
         failures.append(f"AdamW by reference: losses {losses} do not fall")
+    check_hf_output(a, d, ckpt, saved, failures)
+
+
+def check_hf_output(a, d, ckpt, saved, failures):
+    """The trained checkpoint written as a Hugging Face folder loads in
+    from_pretrained with exactly the trained weights."""
+    import torch
+    import transformers
+    from safetensors.torch import load_file
+    hf_dir, flat = d / "hf-out", d / "flat.safetensors"
+    run([a.spmd_run, "--consolidate", saved, "--hf-output", hf_dir, "--hf-config-from", ckpt,
+         "--max-shard-size", "60KB"])
+    run([a.spmd_run, "--consolidate", saved, "--output", flat])
+    trained = {k: v for k, v in load_file(str(flat)).items() if not k.startswith("optim.")}
+    files = sorted(p.name for p in hf_dir.glob("*.safetensors"))
+    m = transformers.LlamaForCausalLM.from_pretrained(hf_dir, torch_dtype=torch.bfloat16)
+    state = m.state_dict()
+    original = transformers.LlamaForCausalLM.from_pretrained(ckpt, torch_dtype=torch.bfloat16).state_dict()
+    extra = set(trained) - set(state)  # non-persistent buffers (rotary inv_freq): the checkpoint has them
+    same = set(state) <= set(trained) and all(torch.equal(v, trained[k]) for k, v in state.items())
+    moved = any(not torch.equal(original[k], trained[k]) for k in state)
+    print(f"  --hf-output: {len(files)} files + index, from_pretrained gives the trained weights: {same}")
+    if len(files) < 2 or not (hf_dir / "model.safetensors.index.json").exists():
+        failures.append(f"--hf-output: expected several files and an index, got {files}")
+    if not same or not moved or any(not k.endswith("inv_freq") for k in extra):
+        failures.append("--hf-output: from_pretrained does not load the trained weights")
+    refused(a, [a.spmd_run, "--consolidate", saved, "--hf-output", hf_dir], [str(hf_dir), "already holds"],
+            "--hf-output into a folder holding a checkpoint", failures)
 
 
 def refused(a, cmd, want, tag, failures, out=None):

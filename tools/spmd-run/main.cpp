@@ -26,10 +26,12 @@
 #include "runtime/Calibrate.h"
 #include "runtime/Checkpoint.h"
 #include "runtime/Distributed.h"
+#include "runtime/HfCheckpoint.h"
 #include "runtime/OpLibrary.h"
 #include "runtime/Runner.h"
 #include "runtime/TensorIO.h"
 #include "runtime/Verify.h"
+#include "support/Strings.h"
 
 namespace {
 
@@ -157,9 +159,18 @@ int main(int argc, char** argv) {
   app.add_option("--weights-root", d.weightsRoot,
                  "a program compiled by reference: the folder its checkpoint files lie in now (default: "
                  "where they were at compile time)");
-  std::string consolidate;
+  std::string consolidate, maxShardSize = "5GB";
+  runtime::HfExportOptions hf;
   app.add_option("--consolidate", consolidate,
-                 "write --output from a sharded checkpoint folder (tensors by FQN)");
+                 "write --output (one safetensors file, tensors by FQN) or --hf-output from a sharded "
+                 "checkpoint folder");
+  app.add_option(
+      "--hf-output", hf.outDir,
+      "--consolidate: write a Hugging Face model folder (sharded safetensors + index, no optimizer "
+      "states) that transformers' from_pretrained loads");
+  app.add_option("--max-shard-size", maxShardSize, "--hf-output: largest safetensors file (default 5GB)");
+  app.add_option("--hf-config-from", hf.configFrom,
+                 "--hf-output: copy config.json and the tokenizer files from this Hugging Face folder");
   app.add_flag("--worker", worker,
                "run as one worker (RANK, WORLD_SIZE, MASTER_ADDR, MASTER_PORT from the environment)");
   app.add_option("--profile", d.profile,
@@ -200,6 +211,13 @@ int main(int argc, char** argv) {
     d.device = o.device;
     return worker ? runtime::runCalibrateWorker(d, cal, std::cerr)
                   : runtime::runCalibrate(d, cal, std::cout, std::cerr);
+  }
+  if (!consolidate.empty() && !hf.outDir.empty()) {
+    auto bytes = parseByteSize("--max-shard-size", maxShardSize);
+    if (!bytes) return fail(kBadInput, "", bytes.status());
+    hf.maxShardBytes = *bytes;
+    Status st = runtime::consolidateToHf(consolidate, hf);
+    return st.isOk() ? 0 : fail(kBadInput, "", st);
   }
   if (!consolidate.empty()) {
     Status st = runtime::consolidateCheckpoint(consolidate, o.output);

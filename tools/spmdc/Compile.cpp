@@ -14,6 +14,7 @@
 #include "schema/Resolve.h"
 #include "sharding/DeviceProfile.h"
 #include "support/File.h"
+#include "support/Strings.h"
 
 namespace spmdc {
 namespace {
@@ -100,7 +101,7 @@ spmd::Expected<spmd::passes::CompileResult> compileSchema(const CompileArgs& a,
           "--memory-budget " + a.memoryBudget +
           ": applies to --schema auto, or to a schema with a \"recompute\" entry \"auto\"");
     if (autoRecompute) {
-      SPMD_ASSIGN_OR_RETURN(opts.memoryBudget, spmd::autoshard::parseByteSize(a.memoryBudget));
+      SPMD_ASSIGN_OR_RETURN(opts.memoryBudget, spmd::parseByteSize("--memory-budget", a.memoryBudget));
     }
   }
   if (profile) {
@@ -135,7 +136,7 @@ int runCompile(const CompileArgs& a) {
   const spmd::sharding::DeviceProfile* prof = profile ? &*profile : nullptr;
   std::optional<int64_t> budget;
   if (!a.memoryBudget.empty()) {
-    auto b = spmd::autoshard::parseByteSize(a.memoryBudget);
+    auto b = spmd::parseByteSize("--memory-budget", a.memoryBudget);
     if (!b) return fail(b.status());
     budget = *b;
   }
