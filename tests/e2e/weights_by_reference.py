@@ -4,7 +4,11 @@ its weights, compiled into programs that point at its files, run on CPU
 workers against transformers' from_pretrained.
 
 Usage:
-    weights_by_reference.py SPMDC SPMD_RUN [--layers 2] [--hidden 64] [--vocab 256]
+    weights_by_reference.py SPMDC SPMD_RUN [--layers 2] [--hidden 64] [--vocab 256] [--shard-size 40KB]
+
+CI runs it twice: at these defaults (about 100k parameters) and at
+--layers 8 --hidden 768 --vocab 32000 --shard-size 50MB (91M parameters,
+183 MB in bf16).
 
 A LlamaForCausalLM (random weights, seed 0) is written with
 save_pretrained in bfloat16, sharded into several safetensors files with an
@@ -13,7 +17,8 @@ index, in a temporary folder deleted afterwards. Then:
 1. `python -m spmdc_export --hf DIR` exports it by reference; the archive
    holds no parameter bytes.
 2. spmdc compiles it under fsdp at 4, Megatron TP at 2 and 4, and dp x tp
-   at 2x2. Each program is small (no weight bytes), its dump names the
+   at 2x2. Each program holds no parameter bytes (its data section holds only
+   rotary inv_freq), its dump names the
    checkpoint's files, and its outputs on 2-4 workers match
    `from_pretrained(DIR, torch_dtype=bfloat16)` eager logits within
    bfloat16 tolerance. The same program compiled with --embed-weights gives
@@ -21,8 +26,9 @@ index, in a temporary folder deleted afterwards. Then:
 3. Exported with --dtype float32 (the bf16 file is converted as it loads):
    outputs match from_pretrained(torch_dtype=float32) within 1e-4.
 4. The train step exported by reference (--train --expected): loss and
-   gradients under fsdp at 2 against transformers' eager step on the same
-   checkpoint; with AdamW appended the optimizer states are zeros sources
+   gradients under fsdp at 2 as close to the float32 step on
+   from_pretrained as transformers' own bf16 step is (1.5x, or within
+   2e-2); with AdamW appended the optimizer states are zeros sources
    (no zero blobs in the program) and the loss falls over 3 steps; the
    saved checkpoint, written as a Hugging Face folder (--hf-output, several
    files and an index), loads in from_pretrained with the trained weights.
@@ -66,6 +72,13 @@ def run(cmd, ok=True, **kw):
     return r
 
 
+def data_section(prog):
+    """Bytes after the .spmd file's JSON (its weight blobs; Format.h)."""
+    raw = prog.read_bytes()
+    json_len = int.from_bytes(raw[16:24], "little")
+    return len(raw) - (32 + json_len + 63) // 64 * 64
+
+
 def archive_weight_bytes(pt2):
     import zipfile
     with zipfile.ZipFile(pt2) as z:
@@ -80,7 +93,7 @@ def make_checkpoint(folder, a, seed=0):
                                    num_hidden_layers=a.layers, num_attention_heads=4, num_key_value_heads=2,
                                    max_position_embeddings=64, tie_word_embeddings=False)
     model = transformers.LlamaForCausalLM(cfg).to(torch.bfloat16)
-    model.save_pretrained(folder, safe_serialization=True, max_shard_size="40KB")
+    model.save_pretrained(folder, safe_serialization=True, max_shard_size=a.shard_size)
     files = sorted(p.name for p in Path(folder).glob("*.safetensors"))
     if len(files) < 2:
         sys.exit(f"weights_by_reference: expected a sharded checkpoint, got {files}")
@@ -121,8 +134,8 @@ def check_layouts(a, d, ckpt, exp, failures):
     for name in LAYOUTS:
         prog, got = compile_and_run(a, d, exp, name)
         size = prog.stat().st_size
-        if size > 1 << 20:
-            failures.append(f"{name}: the program by reference has {size} bytes")
+        if data_section(prog) > 4096:  # the rotary inv_freq buffer is the only one embedded
+            failures.append(f"{name}: the program by reference holds {data_section(prog)} bytes of weights")
         dump = run([a.spmdc, "dump", prog]).stdout
         if "from model-00001-of-" not in dump:
             failures.append(f"{name}: the dump does not name the checkpoint's files")
@@ -150,6 +163,20 @@ def check_float32(a, d, ckpt, failures):
         failures.append(f"float32 from bf16: logits differ from from_pretrained(float32) by rel {err:.3g}")
 
 
+def float32_step(ckpt, inputs):
+    """Loss and gradients (names as the export's) of the step in float32 on from_pretrained."""
+    import torch
+    import torch.nn.functional as F
+    import transformers
+    m = transformers.LlamaForCausalLM.from_pretrained(ckpt, torch_dtype=torch.float32, attn_implementation="eager")
+    logits = m(input_ids=inputs["input.0"]).logits
+    loss = F.cross_entropy(logits.flatten(0, 1).float(), inputs["input.1"].flatten())
+    loss.backward()
+    out = {"loss": loss.detach()}
+    out.update({f"grad.{k}": p.grad for k, p in m.named_parameters() if p.grad is not None})
+    return out
+
+
 def check_train(a, d, ckpt, failures):
     """The train step by reference: loss and gradients against transformers'
     eager step on from_pretrained (the export's --expected), then AdamW
@@ -165,16 +192,21 @@ def check_train(a, d, ckpt, failures):
     run([a.spmdc, "compile", exp / "model.pt2", "--schema", sfile, "-o", prog, "-q"])
     run([a.spmd_run, "-n", 2, prog, "--inputs", exp / "inputs.safetensors", "--output", out, "-q"])
     got = load_file(str(out))
+    exact = float32_step(ckpt, load_file(str(exp / "inputs.safetensors")))
     worst = 0.0
     for name, w in want.items():
         if name not in got:
             failures.append(f"train step: no output '{name}'")
             continue
-        err, _ = close(got[name], w, 0)
-        worst = max(worst, err if name != "loss" else 0.0)
-        if not close(got[name], w, 1e-3 if name == "loss" else 2e-2)[1]:
-            failures.append(f"train step: {name} differs from the eager step by rel {err:.3g}")
-    print(f"  train step by reference (fsdp 2): loss and {len(want) - 1} gradients, worst rel {worst:.3g}")
+        # bf16 rounding grows with depth: spmd-run's step must be as close to
+        # the float32 step as transformers' own bf16 step is (or within 2e-2).
+        ours, theirs = close(got[name], exact[name], 0)[0], close(w, exact[name], 0)[0]
+        worst = max(worst, ours / max(theirs, 1e-3))
+        if ours > max(2e-2, 1.5 * theirs):
+            failures.append(f"train step: {name} is rel {ours:.3g} from the float32 step, transformers' bf16 "
+                            f"step {theirs:.3g}")
+    print(f"  train step by reference (fsdp 2): loss and {len(want) - 1} gradients; distance to the float32 step "
+          f"at most {worst:.2f}x transformers' bf16 step's")
     adam = d / "adam.spmd"
     run([a.spmdc, "compile", exp / "model.pt2", "--schema", sfile, "-o", adam, "-q", "--optimizer", "adamw",
          "--lr", "1e-3"])
@@ -198,7 +230,7 @@ def check_hf_output(a, d, ckpt, saved, failures):
     from safetensors.torch import load_file
     hf_dir, flat = d / "hf-out", d / "flat.safetensors"
     run([a.spmd_run, "--consolidate", saved, "--hf-output", hf_dir, "--hf-config-from", ckpt,
-         "--max-shard-size", "60KB"])
+         "--max-shard-size", a.shard_size])
     run([a.spmd_run, "--consolidate", saved, "--output", flat])
     trained = {k: v for k, v in load_file(str(flat)).items() if not k.startswith("optim.")}
     files = sorted(p.name for p in hf_dir.glob("*.safetensors"))
@@ -273,6 +305,7 @@ def main():
     ap.add_argument("--layers", type=int, default=2)
     ap.add_argument("--hidden", type=int, default=64)
     ap.add_argument("--vocab", type=int, default=256)
+    ap.add_argument("--shard-size", default="40KB", help="save_pretrained's max_shard_size")
     a = ap.parse_args()
     try:
         import transformers  # noqa: F401
