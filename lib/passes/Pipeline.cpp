@@ -11,7 +11,6 @@
 #include "passes/Passes.h"
 #include "passes/Report.h"
 #include "passes/SequenceParallel.h"
-#include "program/ExternalWeights.h"
 #include "program/ProgramJson.h"
 #include "schema/ForeignOps.h"
 #include "schema/Resolve.h"
@@ -166,8 +165,6 @@ Expected<CompileResult> compile(pt2::Archive& archive, const schema::PlacementSc
   timer.done("expansion");
 
   fillWeights(archive, r.program, options.embedWeights);  // before the passes: recompute's "auto" counts them
-  if (Status st = program::recordSources(r.program); !st.isOk()) return st.withContext(archive.path);
-  timer.done("weight sources");
   std::string choice;
   auto recompute = resolveRecompute(r.program, schema.recompute, options, choice);
   if (!recompute) return recompute.status().withContext(archive.path);

@@ -17,6 +17,7 @@
 #include <functional>
 #include <set>
 
+#include "program/ExternalWeights.h"
 #include "program/Format.h"
 #include "program/ProgramJson.h"
 #include "program/Verifier.h"
@@ -90,6 +91,9 @@ Status writeBlobs(AtomicFile& file, uint64_t dataStart, WeightEntry& w, const st
 }
 
 Status writeFile(const std::string& path, Program& program, const WeightSource& source) {
+  // Weights by reference: their integrity record, read from the checkpoint
+  // here rather than in compile(), which auto-sharding runs per layout.
+  SPMD_RETURN_IF_ERROR(recordSources(program));
   uint64_t dataEnd = 0;
   std::vector<std::vector<ShardPlan>> plans;
   std::set<std::string> seen;

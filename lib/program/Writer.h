@@ -58,7 +58,8 @@ void sliceRowMajor(std::span<const std::byte> global, const std::vector<int64_t>
 /// Writes `program` to `path` (format kFormatVersion.formatMinorFor),
 /// slicing each weight's global bytes from `source` into its distinct
 /// shards (a weight with a `source` has none: its bytes stay in the
-/// checkpoint). Sets the program's format version, fills every WeightEntry's
+/// checkpoint, and recordSources fills its integrity record first). Sets
+/// the program's format version, fills every WeightEntry's
 /// `shards` (with their checksums) and, when empty, its `localShape` (rank
 /// 0's shard). Errors start with `path`: unknown dtype, Partial spec, a
 /// given localShape that is not rank 0's, anything else verifyProgram

@@ -76,14 +76,21 @@ Status inFile(const Status& s, const std::string& path) {
   return s.withContext(path);
 }
 
-Status readPayloadConfig(const io::ZipArchive& zip, const Layout& layout, const std::string& member,
-                         std::map<std::string, TensorPayload, std::less<>>& out) {
-  if (member.empty()) return Status::ok();
+// The JSON document of archive member `member`; valid while `parser` lives.
+Expected<simdjson::dom::element> parseMember(const io::ZipArchive& zip, const std::string& member,
+                                             simdjson::dom::parser& parser) {
   SPMD_ASSIGN_OR_RETURN(std::string text, zip.readString(member));
-  simdjson::dom::parser parser;
   simdjson::dom::element root;
   if (auto err = parser.parse(simdjson::padded_string(text)).get(root); err != simdjson::SUCCESS)
     return Status::error(member + " does not parse: " + simdjson::error_message(err));
+  return root;
+}
+
+Status readPayloadConfig(const io::ZipArchive& zip, const Layout& layout, const std::string& member,
+                         std::map<std::string, TensorPayload, std::less<>>& out) {
+  if (member.empty()) return Status::ok();
+  simdjson::dom::parser parser;
+  SPMD_ASSIGN_OR_RETURN(simdjson::dom::element root, parseMember(zip, member, parser));
   simdjson::dom::object config = optObject(root, "config");
   std::string dir = member.substr(0, member.rfind('/') + 1);
   for (auto field : config) {
@@ -119,11 +126,8 @@ Status readPayloadConfig(const io::ZipArchive& zip, const Layout& layout, const 
 // extra/spmdc_weights.json: which parameters live in a checkpoint folder.
 Status readWeightRefs(const io::ZipArchive& zip, const std::string& member, Archive& a) {
   if (member.empty()) return Status::ok();
-  SPMD_ASSIGN_OR_RETURN(std::string text, zip.readString(member));
   simdjson::dom::parser parser;
-  simdjson::dom::element root;
-  if (auto err = parser.parse(simdjson::padded_string(text)).get(root); err != simdjson::SUCCESS)
-    return Status::error(member + " does not parse: " + simdjson::error_message(err));
+  SPMD_ASSIGN_OR_RETURN(simdjson::dom::element root, parseMember(zip, member, parser));
   int64_t format = 0;
   if (root["format"].get_int64().get(format) != simdjson::SUCCESS || format != 1)
     return Status::error(member + ": format is not 1; re-export with this spmdc_export");
