@@ -12,6 +12,7 @@
 #include <cerrno>
 #include <cstring>
 #include <filesystem>
+#include <functional>
 
 #include "program/Verifier.h"
 #include "program/Writer.h"
@@ -26,10 +27,6 @@ constexpr size_t kBlocks = 16;
 std::string named(const WeightEntry& w) {
   return "tensor '" + w.source->tensor + "' (weight '" + w.fqn + "')";
 }
-
-}  // namespace
-
-namespace {
 
 // Where sampleChecksum's blocks start within `bytes` bytes (none: hash all).
 std::vector<uint64_t> sampleOffsets(uint64_t bytes) {
@@ -55,15 +52,24 @@ Status readAt(int fd, uint64_t offset, std::span<std::byte> out, const std::stri
   return Status::ok();
 }
 
+// XXH3 of the sampled blocks of a tensor of `size` bytes (all of it when
+// small), each fetched by `read(offset, out)`: from memory or from a file.
+Expected<uint64_t> sampled(uint64_t size, const std::function<Status(uint64_t, std::span<std::byte>)>& read) {
+  std::vector<uint64_t> offsets = sampleOffsets(size);
+  std::vector<std::byte> bytes(offsets.empty() ? size : kBlock * kBlocks);
+  if (offsets.empty()) SPMD_RETURN_IF_ERROR(read(0, bytes));
+  for (size_t i = 0; i < offsets.size(); ++i)
+    SPMD_RETURN_IF_ERROR(read(offsets[i], std::span(bytes).subspan(i * kBlock, kBlock)));
+  return checksum(bytes);
+}
+
 }  // namespace
 
 uint64_t sampleChecksum(std::span<const std::byte> bytes) {
-  std::vector<uint64_t> offsets = sampleOffsets(bytes.size());
-  if (offsets.empty()) return checksum(bytes);
-  std::vector<std::byte> samples(kBlock * kBlocks);
-  for (size_t i = 0; i < offsets.size(); ++i)
-    std::memcpy(samples.data() + i * kBlock, bytes.data() + offsets[i], kBlock);
-  return checksum(samples);
+  return *sampled(bytes.size(), [&](uint64_t offset, std::span<std::byte> out) {
+    std::memcpy(out.data(), bytes.data() + offset, out.size());
+    return Status::ok();
+  });
 }
 
 std::string sourcePath(const std::string& root, const std::string& file) {
@@ -84,6 +90,7 @@ Expected<const SourceFiles::Open*> SourceFiles::open(const std::string& file) {
     // no page of the file stays mapped into the rank (its RSS is its copy).
     SPMD_ASSIGN_OR_RETURN(io::SafetensorsFile f, io::SafetensorsFile::open(path));
     auto o = std::make_unique<Open>(std::move(f));
+    o->headerChecksum = checksum(o->file.headerBytes());
     o->fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
     if (o->fd < 0) return Status::error(path + ": cannot open: " + std::strerror(errno));
     it = files_.emplace(path, std::move(o)).first;
@@ -96,16 +103,9 @@ uint64_t SourceFiles::Open::offsetOf(const io::SafetensorsEntry& e) const {
 }
 
 Expected<uint64_t> SourceFiles::Open::sample(const io::SafetensorsEntry& e) const {
-  std::vector<uint64_t> offsets = sampleOffsets(e.bytes);
-  std::vector<std::byte> bytes(offsets.empty() ? e.bytes : kBlock * kBlocks);
-  if (offsets.empty()) {
-    SPMD_RETURN_IF_ERROR(readAt(fd, offsetOf(e), bytes, file.path()));
-  } else {
-    for (size_t i = 0; i < offsets.size(); ++i)
-      SPMD_RETURN_IF_ERROR(
-          readAt(fd, offsetOf(e) + offsets[i], std::span(bytes).subspan(i * kBlock, kBlock), file.path()));
-  }
-  return checksum(bytes);
+  return sampled(e.bytes, [&](uint64_t offset, std::span<std::byte> out) {
+    return readAt(fd, offsetOf(e) + offset, out, file.path());
+  });
 }
 
 Expected<const io::SafetensorsEntry*> SourceFiles::entry(const std::string& file, const std::string& tensor) {
@@ -123,7 +123,7 @@ Expected<DescribedSource> SourceFiles::describe(const std::string& file, const s
   d.ref.tensor = tensor;
   d.ref.dtype = e->dtype;
   d.ref.fileBytes = f->file.size();
-  d.ref.headerChecksum = checksum(f->file.headerBytes());
+  d.ref.headerChecksum = f->headerChecksum;
   SPMD_ASSIGN_OR_RETURN(d.ref.sampleChecksum, f->sample(*e));
   d.shape = e->shape;
   return d;
@@ -174,7 +174,7 @@ Status SourceFiles::verify(const WeightEntry& w) {
     return Status::error(f.status().message() + " (it holds " + named(w) +
                          "); pass spmd-run --weights-root DIR where the checkpoint moved, or recompile");
   if (!f) return Status::error(f.status().message() + " (it holds " + named(w) + ")" + redo);
-  if (checksum((*f)->file.headerBytes()) != ref.headerChecksum)
+  if ((*f)->headerChecksum != ref.headerChecksum)
     return Status::error(
         path + ": its header (names, dtypes, shapes, offsets) differs from compile time (it holds " +
         named(w) + ")" + redo);

@@ -83,6 +83,7 @@ class SourceFiles {
     uint64_t offsetOf(const io::SafetensorsEntry& e) const;          // in the file
     Expected<uint64_t> sample(const io::SafetensorsEntry& e) const;  // sampleChecksum, by pread
     io::SafetensorsFile file;
+    uint64_t headerChecksum = 0;  // XXH3 of file.headerBytes(), once per file
     int fd = -1;
   };
   Expected<const Open*> open(const std::string& file);
