@@ -33,6 +33,12 @@ packages=(
   clang libclang-rt-dev  # scripts/fuzz.sh: libFuzzer and the sanitizers
   chromium  # tests/explain: the headless-browser test of spmdc explain's page
 )
+# FileCheck for the lit tests (tests/lit): Debian's default LLVM's tools.
+case "$debian" in
+  12) packages+=(llvm-14-tools) ;;
+  13) packages+=(llvm-19-tools) ;;
+  *) packages+=("llvm-$(apt-cache depends llvm 2>/dev/null | sed -n 's/.*Depends: llvm-\([0-9]*\)$/\1/p' | head -1)-tools") ;;
+esac
 # A python3 that can make a venv (pyenv's or Debian's).
 python3 -c 'import venv, ensurepip' 2>/dev/null || packages+=(python3 python3-venv)
 missing=()
@@ -49,7 +55,7 @@ fi
 want_ok() {
   "$venv/bin/python" - "$torch_version" <<'PY' 2>/dev/null
 import sys, importlib.metadata as md
-import torch, safetensors, numpy  # noqa: F401
+import torch, safetensors, numpy, lit  # noqa: F401
 want = sys.argv[1]
 have = torch.__version__.split("+")[0]
 sys.exit(0 if have == want.split("+")[0] else 1)

@@ -1,15 +1,25 @@
-// The IR text form, one line per input, node and output:
+// The IR text form, one line per symbol, tie, input, node and output; every
+// argument named, every attribute of the IR spelled, so that ir::parseProgram
+// (Parser.cpp) reads it back to a program that prints the same:
 //
 //   program mlp (schema 8.17, torch 2.11.0+cu130)
 //   input %x: f32[32, 64] user_input
-//   %permute: f32[64, 256] = aten.permute.default(%p_fc1_weight, [1, 0])  # export_models.py:37
-//   output %addmm_1 user_output
+//   %permute: f32[64, 256]{strides=[1, 64]} = aten.permute.default(self=%p_fc1_weight, dims=[1, 0])  #
+//   m.py:37 output %addmm_1 user_output
 //
-// Output is a pure function of the program, so it can be diffed in CI.
+// A type spells only what differs from the default: strides that are not
+// row-major (none recorded reads as row-major), a device other than the CPU, requires_grad. An argument whose
+// kind the text does not imply (an optional tensor, a list of SymInts with
+// only constants) carries its kind: `optional_tensor(%x)`, `sym_ints([2, 3])`.
+// Keyword-only arguments follow a `*`. The trailing comment is the node's
+// source location; with PrintOptions::debugInfo the node's whole metadata
+// follows the call in braces. Output is a pure function of the program.
 #include <charconv>
 #include <cmath>
+#include <set>
 
 #include "ir/Graph.h"
+#include "ir/TextForm.h"
 
 namespace spmd::ir {
 namespace {
@@ -26,10 +36,6 @@ std::string printFloat(double v) {
 
 std::string valueRef(const Value* v) { return v ? "%" + v->name() : "none"; }
 
-std::string deviceStr(const std::string& type, int64_t index) {
-  return "device(" + type + (index >= 0 ? ":" + std::to_string(index) : "") + ")";
-}
-
 template <typename F>
 std::string list(size_t n, F item) {
   std::string s = "[";
@@ -40,12 +46,31 @@ std::string list(size_t n, F item) {
   return s + "]";
 }
 
+std::string dims(const std::vector<Dim>& ds) {
+  return list(ds.size(), [&](size_t i) { return ds[i].str(); });
+}
+
+// "f32[64, 256]{strides=[1, 64], device=cuda:0, requires_grad}".
+std::string typeStr(const TensorType& t) {
+  std::vector<std::string> attrs;
+  // An expanded program's local values record no strides: nothing to spell.
+  if (!t.strides.empty() && t.strides != contiguousStrides(t.sizes))
+    attrs.push_back("strides=" + dims(t.strides));
+  if (!(t.device == Device{})) attrs.push_back("device=" + deviceText(t.device));
+  if (t.requiresGrad) attrs.emplace_back("requires_grad");
+  std::string s = t.str();
+  if (attrs.empty()) return s;
+  s += "{";
+  for (size_t i = 0; i < attrs.size(); ++i) s += (i ? ", " : "") + attrs[i];
+  return s + "}";
+}
+
 std::string valueDecl(const Value* v) {
   if (!v) return "none";
   std::string s = "%" + v->name() + ": ";
   switch (v->kind()) {
     case ValueKind::Tensor:
-      return s + v->type().str();
+      return s + typeStr(v->type());
     case ValueKind::SymInt:
       return s + "sym(" + v->symValue().str() + ")";
     case ValueKind::SymFloat:
@@ -60,11 +85,11 @@ std::string valueDecl(const Value* v) {
   return s;
 }
 
-}  // namespace
-
-std::string printArgument(const Argument& a) {
+// The argument's payload, without its kind.
+std::string payload(const Argument& a) {
   using K = Argument::Kind;
   auto symItem = [&](size_t i) { return a.values[i] ? valueRef(a.values[i]) : std::to_string(a.ints[i]); };
+  auto boolItem = [&](size_t i) { return std::string(a.ints[i] ? "true" : "false"); };
   switch (a.kind) {
     case K::None:
       return "none";
@@ -83,36 +108,35 @@ std::string printArgument(const Argument& a) {
     case K::Floats:
       return list(a.floats.size(), [&](size_t i) { return printFloat(a.floats[i]); });
     case K::Bool:
-      return a.ints[0] ? "true" : "false";
+      return boolItem(0);
     case K::Bools:
-      return list(a.ints.size(), [&](size_t i) { return std::string(a.ints[i] ? "true" : "false"); });
+      return list(a.ints.size(), boolItem);
     case K::String:
-      return "\"" + a.strings[0] + "\"";
+      return quoted(a.strings[0]);
     case K::Strings:
-      return list(a.strings.size(), [&](size_t i) { return "\"" + a.strings[i] + "\""; });
+      return list(a.strings.size(), [&](size_t i) { return quoted(a.strings[i]); });
     case K::SymInt:
-    case K::SymFloat:
-    case K::SymBool:
       return symItem(0);
+    case K::SymBool:
+      return a.values[0] ? valueRef(a.values[0]) : boolItem(0);
+    case K::SymFloat:
+      return a.values[0] ? valueRef(a.values[0]) : printFloat(a.floats[0]);
     case K::SymInts:
-    case K::SymBools:
       return list(a.values.size(), symItem);
+    case K::SymBools:
+      return list(a.values.size(),
+                  [&](size_t i) { return a.values[i] ? valueRef(a.values[i]) : boolItem(i); });
     case K::SymFloats:
       return list(a.values.size(),
                   [&](size_t i) { return a.values[i] ? valueRef(a.values[i]) : printFloat(a.floats[i]); });
     case K::ScalarType:
       return std::string(scalarTypeName(static_cast<ScalarType>(a.ints[0])));
-    case K::MemoryFormat: {
-      static const char* kNames[] = {"unknown_format", "contiguous_format", "channels_last",
-                                     "channels_last_3d", "preserve_format"};
-      int64_t c = a.ints[0];
-      return c >= 0 && c <= 4 ? kNames[c] : "memory_format(" + std::to_string(c) + ")";
-    }
+    case K::MemoryFormat:
+      return memoryFormatText(a.ints[0]);
     case K::Layout:
-      return a.ints[0] == static_cast<int64_t>(Layout::Strided) ? "strided"
-                                                                : "layout(" + std::to_string(a.ints[0]) + ")";
+      return layoutText(a.ints[0]);
     case K::Device:
-      return deviceStr(a.strings[0], a.ints[0]);
+      return "device(" + deviceText(Device{a.strings[0], a.ints[0]}) + ")";
     case K::Complex:
       return "complex(" + printFloat(a.floats[0]) + ", " + printFloat(a.floats[1]) + ")";
     case K::IntLists: {
@@ -130,27 +154,76 @@ std::string printArgument(const Argument& a) {
   return "?";
 }
 
-std::string printNode(const Node& node) {
-  std::string s;
-  const auto& outs = node.outputs();
-  for (size_t i = 0; i < outs.size(); ++i) {
-    if (i) s += ", ";
-    const Argument& o = outs[i];
-    if (o.kind == Argument::Kind::Tensors || o.kind == Argument::Kind::OptionalTensors)
-      s += list(o.values.size(), [&](size_t j) { return valueDecl(o.values[j]); });
-    else
-      s += o.values.empty() ? "none" : valueDecl(o.values[0]);
+std::string metadataDict(const Node& node, bool debugInfo) {
+  std::vector<std::pair<std::string, std::string>> entries;
+  std::string implied =
+      node.outputValues().empty() || !node.outputValues()[0] ? std::string() : node.outputValues()[0]->name();
+  if (node.name() != implied) entries.emplace_back("name", node.name());
+  const NodeMetadata& m = node.metadata();
+  if (debugInfo) {
+    if (!m.stackTrace.empty()) entries.emplace_back("stack_trace", m.stackTrace);
+    if (!m.nnModuleStack.empty()) entries.emplace_back("nn_module_stack", m.nnModuleStack);
+    if (!m.torchFn.empty()) entries.emplace_back("torch_fn", m.torchFn);
+    for (const auto& [k, v] : m.other) entries.emplace_back(k, v);
   }
+  if (entries.empty()) return "";
+  std::string s = " {";
+  for (size_t i = 0; i < entries.size(); ++i)
+    s += (i ? ", " : "") + entries[i].first + "=" + quoted(entries[i].second);
+  return s + "}";
+}
+
+// "s52: [2, inf] hint 8" for each symbol with a range or a known hint.
+std::string symbolLines(const ExportedProgram& p) {
+  std::map<std::string, int64_t> hints = symbolHints(p.graph);
+  std::set<std::string> names;
+  for (const auto& [sym, r] : p.ranges) names.insert(sym);
+  for (const auto& [sym, h] : hints) names.insert(sym);
+  std::string s;
+  for (const auto& sym : names) {
+    s += "symbol " + sym + ":";
+    if (auto r = p.ranges.find(sym); r != p.ranges.end())
+      s += " [" + std::to_string(r->second.min) + ", " +
+           (r->second.max == std::numeric_limits<int64_t>::max() ? std::string("inf")
+                                                                 : std::to_string(r->second.max)) +
+           "]";
+    if (auto h = hints.find(sym); h != hints.end()) s += " hint " + std::to_string(h->second);
+    s += "\n";
+  }
+  return s;
+}
+
+}  // namespace
+
+std::string printArgument(const Argument& a) {
+  std::string body = payload(a);
+  if (impliedKind(a) == a.kind) return body;
+  return std::string(argumentKindName(a.kind).substr(3)) + "(" + body + ")";
+}
+
+std::string printNode(const Node& node, const PrintOptions& options) {
+  std::string s;
+  std::vector<std::string> outs;
+  for (const Argument& o : node.outputs()) {
+    std::string decl = o.kind == Argument::Kind::Tensors || o.kind == Argument::Kind::OptionalTensors
+                           ? list(o.values.size(), [&](size_t j) { return valueDecl(o.values[j]); })
+                       : o.values.empty() ? "none"
+                                          : valueDecl(o.values[0]);
+    outs.push_back(
+        definedKind(o) == o.kind ? decl : std::string(argumentKindName(o.kind).substr(3)) + "(" + decl + ")");
+  }
+  for (size_t i = 0; i < outs.size(); ++i) s += (i ? ", " : "") + outs[i];
   s += outs.empty() ? "" : " = ";
   s += node.target() + "(";
-  bool first = true;
-  for (const auto& in : node.inputs()) {
-    if (!first) s += ", ";
-    first = false;
-    if (in.keyword) s += in.name + "=";
-    s += printArgument(in.arg);
+  bool keywords = false;
+  for (size_t i = 0; i < node.inputs().size(); ++i) {
+    const NamedArgument& in = node.inputs()[i];
+    if (i) s += ", ";
+    if (in.keyword && !keywords) s += "*, ";
+    keywords = keywords || in.keyword;
+    s += in.name + "=" + printArgument(in.arg);
   }
-  s += ")";
+  s += ")" + metadataDict(node, options.debugInfo);
   std::string loc = userSourceLine(node.metadata().stackTrace);
   if (!loc.empty()) {
     size_t colon = loc.find(':', loc.find(':') + 1);
@@ -159,12 +232,14 @@ std::string printNode(const Node& node) {
   return s;
 }
 
-std::string printProgram(const ExportedProgram& p) {
+std::string printProgram(const ExportedProgram& p, const PrintOptions& options) {
   std::string s = "program " + p.name + " (schema " + std::to_string(p.schemaMajor) + "." +
                   std::to_string(p.schemaMinor) + ", torch " + p.torchVersion + ")\n";
-  for (const auto& [sym, r] : p.ranges) {
-    s += "range " + sym + ": [" + std::to_string(r.min) + ", " +
-         (r.max == std::numeric_limits<int64_t>::max() ? std::string("inf") : std::to_string(r.max)) + "]\n";
+  s += symbolLines(p);
+  for (const auto& [fqn, others] : p.tiedNames) {
+    s += "tied " + fqn + " =";
+    for (size_t i = 0; i < others.size(); ++i) s += (i ? ", " : " ") + others[i];
+    s += "\n";
   }
   for (const auto& in : p.signature.inputs) {
     s += "input ";
@@ -177,7 +252,7 @@ std::string printProgram(const ExportedProgram& p) {
     if (in.kind == InputKind::Buffer && !in.persistent) s += " non_persistent";
     s += "\n";
   }
-  for (const auto& n : p.graph.nodes()) s += printNode(*n) + "\n";
+  for (const auto& n : p.graph.nodes()) s += printNode(*n, options) + "\n";
   for (const auto& out : p.signature.outputs) {
     s += "output " + printArgument(out.arg) + " " + std::string(outputKindName(out.kind));
     if (!out.target.empty()) s += " " + out.target;

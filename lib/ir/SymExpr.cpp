@@ -214,13 +214,39 @@ Expected<int64_t> evaluateSymExpr(const SymExpr& e, const SymBindings& bindings)
   abortWithLocation(__FILE__, __LINE__, "unhandled SymExpr kind");
 }
 
+namespace {
+
+// Whether `arg` needs parentheses as an operand of `parent` for the infix
+// form to read back as the same tree (ir::parseDim): `+` binds loosest,
+// then `*`, `//` and `%` from the left, then unary minus, then `**`.
+bool needsParens(SymExpr::Kind parent, const SymExpr& arg) {
+  using K = SymExpr::Kind;
+  bool infix = arg.kind == K::Add || arg.kind == K::Mul || arg.kind == K::FloorDiv || arg.kind == K::Mod ||
+               arg.kind == K::Pow;
+  switch (parent) {
+    case K::Add:
+      return false;
+    case K::Mul:
+      return arg.kind == K::Add || arg.kind == K::FloorDiv || arg.kind == K::Mod;
+    case K::FloorDiv:
+    case K::Mod:
+      return infix && arg.kind != K::Pow;
+    case K::Pow:
+      return infix || (arg.kind == K::Integer && arg.value < 0);
+    default:
+      return false;
+  }
+}
+
+}  // namespace
+
 std::string symExprStr(const SymExpr& e) {
   auto join = [&](const char* sep) {
     std::string s;
     for (size_t i = 0; i < e.args.size(); ++i) {
       if (i) s += sep;
       const SymExpr& a = *e.args[i];
-      bool paren = a.kind == SymExpr::Kind::Add && e.kind != SymExpr::Kind::Add;
+      bool paren = needsParens(e.kind, a);
       s += paren ? "(" + symExprStr(a) + ")" : symExprStr(a);
     }
     return s;

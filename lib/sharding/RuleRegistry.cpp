@@ -49,4 +49,20 @@ const RuleRegistry& defaultRuleRegistry() {
   return kRegistry;
 }
 
+std::string printNodeRules(const ir::Graph& graph, const RuleRegistry& registry) {
+  std::string out;
+  for (const auto& node : graph.nodes()) {
+    out += "%" + node->name() + " " + node->target() + ": ";
+    const RuleFn* fn = registry.find(node->target());
+    if (!fn) {
+      out += "no rule\n";
+      continue;
+    }
+    Expected<OpShardingRule> rule = (*fn)(*node);
+    out += rule ? rule->str() : "refused: " + rule.status().message();
+    out += "\n";
+  }
+  return out;
+}
+
 }  // namespace spmd::sharding

@@ -54,4 +54,13 @@ void registerAllRules(RuleRegistry& r);
 /// A registry with every family registered (built once).
 const RuleRegistry& defaultRuleRegistry();
 
+/// Each node's rule under `registry` in the factor notation, one line per
+/// node, for `spmdc rules` and the lit rule tests:
+///
+///   %mm aten.mm.default: ([i, j], [j, k]) -> ([i, k]) {j reduction(sum)} linear-each(0, 1)
+///   %foo my.op.default: no rule
+///
+/// A rule that refuses the node prints "refused: <its message>".
+std::string printNodeRules(const ir::Graph& graph, const RuleRegistry& registry);
+
 }  // namespace spmd::sharding

@@ -111,9 +111,8 @@ TEST_CASE("a vocab-sharded embedding looks up locally and all-reduces the activa
   auto r = compileOrFail("llama", std::string(SPMD_TESTDATA_DIR) + "/schemas/llama_vocab_tp.json");
   CHECK(countCollectives(r.program) == std::map<std::string, int>{{"spmd.all_reduce", 5}});
   std::string dump = program::dumpProgram(r.program);
-  CHECK_THAT(dump,
-             Catch::Contains("%embedding: f32[2, 16, 64] = spmd.vocab_embedding(%p_tok_weight, %tokens, "
-                             "\"[S(0)]\", 256)"));
+  CHECK_THAT(dump, Catch::Contains("%embedding: f32[2, 16, 64] = spmd.vocab_embedding(weight=%p_tok_weight, "
+                                   "indices=%tokens, spec=\"[S(0)]\", vocab=256)"));
 }
 
 TEST_CASE("a rule on a tied weight the program never reads is a warning naming the name it reads") {
@@ -443,9 +442,10 @@ TEST_CASE("Megatron MLP: local shapes and the pending bias") {
   std::string dump = program::dumpProgram(r.program);
   CHECK_THAT(dump, Catch::Contains(
                        "input %p_fc1_weight: f32[32, 64] parameter fc1.weight  [S(0)] global f32[256, 64]"));
-  CHECK_THAT(dump, Catch::Contains("%addmm: f32[32, 32] = aten.addmm.default(%p_fc1_bias, %x, %permute)"));
-  CHECK_THAT(dump, Catch::Contains("spmd.zero_partial(%p_fc2_bias, \"tp\")"));
-  CHECK_THAT(dump, Catch::Contains("spmd.all_reduce(%addmm_1, \"tp\", \"sum\", async=true)"));
+  CHECK_THAT(dump, Catch::Contains(
+                       "%addmm: f32[32, 32] = aten.addmm.default(self=%p_fc1_bias, mat1=%x, mat2=%permute)"));
+  CHECK_THAT(dump, Catch::Contains("spmd.zero_partial(self=%p_fc2_bias, axis=\"tp\")"));
+  CHECK_THAT(dump, Catch::Contains("spmd.all_reduce(self=%addmm_1, axis=\"tp\", op=\"sum\", *, async=true)"));
   REQUIRE(r.program.collectives.size() == 1);
   const auto& c = r.program.collectives[0];
   CHECK(c.kind == "all_reduce");

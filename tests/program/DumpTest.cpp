@@ -18,9 +18,9 @@ constexpr const char* kHeaderAndGraph =
     "provenance command: spmdc compile tiny.pt2 --schema=s.json --mesh 2\n"
     "input %p_w: f32[4, 4] parameter w  [S(0)] global f32[8, 4]\n"
     "input %x: f32[2, 4] user_input  [R] global f32[2, 4]\n"
-    "%t: f32[4, 4] = aten.t.default(%p_w)\n"
-    "%mm: f32[2, 4] = aten.mm.default(%x, %t)\n"
-    "%all_gather: f32[2, 8] = spmd.all_gather(%mm, \"x\", 1)\n"
+    "%t: f32[4, 4] = aten.t.default(self=%p_w)\n"
+    "%mm: f32[2, 4] = aten.mm.default(self=%x, mat2=%t)\n"
+    "%all_gather: f32[2, 8] = spmd.all_gather(input=%mm, axis=\"x\", dim=1)\n"
     "output %all_gather user_output  [R] global f32[2, 8]\n";
 
 TEST_CASE("dump prints one line per input, node, output and weight", "[program][dump]") {

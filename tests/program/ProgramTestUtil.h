@@ -67,6 +67,16 @@ inline std::vector<std::string> modelPaths() {
   return out;
 }
 
+/// IR text without its `tied` lines: tied names come from an archive's
+/// shared payloads, which neither the export JSON nor a .spmd program holds.
+inline std::string withoutTies(const std::string& text) {
+  std::istringstream in(text);
+  std::string out, line;
+  while (std::getline(in, line))
+    if (!line.starts_with("tied ")) out += line + "\n";
+  return out;
+}
+
 /// A contiguous tensor type of `dtype` and static `sizes`.
 inline ir::TensorType tensorType(std::vector<int64_t> sizes, ir::ScalarType dtype = ir::ScalarType::Float) {
   ir::TensorType t;
@@ -195,3 +205,10 @@ inline Program tinyProgram() {
 }
 
 }  // namespace spmd::program::testing
+
+namespace spmd::program {
+/// A program exercising every argument kind, symbolic sizes, keyword
+/// arguments, metadata, a constant input and every output spec kind
+/// (IrToJsonTest.cpp).
+ir::ExportedProgram everyKindProgram();
+}  // namespace spmd::program

@@ -7,6 +7,7 @@
 #include <iostream>
 
 #include "autoshard/AutoShard.h"
+#include "ir/Graph.h"
 #include "passes/Report.h"
 #include "program/Dump.h"
 #include "program/WeightSource.h"
@@ -108,7 +109,7 @@ spmd::Expected<spmd::passes::CompileResult> compileSchema(const CompileArgs& a,
     SPMD_ASSIGN_OR_RETURN(auto mesh, spmd::schema::resolveMesh(schema, opts.mesh));
     opts.cost = spmd::sharding::costModelFor(*profile, mesh);
   }
-  SPMD_ASSIGN_OR_RETURN(archive, spmd::pt2::readArchive(a.model));
+  SPMD_ASSIGN_OR_RETURN(archive, spmd::pt2::readModel(a.model));
   return spmd::passes::compile(*archive, schema, opts);
 }
 
@@ -123,6 +124,20 @@ spmd::Expected<spmd::passes::CompileResult> compileModel(const CompileArgs& a,
                                                          std::optional<spmd::pt2::Archive>& archive) {
   SPMD_ASSIGN_OR_RETURN(auto schema, spmd::schema::loadSchemaOrPreset(a.schema));
   return compileSchema(a, schema, nullptr, archive);
+}
+
+int runOpt(const CompileArgs& a, bool debugInfo) {
+  if (a.schema.empty()) {
+    auto archive = spmd::pt2::readModel(a.model, {.loadWeights = false});
+    if (!archive) return fail(archive.status());
+    std::cout << spmd::ir::printProgram(archive->program, {.debugInfo = debugInfo});
+    return 0;
+  }
+  std::optional<spmd::pt2::Archive> archive;
+  auto result = compileModel(a, archive);
+  if (!result) return fail(result.status());
+  if (a.printAfter.empty()) std::cout << spmd::program::dumpProgram(result->program);
+  return 0;
 }
 
 int runCompile(const CompileArgs& a) {

@@ -32,6 +32,11 @@ spmd::Expected<spmd::passes::CompileResult> compileModel(const CompileArgs& a,
 /// Returns the exit status.
 int runCompile(const CompileArgs& a);
 
+/// `spmdc opt`: a .pt2 or IR text model printed as IR text, or, with a
+/// schema, compiled in memory and printed after the --print-after passes
+/// (the final program without any). Returns the exit status.
+int runOpt(const CompileArgs& a, bool debugInfo);
+
 /// The options compile and explain share (all but the model, -o, --schema).
 void addCompileOptions(CLI::App* cmd, CompileArgs& c);
 

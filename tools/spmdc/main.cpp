@@ -44,6 +44,13 @@ int runInspect(const std::string& path, const std::string& format, bool ir) {
   return 0;
 }
 
+int runRules(const std::string& path) {
+  auto archive = spmd::pt2::readModel(path, {.loadWeights = false});
+  if (!archive) return fail(archive.status());
+  std::cout << spmd::sharding::printNodeRules(archive->program.graph, spmd::sharding::defaultRuleRegistry());
+  return 0;
+}
+
 struct ExplainArgs {
   std::vector<std::string> inputs;
   std::string output;
@@ -185,6 +192,22 @@ int main(int argc, char** argv) {
   spmdc::addCompileOptions(compile, c);
   spmdc::addAutoOptions(compile, c);
 
+  CompileArgs o;
+  bool debugInfo = false;
+  auto* opt = app.add_subcommand(
+      "opt", "Print a model (.pt2 or IR text) as IR text, or compile it in memory and print it after passes");
+  opt->add_option("model", o.model, "torch.export archive (.pt2) or IR text (.ir)")->required();
+  opt->add_option("--schema", o.schema,
+                  "placement schema or preset; without it the model is printed as read");
+  opt->add_option("--print-after", o.printAfter,
+                  "print after this pass (repeatable; see --list-passes); default: the final program");
+  opt->add_flag("--debug-info", debugInfo, "print each node's whole metadata (stack trace, module stack)");
+  spmdc::addCompileOptions(opt, o);
+
+  std::string rulesPath;
+  auto* rules = app.add_subcommand("rules", "Print each node's sharding rule in the factor notation");
+  rules->add_option("model", rulesPath, "torch.export archive (.pt2) or IR text (.ir)")->required();
+
   FromHfArgs h;
   auto* schemaCmd = app.add_subcommand("schema", "Write placement schemas");
   auto* fromHf = schemaCmd->add_subcommand(
@@ -234,6 +257,8 @@ int main(int argc, char** argv) {
   }
   if (*inspect) return runInspect(inspectPath, format, printIr);
   if (*compile) return spmdc::runCompile(c);
+  if (*opt) return spmdc::runOpt(o, debugInfo);
+  if (*rules) return runRules(rulesPath);
   if (*fromHf) return runFromHf(h);
   if (*dump) return runDump(dumpPath);
   if (*diff) return runDiff(diffA, diffB);
