@@ -26,6 +26,7 @@
 #include "schema/FromHf.h"
 #include "sharding/RuleRegistry.h"
 #include "support/File.h"
+#include "support/Log.h"
 
 namespace {
 
@@ -162,6 +163,10 @@ int main(int argc, char** argv) {
   bool listRules = false, listPasses = false;
   app.add_flag("--list-rules", listRules, "list the ops that have a sharding rule");
   app.add_flag("--list-passes", listPasses, "list the passes run after expansion");
+  std::string logLevel;
+  app.add_option("--log-level", logLevel,
+                 "trace, debug, info, warn (default), error or off; default from SPMD_LOG_LEVEL");
+  app.fallthrough();  // --log-level after a subcommand's own flags too
 
   std::string inspectPath, format = "text";
   bool printIr = false;
@@ -223,6 +228,7 @@ int main(int argc, char** argv) {
   } catch (const CLI::ParseError& e) {
     return app.exit(e) == 0 ? 0 : kExitBadInput;
   }
+  if (auto st = spmd::logging::configure(logLevel); !st.isOk()) return fail(st);
   if (listRules) {
     for (const auto& t : spmd::sharding::defaultRuleRegistry().targets()) std::cout << t << "\n";
     return 0;
