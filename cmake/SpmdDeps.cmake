@@ -12,7 +12,7 @@ if(SPMD_DEPS_BUNDLE)
   link_directories(BEFORE ${SPMD_DEPS_BUNDLE}/lib)
   list(APPEND CMAKE_BUILD_RPATH ${SPMD_DEPS_BUNDLE}/lib)
   add_link_options(-Wl,-rpath-link,${SPMD_DEPS_BUNDLE}/lib)
-  foreach(pkg nlohmann_json CLI11 simdjson PkgConfig Catch2 benchmark)
+  foreach(pkg nlohmann_json CLI11 spdlog simdjson PkgConfig Catch2 benchmark)
     set(CMAKE_DISABLE_FIND_PACKAGE_${pkg} ON)
   endforeach()
 endif()
@@ -29,6 +29,24 @@ find_package(CLI11 QUIET)
 add_library(spmd_dep_cli INTERFACE)
 if(CLI11_FOUND)
   target_link_libraries(spmd_dep_cli INTERFACE CLI11::CLI11)
+endif()
+
+# spdlog (header-only, on fmt header-only): only support/Log.cpp includes
+# it, so nothing links libspdlog or libfmt. A bundle keeps both in its own
+# spdlog/include, off the global include path: LibTorch ships another fmt,
+# which the runtime's sources must keep reading.
+find_package(spdlog CONFIG QUIET)
+find_package(Threads REQUIRED)
+add_library(spmd_dep_spdlog INTERFACE)
+target_compile_definitions(spmd_dep_spdlog INTERFACE SPDLOG_FMT_EXTERNAL FMT_HEADER_ONLY)
+target_link_libraries(spmd_dep_spdlog INTERFACE Threads::Threads)
+if(SPMD_DEPS_BUNDLE)
+  target_include_directories(spmd_dep_spdlog SYSTEM INTERFACE ${SPMD_DEPS_BUNDLE}/spdlog/include)
+elseif(spdlog_FOUND)
+  get_target_property(spmd_spdlog_include spdlog::spdlog_header_only INTERFACE_INCLUDE_DIRECTORIES)
+  target_include_directories(spmd_dep_spdlog SYSTEM INTERFACE ${spmd_spdlog_include})
+else()
+  message(FATAL_ERROR "spdlog not found: install libspdlog-dev (scripts/setup.sh does)")
 endif()
 
 # simdjson: the .pt2 model JSON parser (chosen by measurement: see

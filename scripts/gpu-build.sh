@@ -24,7 +24,7 @@ grep '^-- spmdc:' "$build/configure.log"
 cmake --build "$build" -j"$(nproc)" --target spmdc spmd-run
 
 # Every header of a bundled package must have come from the bundle.
-system='/usr/include/(nlohmann|CLI|valijson|gloo|catch2)/|/usr/include/(simdjson|zip|zipconf)\.h'
+system='/usr/include/(nlohmann|CLI|valijson|gloo|catch2|spdlog|fmt)/|/usr/include/(simdjson|zip|zipconf)\.h'
 if [ -f "$build/.ninja_deps" ]; then
   deps=$(ninja -C "$build" -t deps)
 else

@@ -13,8 +13,6 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
-#include <cstdio>
-#include <cstdlib>
 #include <map>
 #include <memory>
 #include <nlohmann/json.hpp>
@@ -23,6 +21,7 @@
 #include "passes/Report.h"
 #include "pt2/Archive.h"
 #include "schema/Glob.h"
+#include "support/Log.h"
 #include "support/Strings.h"
 
 namespace spmd::autoshard {
@@ -58,15 +57,14 @@ class Evaluator {
     auto it = cache_.find(key);
     if (it == cache_.end()) {
       ++count_;
-      if (std::getenv("SPMD_AUTO_TRACE")) std::fprintf(stderr, "auto: evaluating %s\n", key.c_str());
+      logging::debug("auto: evaluating ", key);
       it = cache_.emplace(key, compileAndModel(s)).first;
-      if (std::getenv("SPMD_AUTO_TRACE") && !it->second)
-        std::fprintf(stderr, "auto: %s %s: %s\n", quick_ ? "quick" : "compiled", name.c_str(),
-                     it->second.status().message().c_str());
-      if (std::getenv("SPMD_AUTO_TRACE") && it->second)
-        std::fprintf(stderr, "auto: %s %s: compute %.6g comm %.6g peak %lld\n", quick_ ? "quick" : "compiled",
-                     name.c_str(), it->second->computeSeconds * 1e3, it->second->commSeconds * 1e3,
-                     static_cast<long long>(it->second->peakBytes));
+      const char* how = quick_ ? "quick" : "compiled";
+      if (!it->second)
+        logging::debug("auto: ", how, " ", name, ": ", it->second.status().message());
+      else
+        logging::debug("auto: ", how, " ", name, ": compute ", it->second->computeSeconds * 1e3, " comm ",
+                       it->second->commSeconds * 1e3, " peak ", it->second->peakBytes);
     }
     if (!it->second) return it->second.status();
     Evaluated e{name, s, *it->second, true};
@@ -465,9 +463,7 @@ Expected<AutoResult> autoShard(const std::string& modelPath, const AutoOptions& 
     r.method = "local search";
     for (const auto& [e, choice] : starts)
       if (!search.timedOut) {
-        if (std::getenv("SPMD_AUTO_TRACE"))
-          std::fprintf(stderr, "auto: descent from %s (%.6g ms)\n", e.name.c_str(),
-                       e.cost.stepSeconds() * 1e3);
+        logging::debug("auto: descent from ", e.name, " (", e.cost.stepSeconds() * 1e3, " ms)");
         search.localSearch(choice, e);
       }
   }

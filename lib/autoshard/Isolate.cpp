@@ -14,9 +14,10 @@
 
 #include <algorithm>
 #include <cerrno>
-#include <cstdlib>
 #include <cstring>
 #include <sstream>
+
+#include "support/Log.h"
 
 namespace spmd::autoshard {
 namespace {
@@ -79,10 +80,11 @@ pid_t spawn(const std::function<Expected<passes::LayoutCost>()>& evaluate, int& 
   if (pid == 0) {
     ::close(fds[0]);
     // The child dies quietly on an abort (its parent reports the layout as
-    // skipped); SPMD_AUTO_TRACE keeps the internal error's message.
+    // skipped); at log level debug its stderr stays, with the internal
+    // error's message.
     ::signal(SIGABRT, SIG_DFL);
     ::signal(SIGSEGV, SIG_DFL);
-    if (!std::getenv("SPMD_AUTO_TRACE"))
+    if (!logging::enabled(logging::Level::Debug))
       if (int null = ::open("/dev/null", O_WRONLY); null >= 0) ::dup2(null, 2);
     std::string out = encode(evaluate());
     for (size_t done = 0; done < out.size();) {

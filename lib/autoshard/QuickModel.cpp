@@ -13,8 +13,6 @@
 
 #include <algorithm>
 #include <cmath>
-#include <cstdio>
-#include <cstdlib>
 #include <map>
 #include <optional>
 #include <unordered_map>
@@ -30,6 +28,7 @@
 #include "sharding/Reshard.h"
 #include "sharding/RuleText.h"
 #include "support/Hash.h"
+#include "support/Log.h"
 
 namespace spmd::autoshard {
 namespace {
@@ -648,7 +647,7 @@ Expected<std::unique_ptr<QuickModel>> QuickModel::create(pt2::Archive a, const A
     } else if (a.program.graph.nodes().size() != nodes) {
       SPMD_ASSIGN_OR_RETURN(a, pt2::readArchive(a.path, {.loadWeights = false}));
     }
-    if (std::getenv("SPMD_AUTO_TRACE")) std::fprintf(stderr, "auto: not folded: %s\n", why.message().c_str());
+    logging::debug("auto: not folded: ", why.message());
   }
   SPMD_ASSIGN_OR_RETURN(auto impl, prepared(std::move(a), o));
   return std::unique_ptr<QuickModel>(new QuickModel(std::move(impl), nullptr));

@@ -14,6 +14,7 @@
 #include "launch/SignalPipe.h"
 #include "launch/Spawn.h"
 #include "launch/Supervisor.h"
+#include "support/Log.h"
 
 namespace spmd::launch {
 namespace {
@@ -66,11 +67,13 @@ Expected<LaunchResult> launchWorkers(const LaunchConfig& cfg, std::ostream& out,
   int worldSize = cfg.nnodes * cfg.nprocPerNode;
   // Like torchrun: unless the user set it, the workers of a node share its
   // cores instead of each spinning up one intra-op thread per core.
-  std::vector<std::pair<std::string, std::string>> threads;
+  std::vector<std::pair<std::string, std::string>> shared;
   if (std::getenv("OMP_NUM_THREADS") == nullptr) {
     unsigned cores = std::max(1U, std::thread::hardware_concurrency());
-    threads.emplace_back("OMP_NUM_THREADS", std::to_string(std::max(1U, cores / cfg.nprocPerNode)));
+    shared.emplace_back("OMP_NUM_THREADS", std::to_string(std::max(1U, cores / cfg.nprocPerNode)));
   }
+  // The workers log at this process's level (its --log-level or SPMD_LOG_LEVEL).
+  shared.emplace_back(logging::kLevelVar, logging::levelName(logging::level()));
   for (int local = 0; local < cfg.nprocPerNode; ++local) {
     int rank = cfg.nodeRank * cfg.nprocPerNode + local;
     std::vector<std::pair<std::string, std::string>> vars = {
@@ -84,7 +87,7 @@ Expected<LaunchResult> launchWorkers(const LaunchConfig& cfg, std::ostream& out,
         // Rank 0's store serves the socket we listen on: the port is never free in between.
         {kMasterListenFdVar, rank == 0 ? std::to_string(store.fd()) : ""},
     };
-    vars.insert(vars.end(), threads.begin(), threads.end());
+    vars.insert(vars.end(), shared.begin(), shared.end());
     std::vector<std::string> env = workerEnvironment(vars);
     // On error the supervisor's destructor kills the workers already started.
     SPMD_ASSIGN_OR_RETURN(SpawnedWorker worker,

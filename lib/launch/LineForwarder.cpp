@@ -14,8 +14,10 @@ bool looksLikeError(std::string_view line) {
   return line.substr(start).starts_with("error:");
 }
 
+std::string rankPrefix(int rank) { return "[rank " + std::to_string(rank) + "] "; }
+
 LineForwarder::LineForwarder(int rank, std::ostream* sink, Filter filter)
-    : prefix_("[rank " + std::to_string(rank) + "] "), sink_(sink), filter_(filter) {}
+    : prefix_(rankPrefix(rank)), sink_(sink), filter_(filter) {}
 
 void LineForwarder::feed(std::string_view bytes) {
   while (!bytes.empty()) {
@@ -48,6 +50,9 @@ void LineForwarder::finish() {
 
 void LineForwarder::emit(std::string_view line) {
   if (!line.empty() && line.back() == '\r') line.remove_suffix(1);
+  // A worker's log lines carry its rank already (tagLogWithRank): it is
+  // written once, and filtered on what follows it.
+  if (line.starts_with(prefix_)) line.remove_prefix(prefix_.size());
   if (line.find_first_not_of(" \t") != std::string_view::npos) lastLine_.assign(line);
   bool keep = filter_ == Filter::All || (filter_ == Filter::ErrorsOnly && looksLikeError(line));
   if (!keep || sink_ == nullptr) return;

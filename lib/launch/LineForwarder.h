@@ -9,7 +9,9 @@
 // A line is written to the sink in one piece, so lines of different ranks
 // never interleave inside a line. Filter::ErrorsOnly keeps only lines that
 // start with "error:" (after leading blanks); Filter::None drops every line.
-// lastLine() sees every line, filtered or not.
+// lastLine() sees every line, filtered or not. A line that starts with the
+// rank's prefix already (a worker's log line: tagLogWithRank) is read
+// without it, so it gets no second one and "[rank 3] error: ..." is an error.
 #pragma once
 
 #include <cstddef>
@@ -51,5 +53,8 @@ class LineForwarder {
 
 /// True when `line` reads as an error report ("error: ...", leading blanks allowed).
 bool looksLikeError(std::string_view line);
+
+/// What a line of rank `rank` starts with: "[rank 3] ".
+std::string rankPrefix(int rank);
 
 }  // namespace spmd::launch

@@ -10,6 +10,9 @@
 #include <cstdlib>
 #include <string_view>
 
+#include "launch/LineForwarder.h"
+#include "support/Log.h"
+
 namespace spmd::launch {
 namespace {
 
@@ -65,5 +68,7 @@ Expected<WorkerEnv> workerEnvFromEnvironment() {
   }
   return env;
 }
+
+void tagLogWithRank(int rank) { logging::setPrefix(rankPrefix(rank)); }
 
 }  // namespace spmd::launch

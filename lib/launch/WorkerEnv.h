@@ -39,4 +39,9 @@ inline constexpr const char* kMasterListenFdVar = "SPMD_MASTER_LISTEN_FD";
 /// torchrun"), as is SPMD_MASTER_LISTEN_FD on a rank other than 0.
 Expected<WorkerEnv> workerEnvFromEnvironment();
 
+/// Starts this process's log lines (support/Log.h) with "[rank R] ", so a
+/// worker's log reads the same under spmd-run (whose launcher adds no second
+/// prefix) and under torchrun.
+void tagLogWithRank(int rank);
+
 }  // namespace spmd::launch

@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <unordered_map>
 
+#include "passes/GraphPass.h"
 #include "sharding/Propagation.h"
 
 namespace spmd::passes {
@@ -74,6 +75,10 @@ Status insertParameterGathers(ir::ExportedProgram& program, const schema::Resolv
   });
   placeAnchors(g, anchors);
   return g.verify();
+}
+
+Status GatherParams::run(ir::ExportedProgram& program, GraphPassContext& context) {
+  return insertParameterGathers(program, *context.placements);
 }
 
 }  // namespace spmd::passes

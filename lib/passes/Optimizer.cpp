@@ -9,6 +9,7 @@
 
 #include <map>
 
+#include "passes/GraphPass.h"
 #include "sharding/Propagation.h"
 
 namespace spmd::passes {
@@ -110,6 +111,10 @@ std::string baseName(const std::string& fqn) {
 }
 
 }  // namespace
+
+Status AppendOptimizer::run(ir::ExportedProgram& program, GraphPassContext& context) {
+  return appendOptimizer(program, context.options.optimizer);
+}
 
 Status appendOptimizer(ir::ExportedProgram& program, const OptimizerOptions& o) {
   if (o.kind.empty()) return Status::ok();

@@ -1,10 +1,19 @@
-// The default pass list and helpers shared by passes.
+// The default pass lists and helpers shared by passes.
 #include <algorithm>
 #include <set>
 
+#include "passes/GraphPass.h"
 #include "passes/Passes.h"
 
 namespace spmd::passes {
+
+std::vector<std::unique_ptr<GraphPass>> defaultGraphPasses(bool optimizer) {
+  std::vector<std::unique_ptr<GraphPass>> out;
+  if (optimizer) out.push_back(std::make_unique<AppendOptimizer>());
+  out.push_back(std::make_unique<GatherParams>());
+  out.push_back(std::make_unique<SequenceParallel>());
+  return out;
+}
 
 std::vector<std::unique_ptr<Pass>> defaultPasses(bool async, int64_t bucketBytes,
                                                  std::vector<schema::RecomputeRule> recompute) {

@@ -4,13 +4,13 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
+#include <optional>
 
 #include "passes/Expand.h"
 #include "passes/ExpandLossParallel.h"
-#include "passes/GatherParams.h"
+#include "passes/GraphPass.h"
 #include "passes/Passes.h"
 #include "passes/Report.h"
-#include "passes/SequenceParallel.h"
 #include "program/ProgramJson.h"
 #include "schema/ForeignOps.h"
 #include "schema/Resolve.h"
@@ -98,9 +98,11 @@ Expected<std::vector<schema::RecomputeRule>> resolveRecompute(const program::Pro
 }
 
 // Every --print-after name must be a pass (with --no-async too, the async
-// pass's name is known: asking for it then prints nothing, as documented).
+// pass's name is known: asking for it then prints nothing, as documented;
+// so is append-optimizer's without --optimizer).
 Status checkPrintAfter(const CompileOptions& options) {
   std::vector<std::string> known;
+  for (auto& pass : defaultGraphPasses()) known.emplace_back(pass->name());
   for (auto& pass : defaultPasses(true, options.bucketBytes)) known.emplace_back(pass->name());
   for (const auto& name : options.printAfter) {
     if (std::find(known.begin(), known.end(), name) != known.end()) continue;
@@ -112,7 +114,42 @@ Status checkPrintAfter(const CompileOptions& options) {
   return Status::ok();
 }
 
+// Runs the graph passes in order, resolving the schema's placements (and
+// laying optimizer states out like their parameters) before the first pass
+// that reads them; returns the placements. Each pass is a phase of its own.
+Expected<schema::ResolvedPlacements> runGraphPasses(pt2::Archive& archive,
+                                                    const schema::PlacementSchema& schema,
+                                                    const CompileOptions& options, PhaseTimer& timer) {
+  std::optional<schema::ResolvedPlacements> placements;
+  GraphPassContext context{schema, options};
+  auto place = [&]() -> Status {
+    SPMD_ASSIGN_OR_RETURN(placements, schema::resolvePlacements(schema, archive.program, options.mesh));
+    alignOptimizerStates(archive.program, *placements);
+    context.placements = &*placements;
+    timer.done("placement");
+    return Status::ok();
+  };
+  for (auto& pass : defaultGraphPasses(!options.optimizer.kind.empty())) {
+    if (pass->needsPlacements() && !placements) SPMD_RETURN_IF_ERROR(place());
+    if (Status st = pass->run(archive.program, context); !st.isOk()) return st.withContext(archive.path);
+    timer.done(std::string(pass->name()));
+    for (const auto& name : options.printAfter)
+      if (name == pass->name() && options.onPrintGraphAfter) options.onPrintGraphAfter(name, archive.program);
+  }
+  if (!placements) SPMD_RETURN_IF_ERROR(place());
+  return std::move(*placements);
+}
+
 }  // namespace
+
+std::string passListing() {
+  std::string out;
+  for (const auto& pass : defaultGraphPasses())
+    out.append(pass->name()).append(" (before propagation): ").append(pass->description()).append("\n");
+  for (const auto& pass : defaultPasses())
+    out.append(pass->name()).append(": ").append(pass->description()).append("\n");
+  return out;
+}
 
 Expected<CompileResult> compile(pt2::Archive& archive, const schema::PlacementSchema& schema,
                                 const CompileOptions& options) {
@@ -121,21 +158,10 @@ Expected<CompileResult> compile(pt2::Archive& archive, const schema::PlacementSc
   // An op the runtime has no kernel for would fail on every rank: refused here.
   SPMD_RETURN_IF_ERROR(schema::checkForeignOps(archive.program, schema).withContext(archive.path));
   PhaseTimer timer(r.timingsMs);
-  if (!options.optimizer.kind.empty()) {
-    Status st = appendOptimizer(archive.program, options.optimizer);
-    if (!st.isOk()) return st.withContext(archive.path);
-    timer.done("optimizer");
-  }
-  const ir::ExportedProgram& source = archive.program;
   SPMD_ASSIGN_OR_RETURN(schema::ResolvedPlacements placements,
-                        schema::resolvePlacements(schema, source, options.mesh));
-  alignOptimizerStates(source, placements);
-  Status gathers = insertParameterGathers(archive.program, placements);
-  if (!gathers.isOk()) return gathers.withContext(archive.path);
-  if (Status sp = applySequenceParallel(archive.program, schema, placements, options); !sp.isOk())
-    return sp.withContext(archive.path);
+                        runGraphPasses(archive, schema, options, timer));
+  const ir::ExportedProgram& source = archive.program;
   r.notes = placements.notes;
-  timer.done("placement");
 
   sharding::PropagationOptions popts;
   popts.cost = options.cost;

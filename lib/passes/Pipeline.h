@@ -1,5 +1,5 @@
-// The whole compilation: placement schema -> propagation -> expansion ->
-// passes, with phase timings.
+// The whole compilation: graph passes (GraphPass.h) -> placement schema ->
+// propagation -> expansion -> passes, with phase timings.
 //
 //   auto schema = *schema::loadSchemaOrPreset("schemas/examples/mlp_tp.json");
 //   auto result = *compile(archive, schema, {.mesh = {{8}}});
@@ -30,9 +30,11 @@ struct CompileOptions {
   bool async = true;
   /// Gradient bucket size for bucket-collectives (0: no bucketing).
   int64_t bucketBytes = kDefaultBucketBytes;
-  /// Pass names after which `printAfter` is called with the program text.
+  /// Pass names after which `onPrintAfter` (a pass after expansion) or
+  /// `onPrintGraphAfter` (a graph pass, before propagation) is called.
   std::vector<std::string> printAfter;
   std::function<void(const std::string& pass, const program::Program&)> onPrintAfter;
+  std::function<void(const std::string& pass, const ir::ExportedProgram&)> onPrintGraphAfter;
   sharding::CostModel cost = sharding::CostModel();
   /// Append this optimizer's update (train-step graphs).
   OptimizerOptions optimizer;
@@ -58,5 +60,10 @@ struct CompileResult {
 /// an optimizer, the archive's program gets its update appended.
 Expected<CompileResult> compile(pt2::Archive& archive, const schema::PlacementSchema& schema,
                                 const CompileOptions& options);
+
+/// Every pass compile() can run, in order, one line each (`spmdc
+/// --list-passes`): "append-optimizer (before propagation): append ...",
+/// then the passes after expansion as "dedup-collectives: merge ...".
+std::string passListing();
 
 }  // namespace spmd::passes

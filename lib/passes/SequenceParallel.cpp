@@ -12,6 +12,7 @@
 #include <unordered_map>
 #include <unordered_set>
 
+#include "passes/GraphPass.h"
 #include "sharding/Propagation.h"
 #include "sharding/RuleText.h"
 
@@ -393,6 +394,10 @@ Status applySequenceParallel(ir::ExportedProgram& program, const schema::Placeme
                  " gradients gathered in the backward"
            : std::string()));
   return Status::ok();
+}
+
+Status SequenceParallel::run(ir::ExportedProgram& program, GraphPassContext& context) {
+  return applySequenceParallel(program, context.schema, *context.placements, context.options);
 }
 
 }  // namespace spmd::passes

@@ -91,6 +91,7 @@ int runCalibrate(const DistributedOptions& d, const CalibrateOptions& c, std::os
 int runCalibrateWorker(const DistributedOptions& d, const CalibrateOptions& c, std::ostream& err) {
   auto env = launch::workerEnvFromEnvironment();
   if (!env) return fail(err, kBadInput, env.status().message());
+  launch::tagLogWithRank(env->rank);
   const std::string who = "rank " + std::to_string(env->rank);
   auto mesh = calibrationMesh(c, env->worldSize);
   if (!mesh) return fail(err, kBadInput, who + ": " + mesh.status().message());

@@ -23,6 +23,7 @@
 #include "runtime/Verify.h"
 #include "runtime/Worker.h"
 #include "support/File.h"
+#include "support/Log.h"
 #include "support/Strings.h"
 
 namespace spmd::runtime {
@@ -245,6 +246,7 @@ Status chooseBindAddress(const DistributedOptions& o, const std::string& masterA
 int runWorker(const DistributedOptions& o, std::ostream& err) {
   auto env = launch::workerEnvFromEnvironment();
   if (!env) return fail(err, kBadInput, env.status().message());
+  launch::tagLogWithRank(env->rank);
   std::string who = "rank " + std::to_string(env->rank);
   auto program = program::readProgram(o.program);
   if (!program) return fail(err, kBadInput, program.status().message());
@@ -291,6 +293,8 @@ int runWorker(const DistributedOptions& o, std::ostream& err) {
   selectDevice(ro.device);
   ro.comm.nccl =
       ro.device.is_cuda() && ncclCompiled() && env->localWorldSize <= static_cast<int64_t>(at::getNumGPUs());
+  logging::debug("worker: ", o.program, " on ", ro.device.str(), " over ", ro.comm.nccl ? "NCCL" : "Gloo",
+                 ", world size ", env->worldSize);
   auto opened = openRendezvousStore(*env, o.timeoutSeconds);
   if (!opened) return fail(err, kFailure, opened.status().message());
   c10::intrusive_ptr<c10d::Store> store = *opened;

@@ -87,3 +87,36 @@ TEST_CASE("--device-profile feeds the report's cost") {
   CHECK(j["cost"]["device_profile"] == "slow-links");
   CHECK(j["cost"]["comm_ms"].get<double>() > 1.0);  // alpha 1 ms per collective
 }
+
+TEST_CASE("--log-level debug traces the search on stderr; the default, warn, does not") {
+  TempDir dir;
+  std::string common =
+      kSpmdc + " compile " + model("mlp") + " --schema auto --mesh 2 -q -o " + dir.file("o.spmd");
+  auto traced = runCommand(common + " --log-level debug");
+  INFO(traced.stderrText);
+  REQUIRE(traced.exitCode == 0);
+  CHECK_THAT(traced.stderrText, Catch::Contains("debug: auto: evaluating "));
+  CHECK_THAT(traced.stderrText, Catch::Contains(": compute "));  // "debug: auto: compiled dp: compute ..."
+  auto quiet = runCommand(common);
+  REQUIRE(quiet.exitCode == 0);
+  CHECK(quiet.stderrText.empty());
+  // SPMD_LOG_LEVEL sets it too; the flag wins.
+  auto env = runCommand("SPMD_LOG_LEVEL=debug " + common);
+  CHECK_THAT(env.stderrText, Catch::Contains("debug: auto: evaluating "));
+  auto both = runCommand("SPMD_LOG_LEVEL=debug " + common + " --log-level warn");
+  CHECK(both.stderrText.empty());
+}
+
+TEST_CASE("a bad log level is one line naming the flag or the variable, exit 2") {
+  TempDir dir;
+  std::string common =
+      kSpmdc + " compile " + model("mlp") + " --schema dp --mesh 2 -q -o " + dir.file("o.spmd");
+  const std::string levels = ": unknown log level; expected trace, debug, info, warn, error or off\n";
+  auto flag = runCommand(common + " --log-level foo");
+  CHECK(flag.exitCode == 2);
+  CHECK(flag.stderrText == "error: --log-level foo" + levels);
+  auto env = runCommand("SPMD_LOG_LEVEL=foo " + common);
+  CHECK(env.exitCode == 2);
+  CHECK(env.stderrText == "error: environment variable SPMD_LOG_LEVEL=foo" + levels);
+  CHECK(dir.list().empty());
+}

@@ -80,6 +80,50 @@ TEST_CASE("a --print-after name that is no pass is an error listing the passes")
   CHECK(again.hasValue());
 }
 
+TEST_CASE("--list-passes lists every pass in pipeline order, the graph passes marked") {
+  auto r = runCommand(kSpmdc + " --list-passes");
+  REQUIRE(r.exitCode == 0);
+  std::vector<std::string> lines;
+  std::istringstream in(r.stdoutText);
+  for (std::string line; std::getline(in, line);) lines.push_back(line.substr(0, line.find(':')));
+  CHECK(lines == std::vector<std::string>{
+                     "append-optimizer (before propagation)", "gather-params (before propagation)",
+                     "sequence-parallel (before propagation)", "dedup-collectives", "dead-code-elimination",
+                     "recompute", "bucket-collectives", "bucket-shard-collectives", "async-collectives"});
+}
+
+TEST_CASE("--print-after a graph pass prints the graph after it, before propagation") {
+  TempDir dir;
+  const std::string out = " -q -o " + dir.file("o.spmd");
+  auto train = runCommand(kSpmdc + " compile " + model("mlp_train") +
+                          " --schema fsdp --mesh 2 --optimizer adamw --print-after gather-params "
+                          "--print-after append-optimizer" +
+                          out);
+  INFO(train.stderrText);
+  REQUIRE(train.exitCode == 0);
+  // In pipeline order, whatever the order of the flags: the optimizer's
+  // states appear first, the gather anchors only after gather-params.
+  size_t optimizer = train.stdoutText.find("// after append-optimizer\n");
+  size_t gathers = train.stdoutText.find("// after gather-params\n");
+  REQUIRE(optimizer == 0);
+  REQUIRE(gathers != std::string::npos);
+  std::string afterOptimizer = train.stdoutText.substr(0, gathers);
+  std::string afterGathers = train.stdoutText.substr(gathers);
+  CHECK_THAT(afterOptimizer, Catch::Contains("optim."));
+  CHECK(afterOptimizer.find("_gathered") == std::string::npos);
+  CHECK_THAT(
+      afterGathers,
+      Catch::Contains("%p_mlp_fc1_weight_gathered: f32[256, 64] = aten.alias.default(%p_mlp_fc1_weight)"));
+
+  auto sp = runCommand(kSpmdc + " compile " + model("llama") + " --schema " + example("llama_tp_sp.json") +
+                       " --mesh 2 --print-after sequence-parallel" + out);
+  INFO(sp.stderrText);
+  REQUIRE(sp.exitCode == 0);
+  CHECK_THAT(sp.stdoutText, Catch::StartsWith("// after sequence-parallel\n"));
+  CHECK_THAT(sp.stdoutText,
+             Catch::Contains("%embedding_sp: f32[2, 16, 64] = aten.alias.default(%embedding)"));
+}
+
 TEST_CASE("Megatron TP issues no more collectives than PyTorch DTensor") {
   auto ref = nlohmann::json::parse(readFile(std::string(SPMD_TESTDATA_DIR) + "/dtensor_reference.json"));
   for (const std::string m : {"mlp", "gpt_block", "llama"}) {

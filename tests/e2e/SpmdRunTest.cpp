@@ -57,6 +57,21 @@ TEST_CASE("spmd-run -q prints nothing on success") {
   CHECK(quiet.stderrText.empty());
 }
 
+TEST_CASE("--log-level debug reaches the workers; each line carries its rank once") {
+  TempDir dir;
+  compileTo("mlp", "dp", {2}, dir.file("mlp.spmd"));
+  std::string run = kRun + " -n 2 " + dir.file("mlp.spmd") + " --inputs " + inputsOf("mlp");
+  auto r = runCommand(run + " --log-level debug");
+  INFO(r.stderrText);
+  REQUIRE(r.exitCode == 0);
+  CHECK_THAT(r.stderrText, Catch::Contains("[rank 0] debug: worker: "));
+  CHECK_THAT(r.stderrText, Catch::Contains("[rank 1] debug: worker: "));
+  CHECK(r.stderrText.find("] [rank ") == std::string::npos);
+  auto plain = runCommand(run);
+  REQUIRE(plain.exitCode == 0);
+  CHECK(plain.stderrText.find("debug:") == std::string::npos);
+}
+
 TEST_CASE("a train step under fsdp on 2 workers writes the loss and every gradient") {
   TempDir dir;
   compileTo("mlp_train", "fsdp", {2}, dir.file("p.spmd"));

@@ -26,6 +26,20 @@ TEST_CASE("LineForwarder writes complete lines with the rank prefix", "[launch][
   CHECK(sink.str() == "[rank 7] alpha\n[rank 7] beta\n[rank 7] \n[rank 7] gam\n");
 }
 
+TEST_CASE("LineForwarder adds no second prefix to a line that has its rank's", "[launch][forward]") {
+  // A worker's log lines start with "[rank R] " already (tagLogWithRank).
+  std::ostringstream sink;
+  LineForwarder f(3, &sink, LineForwarder::Filter::All);
+  f.feed(rankPrefix(3) + "debug: worker: ready\n[rank 4] not mine\n");
+  CHECK(sink.str() == "[rank 3] debug: worker: ready\n[rank 3] [rank 4] not mine\n");
+  // Under -q a log line at level error still counts as an error.
+  std::ostringstream errors;
+  LineForwarder q(3, &errors, LineForwarder::Filter::ErrorsOnly);
+  q.feed(rankPrefix(3) + "warning: slow\n" + rankPrefix(3) + "error: lost\n");
+  CHECK(errors.str() == "[rank 3] error: lost\n");
+  CHECK(q.lastLine() == "error: lost");
+}
+
 TEST_CASE("LineForwarder keeps the last line with text and strips CR", "[launch][forward]") {
   std::ostringstream sink;
   LineForwarder f(0, &sink, LineForwarder::Filter::All);

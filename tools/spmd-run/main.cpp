@@ -31,6 +31,7 @@
 #include "runtime/Runner.h"
 #include "runtime/TensorIO.h"
 #include "runtime/Verify.h"
+#include "support/Log.h"
 #include "support/Strings.h"
 
 namespace {
@@ -144,6 +145,10 @@ int main(int argc, char** argv) {
   app.add_option("--timeout", d.timeoutSeconds, "seconds before a collective or the rendezvous fails");
   app.add_option("--repeat", d.repeat, "execute the program this many times per worker (benchmarks)");
   app.add_flag("-q,--quiet", d.quiet, "print only errors");
+  std::string logLevel;
+  app.add_option("--log-level", logLevel,
+                 "trace, debug, info, warn (default), error or off, for this process and its workers; "
+                 "default from SPMD_LOG_LEVEL");
   app.add_option("--steps", d.steps, "train steps: parameter and buffer updates feed the next step");
   app.add_option("--loss-log", d.lossLog, "write one JSON line per step: step, loss, step_ms");
   app.add_option("--save", d.save,
@@ -198,6 +203,7 @@ int main(int argc, char** argv) {
     std::cerr << "error: " << e.what() << " (see --help)\n";
     return kBadInput;
   }
+  if (Status st = logging::configure(logLevel); !st.isOk()) return fail(kBadInput, "", st);
   if (rtolOpt->count()) d.rtol = rtol;
   if (atolOpt->count()) d.atol = atol;
   for (const std::string& lib : d.opLibraries)

@@ -42,6 +42,9 @@ spmd::Expected<spmd::passes::CompileOptions> baseOptions(const CompileArgs& a) {
   opts.onPrintAfter = [](const std::string& pass, const spmd::program::Program& p) {
     std::cout << "// after " << pass << "\n" << spmd::program::dumpProgram(p);
   };
+  opts.onPrintGraphAfter = [](const std::string& pass, const spmd::ir::ExportedProgram& p) {
+    std::cout << "// after " << pass << "\n" << spmd::ir::printProgram(p);
+  };
   return opts;
 }
 

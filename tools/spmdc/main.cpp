@@ -15,7 +15,6 @@
 #include "Allocator.h"
 #include "Compile.h"
 #include "explain/Explain.h"
-#include "passes/Passes.h"
 #include "passes/Pipeline.h"
 #include "passes/Report.h"
 #include "program/Diff.h"
@@ -26,6 +25,7 @@
 #include "schema/FromHf.h"
 #include "sharding/RuleRegistry.h"
 #include "support/File.h"
+#include "support/Log.h"
 
 namespace {
 
@@ -168,7 +168,11 @@ int main(int argc, char** argv) {
   });
   bool listRules = false, listPasses = false;
   app.add_flag("--list-rules", listRules, "list the ops that have a sharding rule");
-  app.add_flag("--list-passes", listPasses, "list the passes run after expansion");
+  app.add_flag("--list-passes", listPasses, "list the passes compile runs, in order");
+  std::string logLevel;
+  app.add_option("--log-level", logLevel,
+                 "trace, debug, info, warn (default), error or off; default from SPMD_LOG_LEVEL");
+  app.fallthrough();  // --log-level after a subcommand's own flags too
 
   std::string inspectPath, format = "text";
   bool printIr = false;
@@ -187,7 +191,9 @@ int main(int argc, char** argv) {
       ->required();
   compile->add_option("-o,--output", c.output, "output program (.spmd)")->required();
   compile->add_option("--report", c.report, "write a JSON report of the collectives, memory and timings");
-  compile->add_option("--print-after", c.printAfter, "print the program after this pass (repeatable)");
+  compile->add_option("--print-after", c.printAfter,
+                      "print the program after this pass (repeatable); after a pass before propagation, the "
+                      "graph");
   compile->add_flag("-q,--quiet", c.quiet, "print nothing on success");
   spmdc::addCompileOptions(compile, c);
   spmdc::addAutoOptions(compile, c);
@@ -246,13 +252,13 @@ int main(int argc, char** argv) {
   } catch (const CLI::ParseError& e) {
     return app.exit(e) == 0 ? 0 : kExitBadInput;
   }
+  if (auto st = spmd::logging::configure(logLevel); !st.isOk()) return fail(st);
   if (listRules) {
     for (const auto& t : spmd::sharding::defaultRuleRegistry().targets()) std::cout << t << "\n";
     return 0;
   }
   if (listPasses) {
-    for (const auto& p : spmd::passes::defaultPasses())
-      std::cout << p->name() << ": " << p->description() << "\n";
+    std::cout << spmd::passes::passListing();
     return 0;
   }
   if (*inspect) return runInspect(inspectPath, format, printIr);
