@@ -58,9 +58,7 @@ struct Options {
 
 void printSummary(const runtime::TensorMap& outputs) {
   for (const auto& [name, t] : outputs) {
-    std::cout << name << ": " << c10::toString(t.scalar_type()) << " [";
-    for (int64_t d = 0; d < t.dim(); ++d) std::cout << (d ? ", " : "") << t.size(d);
-    std::cout << "]\n";
+    std::cout << name << ": " << c10::toString(t.scalar_type()) << " " << formatShape(t.sizes()) << "\n";
   }
 }
 
