@@ -372,11 +372,6 @@ Status readParts(element root, Program& p) {
 
 }  // namespace
 
-Expected<Json> programToJson(const Program& p) {
-  SPMD_ASSIGN_OR_RETURN(std::string text, programToJsonText(p));
-  return Json::parse(text);
-}
-
 Expected<std::string> programToJsonText(const Program& p) {
   std::string text;
   // The graph dominates, at about 800 bytes a node; pages reserved but not
