@@ -13,6 +13,7 @@
 #include "passes/Report.h"
 #include "program/Dump.h"
 #include "schema/PlacementSchema.h"
+#include "support/Version.h"
 
 using namespace spmd;
 using spmd::testing::readBytes;
@@ -57,6 +58,7 @@ TEST_CASE("spmdc's malloc is mimalloc's wherever the build links it") {
   // order or --as-needed that left glibc's malloc in charge fails here.
   auto r = runCommand(kSpmdc + " --version");
   REQUIRE(r.exitCode == 0);
+  CHECK_THAT(r.stdoutText, Catch::StartsWith("spmdc " + std::string(kVersion) + " ("));
   if (SPMDC_LINKS_MIMALLOC)
     CHECK_THAT(r.stdoutText, Catch::Contains("allocator: mimalloc "));
   else

@@ -12,6 +12,7 @@
 #include "SpmdRunUtil.h"
 #include "runtime/BuildInfo.h"
 #include "runtime/TensorIO.h"
+#include "support/Version.h"
 
 using namespace spmd;
 using namespace spmd::runtime;
@@ -118,6 +119,7 @@ TEST_CASE("spmd-run fails with exit code 1 when the output cannot be written") {
 TEST_CASE("--version names the LibTorch and whether the NCCL path is compiled") {
   RunResult r = spmdRun("--version");
   REQUIRE(r.exitCode == 0);
+  CHECK_THAT(r.stdoutText, Catch::StartsWith("spmd-run " + std::string(kVersion) + ", "));
   CHECK_THAT(r.stdoutText, Catch::Contains(std::string("LibTorch ") + TORCH_VERSION));
 #ifdef SPMD_WITH_NCCL
   CHECK_THAT(r.stdoutText, Catch::Contains("(CUDA), NCCL path compiled"));

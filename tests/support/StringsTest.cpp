@@ -1,11 +1,12 @@
 // The text helpers of support/Strings.h: one shape form and one list join
-// for every message.
+// for every message, and the version both tools print.
 #include <cstdint>
 #include <string>
 #include <vector>
 
 #include "../TestCatch.h"
 #include "support/Strings.h"
+#include "support/Version.h"
 
 using namespace spmd;
 
@@ -22,3 +23,5 @@ TEST_CASE("joined separates items, with nothing around them") {
   CHECK(joined(std::vector<std::string>{}).empty());
   CHECK(joined(std::vector<std::string>{"a", "b", "c"}, " | ") == "a | b | c");
 }
+
+TEST_CASE("kVersion is CMake's project version") { CHECK(std::string(kVersion) == SPMD_PROJECT_VERSION); }

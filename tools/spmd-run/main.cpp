@@ -32,6 +32,7 @@
 #include "runtime/TensorIO.h"
 #include "runtime/Verify.h"
 #include "support/Strings.h"
+#include "support/Version.h"
 
 namespace {
 
@@ -107,7 +108,7 @@ int main(int argc, char** argv) {
       "spmd-run: run an exported PyTorch program (.pt2) on one device, or a compiled .spmd on N workers"};
   app.footer(
       "Exit codes: 0 success, 1 failure (or --verify above tolerance), 2 bad input (model, inputs, usage).");
-  app.set_version_flag("--version", "spmd-run " SPMD_VERSION ", " + runtime::buildSummary());
+  app.set_version_flag("--version", "spmd-run " + std::string(kVersion) + ", " + runtime::buildSummary());
   Options o;
   runtime::DistributedOptions d;
   bool worker = false;
