@@ -6,15 +6,10 @@
 
 #include "explain/Internal.h"
 #include "support/File.h"
+#include "support/Strings.h"
 
 namespace spmd::explain {
 namespace {
-
-std::string shapeText(const std::vector<int64_t>& s) {
-  std::string out;
-  for (size_t i = 0; i < s.size(); ++i) out += (i ? "x" : "") + std::to_string(s[i]);
-  return out;
-}
 
 // One file's ranks, added to `byRank` (error naming the file).
 Status readOne(const std::string& path, const program::Program& p, std::map<int64_t, Profile::Rank>& byRank) {
@@ -34,8 +29,9 @@ Status readOne(const std::string& path, const program::Program& p, std::map<int6
     return bad("\"mesh\" is not a list of sizes");
   }
   if (mesh != p.mesh.shape())
-    return Status::error(path + ": measured on mesh " + shapeText(mesh) + ", but the program's mesh is " +
-                         shapeText(p.mesh.shape()) + ": profile a run of this program");
+    return Status::error(path + ": measured on mesh " + sharding::Mesh::formatShape(mesh) +
+                         ", but the program's mesh is " + sharding::Mesh::formatShape(p.mesh.shape()) +
+                         ": profile a run of this program");
   for (const auto& e : j["ranks"]) {
     Profile::Rank r;
     try {
@@ -65,8 +61,7 @@ Expected<Profile> readProfile(const std::vector<std::string>& paths, const progr
     SPMD_RETURN_IF_ERROR(readOne(path, p, byRank));
     out.files.push_back(std::filesystem::path(path).filename().string());
   }
-  std::string all;
-  for (const std::string& path : paths) all += (all.empty() ? "" : ", ") + path;
+  std::string all = joined(paths);
   for (int64_t r = 0; r < p.mesh.numRanks(); ++r) {
     auto it = byRank.find(r);
     if (it == byRank.end())

@@ -23,6 +23,7 @@
 #include <utility>
 
 #include "support/File.h"
+#include "support/Strings.h"
 
 namespace spmd::io {
 namespace {
@@ -34,12 +35,6 @@ constexpr uint64_t kLengthBytes = 8;
 /// The safetensors reference reader's own limit on the header.
 constexpr uint64_t kMaxHeaderBytes = 100'000'000;
 constexpr const char* kMetadataKey = "__metadata__";
-
-std::string shapeString(const std::vector<int64_t>& shape) {
-  std::string s = "[";
-  for (size_t i = 0; i < shape.size(); ++i) s += (i ? ", " : "") + std::to_string(shape[i]);
-  return s + "]";
-}
 
 /// numel(shape) * elementSize; nullopt on overflow or negative sizes.
 std::optional<uint64_t> byteSize(ir::ScalarType dtype, const std::vector<int64_t>& shape) {
@@ -90,7 +85,7 @@ Expected<SafetensorsEntry> parseEntry(const std::string& where, const std::strin
   auto expected = byteSize(e.dtype, e.shape);
   if (!expected || *expected != end - begin)
     return Status::error(at + ": " + span + " hold " + std::to_string(end - begin) + " bytes, but " +
-                         dtypeName + " " + shapeString(e.shape) + " needs " +
+                         dtypeName + " " + formatShape(e.shape) + " needs " +
                          (expected ? std::to_string(*expected) : std::string("too many")));
   e.data = base + begin;
   e.bytes = end - begin;
@@ -193,10 +188,10 @@ Status checkTensor(const std::string& path, const TensorView& t) {
     return Status::error(at + ": dtype " + std::string(ir::scalarTypeName(t.dtype)) +
                          " has no safetensors equivalent");
   auto expected = byteSize(t.dtype, t.shape);
-  if (!expected) return Status::error(at + ": shape " + shapeString(t.shape) + " is negative or too large");
+  if (!expected) return Status::error(at + ": shape " + formatShape(t.shape) + " is negative or too large");
   if (*expected != t.bytes)
     return Status::error(at + ": has " + std::to_string(t.bytes) + " bytes, but " + std::string(dtypeName) +
-                         " " + shapeString(t.shape) + " needs " + std::to_string(*expected));
+                         " " + formatShape(t.shape) + " needs " + std::to_string(*expected));
   if (t.data == nullptr && t.bytes > 0) return Status::error(at + ": data is null");
   return Status::ok();
 }

@@ -324,6 +324,4 @@ std::shared_ptr<const SymExpr> symOp(SymExpr::Kind kind, std::vector<std::shared
   return e;
 }
 
-std::shared_ptr<const SymExpr> symOf(const Dim& d) { return d.isStatic() ? symInteger(d.value()) : d.expr(); }
-
 }  // namespace spmd::ir

@@ -72,8 +72,6 @@ Expected<int64_t> evaluateSymExpr(const SymExpr& e, const SymBindings& bindings)
 std::shared_ptr<const SymExpr> symInteger(int64_t value);
 std::shared_ptr<const SymExpr> symSymbol(std::string name);
 std::shared_ptr<const SymExpr> symOp(SymExpr::Kind kind, std::vector<std::shared_ptr<const SymExpr>> args);
-/// The expression of `d` (an Integer node for a static dim).
-std::shared_ptr<const SymExpr> symOf(const Dim& d);
 
 /// Infix form of a SymExpr tree.
 std::string symExprStr(const SymExpr& e);

@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "ir/Verify.h"
+#include "support/Strings.h"
 
 namespace spmd::ir {
 namespace {
@@ -26,12 +27,6 @@ std::string where(const Node& n) { return "node %" + n.name() + " (" + n.target(
 
 Status fail(const Node& n, const std::string& what) {
   return Status::error(where(n) + ": " + what + kReexport);
-}
-
-std::string intsText(const std::vector<int64_t>& v) {
-  std::string s = "[";
-  for (size_t i = 0; i < v.size(); ++i) s += (i ? ", " : "") + std::to_string(v[i]);
-  return s + "]";
 }
 
 // Argument values must be of the kind the argument says.
@@ -183,7 +178,7 @@ Status checkDims(const Node& n, const DimArg& spec, int64_t inRank) {
                        ", expected " + (list ? "a list of dims" : "a dim"));
   int64_t rank = inRank + spec.extraRank;
   int64_t wrap = std::max<int64_t>(rank, 1);  // a 0-dim tensor takes dim 0 and -1
-  std::string label = std::string(spec.name) + (a->kind == K::Ints ? " " + intsText(a->ints) : "");
+  std::string label = std::string(spec.name) + (a->kind == K::Ints ? " " + formatShape(a->ints) : "");
   if (spec.kind == DimKind::Permutation) {
     std::vector<bool> seen(static_cast<size_t>(rank), false);
     bool ok = static_cast<int64_t>(a->ints.size()) == rank;
@@ -244,7 +239,7 @@ Status checkMovedDims(const Node& n, const std::vector<int64_t>& perm) {
   }
   if (!ok)
     return fail(n, "result sizes " + sizesText(b) + " are not the input's " + sizesText(a) + " with dims " +
-                       intsText(perm));
+                       formatShape(perm));
   return Status::ok();
 }
 

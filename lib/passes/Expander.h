@@ -33,10 +33,12 @@ ir::Dim localDim(const ir::Dim& global, const ShardingSpec& spec, int64_t dim, c
 Argument stringArg(const std::string& s);
 
 struct LossParallel;  // loss parallelism (ExpandLossParallel.cpp)
+class Resharding;     // one reshard() in progress (ExpandReshard.cpp)
 
 /// Builds the local graph node by node (see Expand.h).
 class Expander {
   friend struct LossParallel;  // loss parallelism: emits through emit's helpers and reshard's records
+  friend class Resharding;     // reshard's steps: emit, pieceSizeArg and the records
 
  public:
   explicit Expander(const ExpandInput& in)

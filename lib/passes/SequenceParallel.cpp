@@ -15,6 +15,7 @@
 #include "passes/GraphPass.h"
 #include "sharding/Propagation.h"
 #include "sharding/RuleText.h"
+#include "support/Strings.h"
 
 namespace spmd::passes {
 namespace {
@@ -319,10 +320,8 @@ Expected<int64_t> axisOf(const schema::PlacementSchema& s, const sharding::Mesh&
   std::string name = !req.axis.empty() ? req.axis : !s.tpAxis.empty() ? s.tpAxis : "tp";
   if (int64_t a = mesh.axisIndex(name); a >= 0) return a;
   if (req.axis.empty() && s.tpAxis.empty() && mesh.numAxes() == 1) return int64_t{0};
-  std::string axes;
-  for (const auto& n : mesh.axisNames()) axes += (axes.empty() ? "" : ", ") + n;
   return Status::error(s.source + ": " + req.pointer + ": the mesh " + mesh.str() + " has no axis '" + name +
-                       "' (axes: " + axes + "); name the tensor-parallel axis");
+                       "' (axes: " + joined(mesh.axisNames()) + "); name the tensor-parallel axis");
 }
 
 // Each value's layout on the other mesh axes: what propagation gives it

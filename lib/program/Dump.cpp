@@ -15,6 +15,7 @@
 #include <string_view>
 
 #include "ir/Collectives.h"
+#include "support/Strings.h"
 
 namespace spmd::program {
 namespace {
@@ -62,12 +63,6 @@ std::string globalStr(const ir::TensorType& t) {
   return " global " + t.str();
 }
 
-std::string shapeStr(const std::vector<int64_t>& v) {
-  std::string s = "[";
-  for (size_t i = 0; i < v.size(); ++i) s += (i ? ", " : "") + std::to_string(v[i]);
-  return s + "]";
-}
-
 // "  per rank [2, 8] [2, 8] [1, 8] [0, 8]  padding 48 bytes" where ranks'
 // local shapes differ (uneven shards; padding: what collectives add to
 // bring every shard to the largest); "" otherwise.
@@ -78,7 +73,7 @@ std::string perRankStr(const std::vector<int64_t>& global, const sharding::Shard
     return "";
   std::string s = "  per rank";
   for (int64_t r = 0; r < mesh.numRanks(); ++r)
-    s += " " + shapeStr(sharding::localShape(global, spec, mesh, mesh.coords(r)));
+    s += " " + formatShape(sharding::localShape(global, spec, mesh, mesh.coords(r)));
   return s + "  padding " +
          std::to_string(sharding::paddingElements(global, spec, mesh) * ir::elementSize(dtype)) + " bytes";
 }
@@ -104,10 +99,8 @@ int64_t inputBytes(const ir::Node& n) {
 std::string header(const Program& p) {
   std::string s = "spmd program " + p.graph.name + " (format " + std::to_string(p.formatVersion) + "." +
                   std::to_string(p.formatMinor) + ")\n";
-  s += "mesh ";
   const auto& shape = p.mesh.shape();
-  for (size_t a = 0; a < shape.size(); ++a) s += (a ? "x" : "") + std::to_string(shape[a]);
-  s += " (";
+  s += "mesh " + sharding::Mesh::formatShape(shape) + " (";
   for (size_t a = 0; a < shape.size(); ++a)
     s += (a ? ", " : "") + p.mesh.axisNames()[a] + "=" + std::to_string(shape[a]);
   s += "), " + std::to_string(p.mesh.numRanks()) + " ranks\n";
@@ -159,7 +152,7 @@ std::string weights(const Program& p) {
     }
     total += static_cast<int64_t>(perRank);
     s += "weight " + w.fqn + "  " + specStr(w.spec) + " " + std::string(ir::scalarTypeName(w.dtype)) +
-         shapeStr(w.globalShape) + " -> " + shapeStr(w.localShape) + "  " + from + "  bytes/rank " +
+         formatShape(w.globalShape) + " -> " + formatShape(w.localShape) + "  " + from + "  bytes/rank " +
          std::to_string(perRank) + perRankStr(w.globalShape, w.spec, p.mesh, w.dtype) + "\n";
   }
   s += "weights " + std::to_string(p.weights.size()) + "  bytes/rank " + std::to_string(total) + "\n";

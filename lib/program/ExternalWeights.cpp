@@ -14,9 +14,9 @@
 #include <filesystem>
 #include <functional>
 
-#include "program/Verifier.h"
 #include "program/Writer.h"
 #include "support/Checksum.h"
+#include "support/Strings.h"
 
 namespace spmd::program {
 namespace {
@@ -148,8 +148,8 @@ Status recordSources(Program& program) {
       return Status::error(d.status().message() + what +
                            "; export again from the checkpoint you compile against");
     std::string path = sourcePath(program.weightsRoot, w.source->file);
-    std::string have = std::string(ir::scalarTypeName(d->ref.dtype)) + intListStr(d->shape);
-    std::string need = std::string(ir::scalarTypeName(w.dtype)) + intListStr(w.globalShape);
+    std::string have = std::string(ir::scalarTypeName(d->ref.dtype)) + formatShape(d->shape);
+    std::string need = std::string(ir::scalarTypeName(w.dtype)) + formatShape(w.globalShape);
     if (d->shape != w.globalShape ||
         (d->ref.dtype != w.dtype && !(floating(d->ref.dtype) && floating(w.dtype))))
       return Status::error(path + ": tensor '" + w.source->tensor + "' is " + have + " but weight '" + w.fqn +
@@ -182,8 +182,8 @@ Status SourceFiles::verify(const WeightEntry& w) {
   if (!e) return Status::error(path + " has no " + named(w) + redo);
   if (e->dtype != ref.dtype || e->shape != w.globalShape)
     return Status::error(path + ": " + named(w) + " is " + std::string(ir::scalarTypeName(e->dtype)) +
-                         intListStr(e->shape) + ", the program needs " +
-                         std::string(ir::scalarTypeName(ref.dtype)) + intListStr(w.globalShape) + redo);
+                         formatShape(e->shape) + ", the program needs " +
+                         std::string(ir::scalarTypeName(ref.dtype)) + formatShape(w.globalShape) + redo);
   SPMD_ASSIGN_OR_RETURN(uint64_t sampled, (*f)->sample(*e));
   if (sampled != ref.sampleChecksum)
     return Status::error(path + ": the bytes of " + named(w) + " differ from compile time" + redo);

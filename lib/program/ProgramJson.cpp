@@ -14,8 +14,8 @@
 #include <set>
 
 #include "program/Format.h"
-#include "program/Verifier.h"
 #include "pt2/JsonUtil.h"
+#include "support/Strings.h"
 
 namespace spmd::program {
 namespace {
@@ -215,7 +215,7 @@ Expected<sharding::Mesh> readMesh(element root) {
   for (int64_t s : shape) {
     if (s < 1) break;  // Mesh::create names the axis
     if (s > kMaxRanks / ranks)
-      return Status::error("mesh: shape " + intListStr(shape) + " has more than " +
+      return Status::error("mesh: shape " + formatShape(shape) + " has more than " +
                            std::to_string(kMaxRanks) + " ranks (the most a program may have)");
     ranks *= s;
   }
@@ -371,11 +371,6 @@ Status readParts(element root, Program& p) {
 }
 
 }  // namespace
-
-Expected<Json> programToJson(const Program& p) {
-  SPMD_ASSIGN_OR_RETURN(std::string text, programToJsonText(p));
-  return Json::parse(text);
-}
 
 Expected<std::string> programToJsonText(const Program& p) {
   std::string text;

@@ -31,10 +31,6 @@ namespace spmd::program {
 /// provenance key repeats.
 Expected<std::string> programToJsonText(const Program& program);
 
-/// programToJsonText parsed into a tree (for tests and tools; slow on big
-/// graphs).
-Expected<Json> programToJson(const Program& program);
-
 /// Parses the JSON part of a .spmd file. Errors name the offending field
 /// ("weights[2]: field 'fqn' is missing or not a string"); a mesh over
 /// kMaxRanks ranks is refused before anything multiplies its sizes. The

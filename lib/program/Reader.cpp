@@ -19,6 +19,7 @@
 #include "program/Format.h"
 #include "program/ProgramJson.h"
 #include "program/Verifier.h"
+#include "support/Strings.h"
 
 namespace spmd::program {
 namespace {
@@ -90,7 +91,7 @@ Expected<std::span<const std::byte>> LoadedProgram::blob(const WeightEntry& entr
   const auto* base = reinterpret_cast<const std::byte*>(file_.data());
   std::span<const std::byte> bytes(base + dataStart_ + b.offset, static_cast<size_t>(b.bytes));
   if (checksum(bytes) != b.checksum)
-    return Status::error(path() + ": weight '" + entry.fqn + "' blob " + intListStr(b.index) +
+    return Status::error(path() + ": weight '" + entry.fqn + "' blob " + formatShape(b.index) +
                          " does not match its checksum: " + kDamaged);
   return bytes;
 }
@@ -105,7 +106,7 @@ Expected<std::span<const std::byte>> LoadedProgram::shardFor(const WeightEntry& 
     if (entry.spec.placements[a].isShard()) index[a] = coords[a];
   for (const ShardBlob& b : entry.shards)
     if (b.index == index) return blob(entry, b);
-  return Status::error(path() + ": weight '" + entry.fqn + "' has no blob " + intListStr(index) +
+  return Status::error(path() + ": weight '" + entry.fqn + "' has no blob " + formatShape(index) +
                        " for rank " + std::to_string(rank));
 }
 

@@ -20,6 +20,7 @@
 
 #include "program/Format.h"
 #include "program/Writer.h"
+#include "support/Strings.h"
 
 namespace spmd::program {
 namespace {
@@ -44,7 +45,7 @@ Status checkMesh(const sharding::Mesh& mesh) {
   int64_t ranks = 1;
   for (int64_t s : mesh.shape()) {
     if (s < 1 || s > kMaxRanks / ranks)
-      return Status::error("mesh " + intListStr(mesh.shape()) +
+      return Status::error("mesh " + formatShape(mesh.shape()) +
                            ": every axis needs size >= 1 and the mesh at most " + std::to_string(kMaxRanks) +
                            " ranks");
     ranks *= s;
@@ -59,8 +60,8 @@ Status checkBlobs(const WeightEntry& w, const std::vector<ShardPlan>& plans, con
   for (size_t i = 0; i < plans.size(); ++i) {
     const ShardBlob& b = w.shards[i];
     const ShardPlan& plan = plans[i];
-    std::string bw = where + " blob " + intListStr(b.index);
-    if (b.index != plan.index) return Status::error(bw + ": expected index " + intListStr(plan.index));
+    std::string bw = where + " blob " + formatShape(b.index);
+    if (b.index != plan.index) return Status::error(bw + ": expected index " + formatShape(plan.index));
     int64_t shardNumel = 1;
     for (const auto& c : plan.chunks) shardNumel *= c.size;  // at most the global numel
     if (b.bytes != static_cast<uint64_t>(shardNumel * elem))
@@ -80,14 +81,15 @@ Status checkBlobs(const WeightEntry& w, const std::vector<ShardPlan>& plans, con
 Status checkWeight(const WeightEntry& w, const sharding::Mesh& mesh, uint64_t dataSize) {
   std::string where = "weight '" + w.fqn + "'";
   if (!byteSize(w.globalShape, ir::elementSize(w.dtype)))
-    return Status::error(where + ": global shape " + intListStr(w.globalShape) + " is negative or too large");
+    return Status::error(where + ": global shape " + formatShape(w.globalShape) +
+                         " is negative or too large");
   auto plans = planShards(w.globalShape, w.spec, mesh);
   if (!plans) return plans.status().withContext(where);
   std::vector<int64_t> rank0;
   for (const auto& c : plans->front().chunks) rank0.push_back(c.size);
   if (w.localShape != rank0)
-    return Status::error(where + ": local shape " + intListStr(w.localShape) + " is not rank 0's shard " +
-                         intListStr(rank0) + " of " + intListStr(w.globalShape) + " under " + w.spec.str());
+    return Status::error(where + ": local shape " + formatShape(w.localShape) + " is not rank 0's shard " +
+                         formatShape(rank0) + " of " + formatShape(w.globalShape) + " under " + w.spec.str());
   if (w.source) {
     if (!w.shards.empty())
       return Status::error(where + ": has both a source and " + std::to_string(w.shards.size()) + " blobs");
@@ -117,7 +119,7 @@ Status checkDisjoint(const std::vector<WeightEntry>& weights) {
   std::stable_sort(spans.begin(), spans.end(),
                    [](const Span& x, const Span& y) { return x.offset < y.offset; });
   auto name = [](const Span& s) {
-    return "weight '" + s.w->fqn + "' blob " + intListStr(s.b->index) + ": bytes [" +
+    return "weight '" + s.w->fqn + "' blob " + formatShape(s.b->index) + ": bytes [" +
            std::to_string(s.offset) + ", " + std::to_string(s.offset + s.bytes) + ")";
   };
   for (size_t i = 1; i < spans.size(); ++i)
@@ -170,19 +172,13 @@ Status checkWeightInputs(const Program& p) {
       same = !t.sizes[d].isStatic() || t.sizes[d].value() == w.localShape[d];
     if (!same)
       return Status::error("weight '" + w.fqn + "': " + std::string(ir::scalarTypeName(w.dtype)) +
-                           intListStr(w.localShape) + " per rank, but graph input %" + in.value->name() +
+                           formatShape(w.localShape) + " per rank, but graph input %" + in.value->name() +
                            " reading it is " + t.str());
   }
   return Status::ok();
 }
 
 }  // namespace
-
-std::string intListStr(const std::vector<int64_t>& values) {
-  std::string s = "[";
-  for (size_t i = 0; i < values.size(); ++i) s += (i ? ", " : "") + std::to_string(values[i]);
-  return s + "]";
-}
 
 Status verifyProgram(const Program& program, uint64_t dataSize) {
   SPMD_RETURN_IF_ERROR(checkMesh(program.mesh));

@@ -23,9 +23,6 @@
 
 namespace spmd::program {
 
-/// "[4, -1]": a shape or blob index as the program library's messages print it.
-std::string intListStr(const std::vector<int64_t>& values);
-
 /// Checks `program` (as read from a file whose data section holds
 /// `dataSize` bytes) against the invariants above. The error is one line
 /// naming the weight, blob or value and what is wrong; the file is then

@@ -8,7 +8,7 @@
 
 #include <cstring>
 
-#include "program/Verifier.h"
+#include "support/Strings.h"
 
 namespace spmd::program {
 namespace {
@@ -61,8 +61,8 @@ Expected<std::span<const std::byte>> ArchiveWeightSource::globalBytes(const std:
     if (e->dtype != p->dtype || e->shape != p->sizes)
       return Status::error(sourcePath(archive_.weightsRoot, p->external->file) + ": tensor '" +
                            p->external->tensor + "' is " + std::string(ir::scalarTypeName(e->dtype)) +
-                           intListStr(e->shape) + ", weight '" + fqn + "' is " +
-                           std::string(ir::scalarTypeName(p->dtype)) + intListStr(p->sizes) +
+                           formatShape(e->shape) + ", weight '" + fqn + "' is " +
+                           std::string(ir::scalarTypeName(p->dtype)) + formatShape(p->sizes) +
                            "; --embed-weights copies bytes as stored: export with the checkpoint's dtype");
     return std::span<const std::byte>(static_cast<const std::byte*>(e->data), e->bytes);
   }

@@ -22,6 +22,7 @@
 #include "program/ProgramJson.h"
 #include "program/Verifier.h"
 #include "support/File.h"
+#include "support/Strings.h"
 
 namespace spmd::program {
 namespace {
@@ -43,7 +44,7 @@ Expected<std::vector<ShardPlan>> layOut(WeightEntry& w, const sharding::Mesh& me
   int64_t elem = ir::elementSize(w.dtype);
   if (elem <= 0) return Status::error(where + ": unknown dtype " + std::to_string(static_cast<int>(w.dtype)));
   for (int64_t s : w.globalShape)
-    if (s < 0) return Status::error(where + ": negative size in global shape " + intListStr(w.globalShape));
+    if (s < 0) return Status::error(where + ": negative size in global shape " + formatShape(w.globalShape));
   if (w.spec.placements.empty()) w.spec = sharding::ShardingSpec::replicated(mesh.numAxes());
   auto spec = sharding::normalizeSpec(w.spec, static_cast<int64_t>(w.globalShape.size()), mesh);
   if (!spec) return spec.status().withContext(where);
@@ -54,8 +55,8 @@ Expected<std::vector<ShardPlan>> layOut(WeightEntry& w, const sharding::Mesh& me
   for (const auto& c : plans->front().chunks) rank0.push_back(c.size);
   if (w.localShape.empty() && !rank0.empty()) w.localShape = rank0;
   if (w.localShape != rank0)
-    return Status::error(where + ": local shape " + intListStr(w.localShape) + " is not rank 0's shard " +
-                         intListStr(rank0) + " of " + intListStr(w.globalShape) + " under " + w.spec.str());
+    return Status::error(where + ": local shape " + formatShape(w.localShape) + " is not rank 0's shard " +
+                         formatShape(rank0) + " of " + formatShape(w.globalShape) + " under " + w.spec.str());
   w.shards.clear();
   if (w.source) return plans;  // by reference: no blobs
   for (const auto& plan : *plans) {
@@ -77,7 +78,7 @@ Status writeBlobs(AtomicFile& file, uint64_t dataStart, WeightEntry& w, const st
   if (global.size() != expected)
     return Status::error("weight '" + w.fqn + "': the source holds " + std::to_string(global.size()) +
                          " bytes but " + std::string(ir::scalarTypeName(w.dtype)) +
-                         intListStr(w.globalShape) + " needs " + std::to_string(expected));
+                         formatShape(w.globalShape) + " needs " + std::to_string(expected));
   std::vector<std::byte> buffer;
   for (size_t i = 0; i < plans.size(); ++i) {
     ShardBlob& blob = w.shards[i];

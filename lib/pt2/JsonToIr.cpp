@@ -230,38 +230,62 @@ class IrBuilder {
     return a;
   }
 
-  // An argument that only reads values.
+  // An argument that only reads values: a reference to values defined
+  // earlier, or a constant.
   Expected<Argument> useArgument(element e, const std::string& where) {
     SPMD_ASSIGN_OR_RETURN(auto kv, singleField(e, where));
     auto [key, val] = kv;
-    using K = Argument::Kind;
-    Argument a;
-    if (key == "as_none") return a;
-    if (key == "as_tensor" || key == "as_token" || key == "as_custom_obj") {
+    if (key == "as_none") return Argument();
+    if (key == "as_tensor" || key == "as_token" || key == "as_custom_obj" || key == "as_tensors" ||
+        key == "as_optional_tensor" || key == "as_optional_tensors")
+      return tensorReference(key, val, where);
+    if (key == "as_sym_int") return symScalar(val, Argument::Kind::SymInt, "as_int", where);
+    if (key == "as_sym_ints") return symList(val, Argument::Kind::SymInts, "as_int", where);
+    if (key == "as_sym_float") return symScalar(val, Argument::Kind::SymFloat, "as_float", where);
+    if (key == "as_sym_floats") return symList(val, Argument::Kind::SymFloats, "as_float", where);
+    if (key == "as_sym_bool") return symScalar(val, Argument::Kind::SymBool, "as_bool", where);
+    if (key == "as_sym_bools") return symList(val, Argument::Kind::SymBools, "as_bool", where);
+    if (key == "as_ints" || key == "as_bools" || key == "as_floats" || key == "as_strings" ||
+        key == "as_int_lists")
+      return constantList(key, val, where);
+    if (key == "as_graph" || key == "as_operator" || key == "as_nested_tensors" ||
+        key == "as_string_to_argument")
+      return Status::error(
+          where + ": argument kind '" + std::string(key) +
+          "' is not supported (higher-order ops and nested containers cannot be compiled yet)");
+    return constantScalar(key, val, where);
+  }
+
+  // The values an argument of kind `key` names: tensors (also tokens and
+  // custom objects), lists of them, and optional ones.
+  Expected<Argument> tensorReference(std::string_view key, element val, const std::string& where) {
+    if (key == "as_optional_tensor") return optionalTensor(val, where);
+    if (key != "as_tensors" && key != "as_optional_tensors") {
       SPMD_ASSIGN_OR_RETURN(std::string_view name, getString(val, "name"));
       SPMD_ASSIGN_OR_RETURN(ir::Value * v, lookup(name, where));
       return Argument::tensor(v);
     }
-    if (key == "as_tensors") {
-      a.kind = K::Tensors;
-      SPMD_ASSIGN_OR_RETURN(array items, asArray(val, where));
-      for (element it : items) {
-        SPMD_ASSIGN_OR_RETURN(std::string_view name, getString(it, "name"));
-        SPMD_ASSIGN_OR_RETURN(ir::Value * v, lookup(name, where));
-        a.values.push_back(v);
-      }
-      return a;
-    }
-    if (key == "as_optional_tensor") return optionalTensor(val, where);
-    if (key == "as_optional_tensors") {
-      a.kind = K::OptionalTensors;
-      SPMD_ASSIGN_OR_RETURN(array items, asArray(val, where));
-      for (element it : items) {
+    Argument a;
+    a.kind = key == "as_tensors" ? Argument::Kind::Tensors : Argument::Kind::OptionalTensors;
+    SPMD_ASSIGN_OR_RETURN(array items, asArray(val, where));
+    for (element it : items) {
+      if (a.kind == Argument::Kind::OptionalTensors) {
         SPMD_ASSIGN_OR_RETURN(Argument one, optionalTensor(it, where));
         a.values.push_back(one.values[0]);
+        continue;
       }
-      return a;
+      SPMD_ASSIGN_OR_RETURN(std::string_view name, getString(it, "name"));
+      SPMD_ASSIGN_OR_RETURN(ir::Value * v, lookup(name, where));
+      a.values.push_back(v);
     }
+    return a;
+  }
+
+  // A constant that is one number, flag, string, device or complex number;
+  // error for an unknown kind.
+  Expected<Argument> constantScalar(std::string_view key, element val, const std::string& where) {
+    using K = Argument::Kind;
+    Argument a;
     if (key == "as_int" || key == "as_scalar_type" || key == "as_memory_format" || key == "as_layout") {
       a.kind = key == "as_int"           ? K::Int
                : key == "as_scalar_type" ? K::ScalarType
@@ -278,57 +302,18 @@ class IrBuilder {
       if (val.get_bool().get(b) != simdjson::SUCCESS) return Status::error(where + ": as_bool is not a bool");
       return Argument::boolean(b);
     }
-    if (key == "as_ints" || key == "as_bools") {
-      a.kind = key == "as_ints" ? K::Ints : K::Bools;
-      SPMD_ASSIGN_OR_RETURN(array items, asArray(val, where));
-      for (element it : items) {
-        bool b = false;
-        if (a.kind == K::Bools && it.get_bool().get(b) == simdjson::SUCCESS) {
-          a.ints.push_back(b ? 1 : 0);
-          continue;
-        }
-        SPMD_ASSIGN_OR_RETURN(int64_t i, toInt(it, where));
-        a.ints.push_back(i);
-      }
-      return a;
-    }
     if (key == "as_float") {
       SPMD_ASSIGN_OR_RETURN(double f, toDouble(val, where));
       return Argument::floating(f);
     }
-    if (key == "as_floats") {
-      a.kind = K::Floats;
-      SPMD_ASSIGN_OR_RETURN(array items, asArray(val, where));
-      for (element it : items) {
-        SPMD_ASSIGN_OR_RETURN(double f, toDouble(it, where));
-        a.floats.push_back(f);
-      }
+    if (key == "as_string") {
+      a.kind = K::String;
+      std::string_view s;
+      if (val.get_string().get(s) != simdjson::SUCCESS)
+        return Status::error(where + ": as_string is not a string");
+      a.strings = {std::string(s)};
       return a;
     }
-    if (key == "as_string" || key == "as_strings") {
-      a.kind = key == "as_string" ? K::String : K::Strings;
-      if (a.kind == K::String) {
-        std::string_view s;
-        if (val.get_string().get(s) != simdjson::SUCCESS)
-          return Status::error(where + ": as_string is not a string");
-        a.strings = {std::string(s)};
-        return a;
-      }
-      SPMD_ASSIGN_OR_RETURN(array items, asArray(val, where));
-      for (element it : items) {
-        std::string_view s;
-        if (it.get_string().get(s) != simdjson::SUCCESS)
-          return Status::error(where + ": as_strings holds a non-string");
-        a.strings.emplace_back(s);
-      }
-      return a;
-    }
-    if (key == "as_sym_int") return symScalar(val, K::SymInt, "as_int", where);
-    if (key == "as_sym_ints") return symList(val, K::SymInts, "as_int", where);
-    if (key == "as_sym_float") return symScalar(val, K::SymFloat, "as_float", where);
-    if (key == "as_sym_floats") return symList(val, K::SymFloats, "as_float", where);
-    if (key == "as_sym_bool") return symScalar(val, K::SymBool, "as_bool", where);
-    if (key == "as_sym_bools") return symList(val, K::SymBools, "as_bool", where);
     if (key == "as_device") {
       SPMD_ASSIGN_OR_RETURN(ir::Device d, parseDevice(val));
       return Argument::device(d);
@@ -341,27 +326,46 @@ class IrBuilder {
       a.floats = {re, im};
       return a;
     }
-    if (key == "as_int_lists") {
-      a.kind = K::IntLists;
-      SPMD_ASSIGN_OR_RETURN(array outer, asArray(val, where));
-      for (element inner : outer) {
-        SPMD_ASSIGN_OR_RETURN(array items, asArray(inner, where));
+    return Status::error(where + ": unknown argument kind '" + std::string(key) + "'");
+  }
+
+  // A constant list: ints, bools, floats, strings, or lists of ints.
+  Expected<Argument> constantList(std::string_view key, element val, const std::string& where) {
+    using K = Argument::Kind;
+    Argument a;
+    a.kind = key == "as_ints"      ? K::Ints
+             : key == "as_bools"   ? K::Bools
+             : key == "as_floats"  ? K::Floats
+             : key == "as_strings" ? K::Strings
+                                   : K::IntLists;
+    SPMD_ASSIGN_OR_RETURN(array items, asArray(val, where));
+    for (element it : items) {
+      bool b = false;
+      std::string_view s;
+      if (a.kind == K::Bools && it.get_bool().get(b) == simdjson::SUCCESS) {
+        a.ints.push_back(b ? 1 : 0);
+      } else if (a.kind == K::Floats) {
+        SPMD_ASSIGN_OR_RETURN(double f, toDouble(it, where));
+        a.floats.push_back(f);
+      } else if (a.kind == K::Strings) {
+        if (it.get_string().get(s) != simdjson::SUCCESS)
+          return Status::error(where + ": as_strings holds a non-string");
+        a.strings.emplace_back(s);
+      } else if (a.kind == K::IntLists) {
+        SPMD_ASSIGN_OR_RETURN(array inner, asArray(it, where));
         int64_t n = 0;
-        for (element it : items) {
-          SPMD_ASSIGN_OR_RETURN(int64_t i, toInt(it, where));
-          a.ints.push_back(i);
+        for (element i : inner) {
+          SPMD_ASSIGN_OR_RETURN(int64_t v, toInt(i, where));
+          a.ints.push_back(v);
           ++n;
         }
         a.listSizes.push_back(n);
+      } else {
+        SPMD_ASSIGN_OR_RETURN(int64_t i, toInt(it, where));
+        a.ints.push_back(i);
       }
-      return a;
     }
-    if (key == "as_graph" || key == "as_operator" || key == "as_nested_tensors" ||
-        key == "as_string_to_argument")
-      return Status::error(
-          where + ": argument kind '" + std::string(key) +
-          "' is not supported (higher-order ops and nested containers cannot be compiled yet)");
-    return Status::error(where + ": unknown argument kind '" + std::string(key) + "'");
+    return a;
   }
 
   Status readNode(element n) {

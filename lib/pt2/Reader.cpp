@@ -17,6 +17,7 @@
 #include "pt2/Archive.h"
 #include "pt2/JsonUtil.h"
 #include "pt2/VerifyArchive.h"
+#include "support/Strings.h"
 
 namespace spmd::pt2 {
 namespace {
@@ -58,12 +59,9 @@ Expected<Layout> findLayout(const io::ZipArchive& zip) {
   if (models.empty())
     return Status::error(
         "no models/<name>.json in the archive; is this a torch.export archive written by torch.export.save?");
-  if (models.size() > 1) {
-    std::string list;
-    for (const auto& m : models) list += (list.empty() ? "" : ", ") + m;
-    return Status::error("the archive holds several models (" + list +
+  if (models.size() > 1)
+    return Status::error("the archive holds several models (" + joined(models) +
                          "); only single-model archives are supported");
-  }
   l.modelJson = models[0];
   l.top = models[0].substr(0, models[0].find('/'));
   return l;

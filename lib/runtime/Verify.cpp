@@ -13,6 +13,7 @@
 #include "runtime/LaunchSupport.h"
 #include "runtime/Runner.h"
 #include "runtime/TypeMap.h"
+#include "support/Strings.h"
 
 namespace spmd::runtime {
 namespace {
@@ -166,8 +167,7 @@ Status checkVerifyOptions(const DistributedOptions& o, const ir::ExportedProgram
         expected.status().message() +
         " (--verify-against takes a safetensors file of expected outputs; for a .pt2 use --verify)");
   SPMD_ASSIGN_OR_RETURN(std::vector<std::string> names, outputNames(program));
-  std::string known;
-  for (const std::string& n : names) known += (known.empty() ? "" : ", ") + n;
+  std::string known = joined(names);
   if (expected->empty())
     return Status::error(o.verifyAgainst + ": holds no tensors; expected the outputs of " + o.program + " (" +
                          known + ")");

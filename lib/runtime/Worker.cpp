@@ -19,18 +19,13 @@
 #include "runtime/TypeMap.h"
 #include "runtime/Weights.h"
 #include "sharding/SymbolicShard.h"
+#include "support/Strings.h"
 
 namespace spmd::runtime {
 namespace {
 
 using sharding::Placement;
 using sharding::ShardingSpec;
-
-std::string shapeStr(c10::IntArrayRef s) {
-  std::string out = "[";
-  for (size_t i = 0; i < s.size(); ++i) out += (i ? ", " : "") + std::to_string(s[i]);
-  return out + "]";
-}
 
 // Calls `f(i, byIndexName, signatureName, tensor-or-null)` for each user input.
 template <typename F>
@@ -151,7 +146,7 @@ Status checkGlobalInputs(const program::Program& p, const TensorMap& inputs) {
           same = !want.isStatic() || want.value() == g->size(d);
         }
         if (!same) {
-          st = Status::error("input '" + name + "' has shape " + shapeStr(g->sizes()) +
+          st = Status::error("input '" + name + "' has shape " + formatShape(g->sizes()) +
                              ", the program expects " + gt.str());
           return;
         }
@@ -177,7 +172,7 @@ Status checkGlobalInputs(const program::Program& p, const TensorMap& inputs) {
             q = Placement::replicate();
         Status div = sharding::checkEvenlyDivisible(shape, symbolic, p.mesh);
         if (!div.isOk()) {
-          st = Status::error("input '" + name + "' " + shapeStr(g->sizes()) + ": " + div.message() +
+          st = Status::error("input '" + name + "' " + formatShape(g->sizes()) + ": " + div.message() +
                              " (this program splits that symbolic dim evenly because its trace-time size "
                              "divided; give sizes that divide, or export with a trace-time size that does "
                              "not divide, for a program that splits any size as torch.chunk does)");

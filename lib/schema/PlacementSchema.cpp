@@ -191,12 +191,6 @@ std::vector<std::string> allowedKeys(const std::vector<std::string>& tokens) {
   return {};
 }
 
-std::string joined(const std::vector<std::string>& items) {
-  std::string out;
-  for (const std::string& s : items) out += (out.empty() ? "" : ", ") + s;
-  return out;
-}
-
 /// The value at `tokens` in `doc`, or null when the path does not exist.
 const json* nodeAt(const json& doc, const std::vector<std::string>& tokens) {
   const json* node = &doc;

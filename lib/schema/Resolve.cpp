@@ -32,18 +32,6 @@ using sharding::Mesh;
 using sharding::Placement;
 using sharding::ShardingSpec;
 
-std::string joined(const std::vector<std::string>& items) {
-  std::string out;
-  for (const std::string& s : items) out += (out.empty() ? "" : ", ") + s;
-  return out;
-}
-
-std::string shapeText(const std::vector<int64_t>& shape) {
-  std::string out;
-  for (int64_t d : shape) out += (out.empty() ? "" : "x") + std::to_string(d);
-  return out;
-}
-
 std::string typeText(const Target& t) {
   if (t.value == nullptr) return "(a constant)";
   if (!t.value->isTensor()) return "(not a tensor)";
@@ -490,10 +478,10 @@ Expected<Mesh> resolveMesh(const PlacementSchema& s,
     size_t named = s.meshAxes.size();
     if (named != 0 && meshOverride->size() != named) {
       std::vector<int64_t> twos(named, 2);
-      return Status::error(s.source + ": /mesh/axes: --mesh " + shapeText(*meshOverride) + " has " +
+      return Status::error(s.source + ": /mesh/axes: --mesh " + Mesh::formatShape(*meshOverride) + " has " +
                            std::to_string(meshOverride->size()) + " axes but the schema names " +
                            std::to_string(named) + " (" + joined(s.meshAxes) + "); give a " +
-                           std::to_string(named) + "-axis --mesh such as " + shapeText(twos) +
+                           std::to_string(named) + "-axis --mesh such as " + Mesh::formatShape(twos) +
                            ", or drop the axis names");
     }
     shape = *meshOverride;

@@ -87,12 +87,6 @@ Placement shard(int64_t dim, int64_t sf) {
 
 }  // namespace
 
-std::vector<std::string> tpStyles() {
-  std::vector<std::string> out;
-  for (const Style& s : kStyles) out.emplace_back(s.name);
-  return out;
-}
-
 Status checkTpPlan(const TpPlan& plan, const std::string& where) {
   for (const auto& [glob, style] : plan) {
     if (findStyle(style)) continue;

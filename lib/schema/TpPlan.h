@@ -25,9 +25,6 @@ namespace spmd::schema {
 /// A tensor-parallel plan: (module glob, style) in file order.
 using TpPlan = std::vector<std::pair<std::string, std::string>>;
 
-/// The styles a plan may use (transformers 4.x and 5.x names).
-std::vector<std::string> tpStyles();
-
 /// Checks every style of `plan`; the error names the glob, the style and
 /// the known styles. `where` prefixes messages ("s.json: /tp_plan").
 Status checkTpPlan(const TpPlan& plan, const std::string& where);

@@ -22,6 +22,8 @@
 #include <optional>
 #include <set>
 
+#include "support/Strings.h"
+
 namespace spmd::sharding {
 namespace {
 
@@ -183,13 +185,13 @@ int64_t Mesh::rankAt(const std::vector<int64_t>& coords) const {
   return rank;
 }
 
-std::string Mesh::str() const {
+std::string Mesh::formatShape(std::span<const int64_t> shape) {
   std::string out;
-  for (size_t a = 0; a < shape_.size(); ++a) out += (a ? "x" : "") + std::to_string(shape_[a]);
-  out += " (";
-  for (size_t a = 0; a < names_.size(); ++a) out += (a ? ", " : "") + names_[a];
-  return out + ")";
+  for (size_t a = 0; a < shape.size(); ++a) out.append(a ? "x" : "").append(std::to_string(shape[a]));
+  return out;
 }
+
+std::string Mesh::str() const { return formatShape(shape_) + " (" + joined(names_) + ")"; }
 
 bool ShardingSpec::isReplicated() const {
   for (const Placement& p : placements)

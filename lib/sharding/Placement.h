@@ -10,6 +10,7 @@
 #pragma once
 
 #include <cstdint>
+#include <span>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -79,6 +80,9 @@ class Mesh {
   /// Parses "8", "2x4" or "2x2x2" (whitespace around numbers allowed); error
   /// for empty parts, non-numbers and sizes < 1.
   static Expected<std::vector<int64_t>> parseShape(std::string_view text);
+  /// The form parseShape reads and --mesh takes: "8", "2x4". A mesh's
+  /// shape is written so everywhere; a tensor's is formatShape's "[2, 4]".
+  static std::string formatShape(std::span<const int64_t> shape);
 
   /// Axis sizes, outermost first.
   const std::vector<int64_t>& shape() const { return shape_; }

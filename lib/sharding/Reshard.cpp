@@ -50,6 +50,8 @@
 #include <unordered_map>
 #include <utility>
 
+#include "support/Strings.h"
+
 namespace spmd::sharding {
 namespace {
 
@@ -366,12 +368,6 @@ ReshardStep Planner::makeStep(const State& before, const State& after) const {
   return step;
 }
 
-std::string shapeStr(const std::vector<int64_t>& shape) {
-  std::string out = "[";
-  for (size_t i = 0; i < shape.size(); ++i) out += (i ? ", " : "") + std::to_string(shape[i]);
-  return out + "]";
-}
-
 }  // namespace
 
 std::string ReshardStep::str() const {
@@ -408,7 +404,7 @@ std::string ReshardPlan::str() const {
 Expected<ReshardPlan> planReshard(const std::vector<int64_t>& globalShape, int64_t elementBytes,
                                   const ShardingSpec& from, const ShardingSpec& to, const Mesh& mesh,
                                   const CostModel& cost) {
-  std::string what = "reshard " + from.str() + " -> " + to.str() + " of shape " + shapeStr(globalShape);
+  std::string what = "reshard " + from.str() + " -> " + to.str() + " of shape " + formatShape(globalShape);
   if (elementBytes < 1) return Status::error(what + ": element size must be >= 1 byte");
   for (int64_t s : globalShape)
     if (s < 0) return Status::error(what + ": sizes must be >= 0");

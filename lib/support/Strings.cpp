@@ -1,5 +1,7 @@
-// Byte sizes as users type them (see Strings.h).
+// Shapes and lists as users read them, byte sizes as they type them (see
+// Strings.h).
 //
+//   formatShape({2, 3}) -> "[2, 3]"
 //   "40GiB" -> 42949672960, "1.5GB" -> 1500000000, "512M" -> 536870912
 #include "support/Strings.h"
 
@@ -7,6 +9,18 @@
 #include <utility>
 
 namespace spmd {
+
+std::string formatShape(std::span<const int64_t> sizes) {
+  std::string out = "[";
+  for (size_t i = 0; i < sizes.size(); ++i) out.append(i ? ", " : "").append(std::to_string(sizes[i]));
+  return out + "]";
+}
+
+std::string joined(std::span<const std::string> items, std::string_view separator) {
+  std::string out;
+  for (size_t i = 0; i < items.size(); ++i) out.append(i ? separator : "").append(items[i]);
+  return out;
+}
 
 Expected<int64_t> parseByteSize(std::string_view flag, const std::string& text) {
   size_t pos = 0;

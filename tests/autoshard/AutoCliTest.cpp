@@ -5,7 +5,7 @@
 #include "../TestCatch.h"
 #include "../pt2/ArchiveFixtures.h"
 
-using spmd::testing::readFile;
+using spmd::testing::readBytes;
 using spmd::testing::runCommand;
 using spmd::testing::TempDir;
 
@@ -38,7 +38,7 @@ TEST_CASE("--write-schema writes a schema that compiles to the same program") {
     auto d = runCommand(kSpmdc + " diff " + dir.file("a.spmd") + " " + dir.file("b.spmd"));
     INFO(d.stdoutText);
     CHECK(d.exitCode == 0);
-    auto j = nlohmann::json::parse(readFile(dir.file("r.json")));
+    auto j = nlohmann::json::parse(readBytes(dir.file("r.json")));
     REQUIRE(j.contains("auto"));
     CHECK(j["auto"]["chosen"]["modeled_step_ms"].get<double>() ==
           Approx(j["cost"]["modeled_step_ms"].get<double>()));
@@ -83,7 +83,7 @@ TEST_CASE("--device-profile feeds the report's cost") {
                       dir.file("p.json") + " -o " + dir.file("o.spmd") + " --report " + dir.file("r.json"));
   INFO(r.stderrText);
   REQUIRE(r.exitCode == 0);
-  auto j = nlohmann::json::parse(readFile(dir.file("r.json")));
+  auto j = nlohmann::json::parse(readBytes(dir.file("r.json")));
   CHECK(j["cost"]["device_profile"] == "slow-links");
   CHECK(j["cost"]["comm_ms"].get<double>() > 1.0);  // alpha 1 ms per collective
 }

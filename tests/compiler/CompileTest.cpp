@@ -13,9 +13,10 @@
 #include "passes/Report.h"
 #include "program/Dump.h"
 #include "schema/PlacementSchema.h"
+#include "support/Version.h"
 
 using namespace spmd;
-using spmd::testing::readFile;
+using spmd::testing::readBytes;
 using spmd::testing::runCommand;
 using spmd::testing::TempDir;
 
@@ -57,6 +58,7 @@ TEST_CASE("spmdc's malloc is mimalloc's wherever the build links it") {
   // order or --as-needed that left glibc's malloc in charge fails here.
   auto r = runCommand(kSpmdc + " --version");
   REQUIRE(r.exitCode == 0);
+  CHECK_THAT(r.stdoutText, Catch::StartsWith("spmdc " + std::string(kVersion) + " ("));
   if (SPMDC_LINKS_MIMALLOC)
     CHECK_THAT(r.stdoutText, Catch::Contains("allocator: mimalloc "));
   else
@@ -125,7 +127,7 @@ TEST_CASE("--print-after a graph pass prints the graph after it, before propagat
 }
 
 TEST_CASE("Megatron TP issues no more collectives than PyTorch DTensor") {
-  auto ref = nlohmann::json::parse(readFile(std::string(SPMD_TESTDATA_DIR) + "/dtensor_reference.json"));
+  auto ref = nlohmann::json::parse(readBytes(std::string(SPMD_TESTDATA_DIR) + "/dtensor_reference.json"));
   for (const std::string m : {"mlp", "gpt_block", "llama"}) {
     INFO(m);
     auto r = compileOrFail(m, example(m + "_tp.json"));
@@ -536,7 +538,7 @@ TEST_CASE("compiling twice gives byte-identical programs") {
                           dir.file("p" + std::to_string(i) + ".spmd"));
     REQUIRE(res.exitCode == 0);
   }
-  CHECK(readFile(dir.file("p0.spmd")) == readFile(dir.file("p1.spmd")));
+  CHECK(readBytes(dir.file("p0.spmd")) == readBytes(dir.file("p1.spmd")));
 }
 
 TEST_CASE("ops without a rule are refused in one error listing all of them") {
@@ -627,7 +629,7 @@ TEST_CASE("from-hf on a 2-D mesh without --axes names them dp and tp; the schema
                         dir.file("s.json"));
     INFO(r.stderrText);
     REQUIRE(r.exitCode == 0);
-    auto j = nlohmann::json::parse(readFile(dir.file("s.json")));
+    auto j = nlohmann::json::parse(readBytes(dir.file("s.json")));
     CHECK(j["mesh"]["axes"] == nlohmann::json{"dp", "tp"});
     auto c = compileOrFail("llama", dir.file("s.json"));
     CHECK(countCollectives(c.program)["spmd.all_reduce"] >= 2);  // Megatron's, over tp

@@ -24,7 +24,7 @@
 using namespace spmd;
 using spmd::testing::compileTo;
 using spmd::testing::modelDir;
-using spmd::testing::readFile;
+using spmd::testing::readBytes;
 using spmd::testing::runCommand;
 using spmd::testing::TempDir;
 namespace fs = std::filesystem;
@@ -44,7 +44,7 @@ double secondsSince(Clock::time_point t) { return std::chrono::duration<double>(
 
 // The loss log without its timings: "{"step": 0, "loss": 1.25" per line.
 std::string lossesOf(const std::string& path) {
-  std::istringstream in(readFile(path));
+  std::istringstream in(readBytes(path));
   std::string line, out;
   while (std::getline(in, line)) out += line.substr(0, line.find(", \"step_ms\"")) + "\n";
   return out;
@@ -82,14 +82,14 @@ std::map<int, pid_t> workersOf(pid_t launcher) {
   for (const auto& e : fs::directory_iterator("/proc")) {
     std::string name = e.path().filename();
     if (name.find_first_not_of("0123456789") != std::string::npos) continue;
-    std::string stat = readFile(e.path() / "stat");
+    std::string stat = readBytes(e.path() / "stat");
     size_t paren = stat.rfind(')');
     if (paren == std::string::npos) continue;
     std::istringstream fields(stat.substr(paren + 2));
     std::string state;
     long ppid = 0;
     if (!(fields >> state >> ppid) || ppid != launcher) continue;
-    std::string env = readFile(e.path() / "environ");
+    std::string env = readBytes(e.path() / "environ");
     size_t at = env.find(std::string("\0RANK=", 6));
     if (at != std::string::npos) out[std::atoi(env.c_str() + at + 6)] = std::stoi(name);
   }
@@ -136,12 +136,12 @@ TEST_CASE(
     std::optional<int> status = waitFor(launcher, 30);
     double seconds = secondsSince(t0);
     INFO("run " << i << ": killed rank " << rank << (hit ? "" : " (missed: the run had ended)") << "; stderr "
-                << readFile(err));
+                << readBytes(err));
     REQUIRE(status.has_value());
     if (hit && !(WIFEXITED(*status) && WEXITSTATUS(*status) == 0)) {
       ++killed;
       CHECK(seconds < 15);
-      CHECK_THAT(readFile(err), Catch::Contains("rank " + std::to_string(rank) + " was killed by signal 9"));
+      CHECK_THAT(readBytes(err), Catch::Contains("rank " + std::to_string(rank) + " was killed by signal 9"));
     }
     // The last complete checkpoint loads; resuming from it to the end gives
     // the uninterrupted losses.
@@ -186,7 +186,7 @@ TEST_CASE("chaos: a worker stopped with SIGSTOP (a hang) ends the run with a cle
   auto t0 = Clock::now();
   std::optional<int> status = waitFor(launcher, 60);
   double seconds = secondsSince(t0);
-  std::string text = readFile(err);
+  std::string text = readBytes(err);
   INFO("stopped rank " << rank << " after " << seconds << " s; stderr " << text);
   REQUIRE(status.has_value());
   CHECK(WIFEXITED(*status));

@@ -11,7 +11,7 @@
 using namespace spmd;
 using spmd::testing::compileTo;
 using spmd::testing::modelDir;
-using spmd::testing::readFile;
+using spmd::testing::readBytes;
 using spmd::testing::runCommand;
 using spmd::testing::TempDir;
 namespace fs = std::filesystem;
@@ -29,7 +29,7 @@ passes::OptimizerOptions adamw() {
 
 // The loss log without its timings: "{"step": 0, "loss": 1.25" per line.
 std::string lossesOf(const std::string& path) {
-  std::istringstream in(readFile(path));
+  std::istringstream in(readBytes(path));
   std::string line, out;
   while (std::getline(in, line)) out += line.substr(0, line.find(", \"step_ms\"")) + "\n";
   return out;
@@ -63,7 +63,7 @@ std::string trainThreaded(const std::string& program, int steps, const std::stri
   return r ? std::string() : r.status().message();
 }
 
-nlohmann::json readJson(const std::string& path) { return nlohmann::json::parse(readFile(path)); }
+nlohmann::json readJson(const std::string& path) { return nlohmann::json::parse(readBytes(path)); }
 void writeJson(const std::string& path, const nlohmann::json& j) { std::ofstream(path) << j.dump(1); }
 
 }  // namespace
@@ -79,7 +79,7 @@ TEST_CASE("resuming with a batch folder continues from the saved step's batch, b
   auto first = runCommand(run + " --steps 3 --save " + ckpt + " --loss-log " + dir.file("part.jsonl"));
   INFO(first.stderrText);
   REQUIRE(first.exitCode == 0);
-  CHECK(readFile(ckpt + "/latest") == "step-3\n");
+  CHECK(readBytes(ckpt + "/latest") == "step-3\n");
   auto rest = runCommand(run + " --steps 1 --resume " + ckpt + " --loss-log " + dir.file("part.jsonl"));
   INFO(rest.stderrText);
   REQUIRE(rest.exitCode == 0);
@@ -123,7 +123,7 @@ TEST_CASE("a damaged, incomplete or foreign checkpoint is refused with one line 
        "checksum mismatch: the file is damaged or is another rank's"},
       {"bit flip",
        [](auto& d, auto&) {
-         std::string bytes = readFile(d + "/rank1.safetensors");
+         std::string bytes = readBytes(d + "/rank1.safetensors");
          bytes[bytes.size() - 3] ^= 0x10;
          std::ofstream(d + "/rank1.safetensors", std::ios::binary) << bytes;
        },
@@ -191,9 +191,9 @@ TEST_CASE("a NaN loss is logged as null, and NaN weights are not saved: latest s
   auto bad = runCommand(run + " --resume " + ckpt + " --inputs " + dir.file("nan.safetensors"));
   CHECK(bad.exitCode == 1);
   CHECK_THAT(bad.stderrText, Catch::Contains("holds NaN or Inf values: not saved"));
-  CHECK(readFile(ckpt + "/latest") == "step-1\n");
+  CHECK(readBytes(ckpt + "/latest") == "step-1\n");
   CHECK_FALSE(fs::exists(ckpt + "/step-2/index.json"));
-  std::string text = readFile(log);
+  std::string text = readBytes(log);
   CHECK_THAT(text, Catch::StartsWith("{\"step\": 0, \"loss\": 0.") &&
                        Catch::Contains("\n{\"step\": 1, \"loss\": null, \"step_ms\": "));
   std::istringstream lines(text);

@@ -121,7 +121,7 @@ TEST_CASE("faults before launch: mesh size, corrupt program, wrong inputs, busy 
   CHECK(r.exitCode == 2);
   CHECK_THAT(r.stderrText, Catch::Contains("needs 2 ranks, but -n 4 starts 4; pass -n 2"));
 
-  std::string bytes = spmd::testing::readFile(dir.file("mlp.spmd"));
+  std::string bytes = spmd::testing::readBytes(dir.file("mlp.spmd"));
   std::ofstream(dir.file("cut.spmd"), std::ios::binary) << bytes.substr(0, bytes.size() / 3);
   r = runCommand(kRun + " -n 2 " + dir.file("cut.spmd") + " --inputs " + inputsOf("mlp") + " --output " +
                  out);
@@ -208,11 +208,11 @@ TEST_CASE("training: a worker killed mid-run stops it within seconds; the last c
   auto r = runCommand(common + " --steps 2 --save " + ckpt + " --loss-log " + dir.file("losses.jsonl"));
   INFO(r.stderrText);
   REQUIRE(r.exitCode == 0);
-  std::string log = spmd::testing::readFile(dir.file("losses.jsonl"));
+  std::string log = spmd::testing::readBytes(dir.file("losses.jsonl"));
   CHECK_THAT(log, Catch::StartsWith("{\"step\": 0, \"loss\": "));
   CHECK_THAT(log, Catch::Contains("{\"step\": 1, \"loss\": "));
-  CHECK(spmd::testing::readFile(ckpt + "/latest") == "step-2\n");
-  std::string index = spmd::testing::readFile(ckpt + "/step-2/index.json");
+  CHECK(spmd::testing::readBytes(ckpt + "/latest") == "step-2\n");
+  std::string index = spmd::testing::readBytes(ckpt + "/step-2/index.json");
   CHECK_THAT(index, Catch::Contains("\"step\": 2"));
 
   std::string pattern = "'[-]-worker " + dir.file("train.spmd") + "'";
@@ -224,14 +224,14 @@ TEST_CASE("training: a worker killed mid-run stops it within seconds; the last c
   CHECK(r.exitCode != 0);
   CHECK_THAT(r.stderrText, Catch::Contains("was killed by signal 9 (SIGKILL)"));
   CHECK(seconds < 15);
-  CHECK(spmd::testing::readFile(ckpt + "/step-2/index.json") == index);
+  CHECK(spmd::testing::readBytes(ckpt + "/step-2/index.json") == index);
   CHECK(runtime::consolidateCheckpoint(ckpt, dir.file("full.safetensors")).isOk());
 }
 
 TEST_CASE("a flipped weight byte is refused before any worker starts, naming the weight; no output") {
   TempDir dir;
   compileTo("mlp", "dp", {2}, dir.file("mlp.spmd"));
-  std::string bytes = spmd::testing::readFile(dir.file("mlp.spmd"));
+  std::string bytes = spmd::testing::readBytes(dir.file("mlp.spmd"));
   uint64_t jsonLength = 0;
   std::memcpy(&jsonLength, bytes.data() + 16, 8);
   auto lp = program::readProgram(dir.file("mlp.spmd"));
@@ -269,7 +269,7 @@ TEST_CASE("--profile writes each rank's measured peak memory, step time and byte
                       " --profile " + dir.file("p.json"));
   INFO(r.stderrText);
   REQUIRE(r.exitCode == 0);
-  auto j = nlohmann::json::parse(spmd::testing::readFile(dir.file("p.json")));
+  auto j = nlohmann::json::parse(spmd::testing::readBytes(dir.file("p.json")));
   CHECK(j["format"] == 1);
   CHECK(j["program"] == "llama.spmd");
   CHECK(j["mesh"] == nlohmann::json::array({2}));

@@ -87,7 +87,7 @@ TEST_CASE("resuming after step 3 gives the losses of an uninterrupted run, bit f
   std::string ckpt = dir.file("ckpt");
   Run whole = train("llama_train", "fsdp", {2}, 5);
   Run first = train("llama_train", "fsdp", {2}, 3, ckpt);
-  REQUIRE(spmd::testing::readFile(ckpt + "/latest") == "step-3\n");
+  REQUIRE(spmd::testing::readBytes(ckpt + "/latest") == "step-3\n");
   REQUIRE(std::filesystem::exists(ckpt + "/step-3/index.json"));
   REQUIRE(std::filesystem::exists(ckpt + "/step-3/rank1.safetensors"));
   Run rest = train("llama_train", "fsdp", {2}, 2, "", ckpt);
@@ -137,13 +137,13 @@ TEST_CASE("saving every step keeps the newest 2 step folders; latest names the n
   for (const auto& e : std::filesystem::directory_iterator(ckpt)) folders.push_back(e.path().filename());
   std::sort(folders.begin(), folders.end());
   CHECK(folders == std::vector<std::string>{"latest", "step-3", "step-4"});
-  CHECK(spmd::testing::readFile(ckpt + "/latest") == "step-4\n");
+  CHECK(spmd::testing::readBytes(ckpt + "/latest") == "step-4\n");
   // Resuming from an older step folder and saving again never overwrites
   // the complete step-4: the new one is step-4-1, and it becomes latest.
   Run again = train("mlp_train", "fsdp", {2}, 1, ckpt, ckpt + "/step-3");
   REQUIRE(again.losses.size() == 1);
   CHECK(again.losses[0] == whole.losses[3]);
-  CHECK(spmd::testing::readFile(ckpt + "/latest") == "step-4-1\n");
+  CHECK(spmd::testing::readBytes(ckpt + "/latest") == "step-4-1\n");
   CHECK(std::filesystem::exists(ckpt + "/step-4/index.json"));
   CHECK_FALSE(std::filesystem::exists(ckpt + "/step-3"));
   // A folder left by a save that crashed before its index is not a checkpoint.

@@ -3,14 +3,14 @@
 //   auto f = MappedFile::open(dir.file("x.bin"));   // "hello" -> size 5, view() == "hello"
 #include "../TestCatch.h"
 
-#include "IoTestUtil.h"
+#include "../TestUtil.h"
 #include "io/MappedFile.h"
 
 namespace spmd::io {
 namespace {
 
-using testing::TempDir;
-using testing::writeBytes;
+using spmd::testing::TempDir;
+using spmd::testing::writeBytes;
 
 TEST_CASE("MappedFile maps a file's bytes", "[io][mapped]") {
   TempDir dir;

@@ -9,16 +9,16 @@
 #include <vector>
 #include "../TestCatch.h"
 
-#include "IoTestUtil.h"
+#include "../TestUtil.h"
 #include "io/Safetensors.h"
 
 namespace spmd::io {
 namespace {
 
 using ir::ScalarType;
-using testing::readBytes;
-using testing::TempDir;
-using testing::writeBytes;
+using spmd::testing::readBytes;
+using spmd::testing::TempDir;
+using spmd::testing::writeBytes;
 
 /// A safetensors file from a raw header text and data section.
 std::string rawFile(const std::string& header, const std::string& data = "") {

@@ -11,15 +11,15 @@
 #include <vector>
 #include "../TestCatch.h"
 
-#include "IoTestUtil.h"
+#include "../TestUtil.h"
 #include "io/Zip.h"
 
 namespace spmd::io {
 namespace {
 
-using testing::readBytes;
-using testing::TempDir;
-using testing::writeBytes;
+using spmd::testing::readBytes;
+using spmd::testing::TempDir;
+using spmd::testing::writeBytes;
 
 const std::string kMlp = std::string(SPMD_TESTDATA_DIR) + "/pt2/mlp/model.pt2";
 const std::string kWeight0 = "model/data/weights/weight_0";

@@ -5,12 +5,12 @@
 #include <ATen/ATen.h>
 
 #include <cstdlib>
-#include <filesystem>
 #include <functional>
 #include <limits>
 #include <optional>
 #include <sstream>
 
+#include "../TestUtil.h"
 #include "ir/Collectives.h"
 #include "passes/Expand.h"
 #include "program/IrToJson.h"
@@ -20,6 +20,7 @@
 #include "runtime/Runner.h"
 #include "runtime/Worker.h"
 #include "sharding/RuleRegistry.h"
+#include "support/Strings.h"
 
 namespace spmd::numeric {
 namespace {
@@ -28,6 +29,7 @@ using sharding::NodeSharding;
 using sharding::Placement;
 using sharding::ReduceOp;
 using sharding::ShardingSpec;
+using testing::TempDir;
 
 constexpr double kRtol = 1e-5;
 constexpr double kAtol = 1e-6;
@@ -40,29 +42,6 @@ constexpr const char* kSharesSuffix = "__shares";
 /// Suffix of the real view of a complex result.
 constexpr const char* kRealSuffix = "__real";
 
-/// "2", "4", "2x2".
-std::string meshName(const std::vector<int64_t>& sizes) {
-  std::string s;
-  for (int64_t n : sizes) s += (s.empty() ? "" : "x") + std::to_string(n);
-  return s;
-}
-
-/// A fresh temporary directory, removed with its files.
-class TempDir {
- public:
-  TempDir() {
-    std::string templ = (std::filesystem::temp_directory_path() / "spmd-numeric-XXXXXX").string();
-    path_ = mkdtemp(templ.data());
-  }
-  ~TempDir() { std::filesystem::remove_all(path_); }
-  TempDir(const TempDir&) = delete;
-  TempDir& operator=(const TempDir&) = delete;
-  std::string file(const std::string& name) const { return (path_ / name).string(); }
-
- private:
-  std::filesystem::path path_;
-};
-
 /// Ops whose result values are unspecified or random (only shape and dtype
 /// compare; their rules keep random results replicated).
 bool valuesUnspecified(std::string_view target) {
@@ -70,12 +49,6 @@ bool valuesUnspecified(std::string_view target) {
          target == "aten.empty_like.default" || target == "aten.new_empty.default" ||
          target == "aten.empty_strided.default" || target == "aten.rand.default" ||
          target == "aten.randn.default" || target == "aten.randperm.default";
-}
-
-std::string shapeStr(c10::IntArrayRef s) {
-  std::ostringstream o;
-  o << s;
-  return o.str();
 }
 
 std::string specsStr(const std::vector<ShardingSpec>& specs) {
@@ -310,7 +283,7 @@ double epsilonOf(c10::ScalarType t) {
 std::string compare(const at::Tensor& want, const at::Tensor& got, const at::Tensor& magnitude,
                     bool valuesMatter) {
   if (got.sizes() != want.sizes())
-    return "shape " + shapeStr(got.sizes()) + ", expected " + shapeStr(want.sizes());
+    return "shape " + formatShape(got.sizes()) + ", expected " + formatShape(want.sizes());
   if (got.scalar_type() != want.scalar_type())
     return std::string("dtype ") + c10::toString(got.scalar_type()) + ", expected " +
            c10::toString(want.scalar_type());
@@ -523,7 +496,7 @@ void checkNode(const ir::Node& node, const TensorMap& operands, const std::strin
   ++stats.nodes;
   auto mesh = sharding::Mesh::create(meshSizes);
   SPMD_CHECK(mesh.hasValue());
-  Checker c(node, operands, where, stats, *mesh, meshName(meshSizes));
+  Checker c(node, operands, where, stats, *mesh, sharding::Mesh::formatShape(meshSizes));
   NodeSharding none;
   auto strategies = strategiesOn(node, meshSizes);
   if (!strategies) return c.fail(none, "enumerateStrategies: " + strategies.status().message());

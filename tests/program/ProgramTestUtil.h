@@ -23,22 +23,10 @@
 
 namespace spmd::program::testing {
 
-/// The one temp-dir fixture (tests/TestUtil.h).
+/// The shared fixtures (tests/TestUtil.h).
+using ::spmd::testing::readBytes;
 using ::spmd::testing::TempDir;
-
-/// The whole file as bytes.
-inline std::string readBytes(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
-
-/// Replaces the file with `bytes`.
-inline void writeBytes(const std::string& path, const std::string& bytes) {
-  std::ofstream out(path, std::ios::binary | std::ios::trunc);
-  out.write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
-}
+using ::spmd::testing::writeBytes;
 
 /// A .spmd file: the header (magic, `major`.`minor`, JSON length and
 /// checksum), `json`, padding, then `data` as the data section. Lets a test

@@ -1,18 +1,15 @@
 // Test helpers: rewrite a real .pt2 archive member by member to make
-// corrupt variants, and run a tool binary capturing its exit code and stderr.
+// corrupt variants (running a tool and reading files: ../TestUtil.h).
 #pragma once
 
 #include "../TestUtil.h"
 
 #include <zip.h>
 
-#include <cstdio>
-#include <filesystem>
-#include <fstream>
 #include <functional>
 #include <optional>
-#include <sstream>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace spmd::testing {
@@ -56,39 +53,6 @@ inline std::string replaceFirst(std::string s, const std::string& from, const st
   size_t pos = s.find(from);
   if (pos != std::string::npos) s.replace(pos, from.size(), to);
   return s;
-}
-
-/// Result of running a command.
-struct RunResult {
-  int exitCode = -1;
-  std::string stdoutText;
-  std::string stderrText;
-};
-
-/// Runs `command` through the shell, capturing stdout and stderr.
-inline RunResult runCommand(const std::string& command) {
-  TempDir dir;
-  std::string errFile = dir.file("stderr");
-  RunResult r;
-  FILE* p = popen((command + " 2>" + errFile).c_str(), "r");
-  char buf[4096];
-  size_t n;
-  while ((n = fread(buf, 1, sizeof buf, p)) > 0) r.stdoutText.append(buf, n);
-  int status = pclose(p);
-  r.exitCode = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-  std::ifstream e(errFile);
-  std::stringstream ss;
-  ss << e.rdbuf();
-  r.stderrText = ss.str();
-  return r;
-}
-
-/// Reads a whole file.
-inline std::string readFile(const std::string& path) {
-  std::ifstream f(path, std::ios::binary);
-  std::stringstream ss;
-  ss << f.rdbuf();
-  return ss.str();
 }
 
 }  // namespace spmd::testing

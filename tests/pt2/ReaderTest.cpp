@@ -6,7 +6,7 @@
 #include "pt2/Archive.h"
 
 using namespace spmd;
-using spmd::testing::readFile;
+using spmd::testing::readBytes;
 using spmd::testing::replaceFirst;
 using spmd::testing::rewriteArchive;
 using spmd::testing::TempDir;
@@ -49,7 +49,7 @@ TEST_CASE("every test archive reads with the node count, ops and signature of it
     INFO(m);
     auto a = pt2::readArchive(modelPath(m));
     REQUIRE(a.hasValue());
-    auto meta = nlohmann::json::parse(readFile(std::string(SPMD_TESTDATA_DIR) + "/pt2/" + m + "/meta.json"));
+    auto meta = nlohmann::json::parse(readBytes(std::string(SPMD_TESTDATA_DIR) + "/pt2/" + m + "/meta.json"));
     const auto& p = a->program;
     // meta's counts are FX's: placeholders, the output node and getitem
     // nodes (which the archive folds into multi-output nodes) count too.

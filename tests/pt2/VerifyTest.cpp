@@ -10,7 +10,7 @@
 
 using namespace spmd;
 using nlohmann::json;
-using spmd::testing::readFile;
+using spmd::testing::readBytes;
 using spmd::testing::rewriteArchive;
 using spmd::testing::runCommand;
 using spmd::testing::TempDir;
@@ -219,7 +219,7 @@ TEST_CASE("verifier: a truncated payload is found without reading the weights") 
 
 TEST_CASE("verifier: a corrupt member names the archive once") {
   // Flip a byte inside weight_0's stored data: libzip's CRC check fails.
-  std::string raw = readFile(mlpPath());
+  std::string raw = readBytes(mlpPath());
   std::string weight;
   TempDir dir;
   rewriteArchive(mlpPath(), dir.file("copy.pt2"), [&](const std::string& name, std::string bytes) {

@@ -1,51 +1,25 @@
 // spmd-run --calibrate: the link fit, the profile's keys, and the tool run
 // as a process on 2 CPU workers (quick mode), including its errors.
-#include <sys/wait.h>
-
 #include <nlohmann/json.hpp>
 
 #include <algorithm>
 #include <cmath>
 #include <filesystem>
-#include <fstream>
-#include <sstream>
 #include <string>
 
 #include "../TestCatch.h"
-#include "../TestUtil.h"
+#include "SpmdRunUtil.h"
 #include "runtime/Calibrate.h"
 #include "sharding/DeviceProfile.h"
 
 using namespace spmd;
 using namespace spmd::runtime;
+using spmd::testing::readBytes;
+using spmd::testing::RunResult;
+using spmd::testing::spmdRun;
 using spmd::testing::TempDir;
 
 namespace {
-
-struct Result {
-  int code = -1;
-  std::string out;
-  std::string err;
-};
-
-std::string slurp(const std::string& path) {
-  std::ifstream in(path);
-  std::stringstream s;
-  s << in.rdbuf();
-  return s.str();
-}
-
-/// Runs spmd-run with `args` (already shell-quoted where needed).
-Result spmdRun(const TempDir& dir, const std::string& args) {
-  const std::string out = dir.file("stdout.txt"), err = dir.file("stderr.txt");
-  const std::string cmd = "'" SPMD_RUN_BINARY "' " + args + " >'" + out + "' 2>'" + err + "'";
-  const int status = std::system(cmd.c_str());
-  Result r;
-  r.code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-  r.out = slurp(out);
-  r.err = slurp(err);
-  return r;
-}
 
 /// Seconds of alpha + bytes / bw at each size.
 std::vector<std::pair<double, double>> linePoints(double alpha, double bw) {
@@ -128,12 +102,12 @@ TEST_CASE("profileJson writes the agreed keys, intra and inter-node links from t
 TEST_CASE("spmd-run --calibrate-quick on 2 CPU workers writes a loadable profile") {
   TempDir dir;
   const std::string profile = dir.file("profile.json");
-  Result r = spmdRun(dir, "--calibrate-quick -n 2 --mesh 2 --axes tp --device cpu -o '" + profile + "'");
-  INFO(r.err);
-  REQUIRE(r.code == 0);
-  CHECK(r.out.find("axis tp (2 ranks)") != std::string::npos);
-  CHECK(r.out.find("residual") != std::string::npos);
-  nlohmann::json j = nlohmann::json::parse(slurp(profile));
+  RunResult r = spmdRun("--calibrate-quick -n 2 --mesh 2 --axes tp --device cpu -o '" + profile + "'");
+  INFO(r.stderrText);
+  REQUIRE(r.exitCode == 0);
+  CHECK(r.stdoutText.find("axis tp (2 ranks)") != std::string::npos);
+  CHECK(r.stdoutText.find("residual") != std::string::npos);
+  nlohmann::json j = nlohmann::json::parse(readBytes(profile));
   CHECK(j.at("name").is_string());
   CHECK(j.at("source").get<std::string>().find("spmd-run --calibrate") != std::string::npos);
   const nlohmann::json& flops = j.at("compute").at("flops_per_second");
@@ -159,7 +133,7 @@ TEST_CASE("shipped profiles load and say where their figures come from") {
     INFO(p.status().message());
     REQUIRE(p.hasValue());
     CHECK(p->name == name);
-    nlohmann::json j = nlohmann::json::parse(slurp(path));
+    nlohmann::json j = nlohmann::json::parse(readBytes(path));
     CHECK(j.at("source").get<std::string>().size() > 40);
     CHECK(p->flopsPerSecond.at("float32") > 0);
     CHECK(p->flopsPerSecond.at("bfloat16") > 0);
@@ -176,30 +150,30 @@ TEST_CASE("shipped profiles load and say where their figures come from") {
 TEST_CASE("spmd-run --calibrate refuses a bad -o or mesh in one line, writing nothing") {
   TempDir dir;
   const std::string missing = dir.file("no/such/folder/profile.json");
-  Result r = spmdRun(dir, "--calibrate-quick -n 2 -o '" + missing + "'");
-  CHECK(r.code == 2);
-  CHECK(lineCount(r.err) == 1);
-  CHECK(r.err.rfind("error: " + missing + ": cannot write the profile: the folder", 0) == 0);
+  RunResult r = spmdRun("--calibrate-quick -n 2 -o '" + missing + "'");
+  CHECK(r.exitCode == 2);
+  CHECK(lineCount(r.stderrText) == 1);
+  CHECK(r.stderrText.rfind("error: " + missing + ": cannot write the profile: the folder", 0) == 0);
   CHECK_FALSE(std::filesystem::exists(dir.file("no")));
 
-  r = spmdRun(dir, "--calibrate-quick -n 2 -o '" + dir.path().string() + "'");
-  CHECK(r.code == 2);
-  CHECK(lineCount(r.err) == 1);
-  CHECK(r.err.find("is a folder") != std::string::npos);
+  r = spmdRun("--calibrate-quick -n 2 -o '" + dir.path().string() + "'");
+  CHECK(r.exitCode == 2);
+  CHECK(lineCount(r.stderrText) == 1);
+  CHECK(r.stderrText.find("is a folder") != std::string::npos);
 
   const std::string profile = dir.file("profile.json");
-  r = spmdRun(dir, "--calibrate-quick -n 2 --mesh 2x2 -o '" + profile + "'");
-  CHECK(r.code == 2);
-  CHECK(lineCount(r.err) == 1);
-  CHECK(r.err.find("pass -n 4") != std::string::npos);
-  r = spmdRun(dir, "--calibrate-quick -n 1 -o '" + profile + "'");
-  CHECK(r.code == 2);
-  CHECK(r.err.find("2 or more workers") != std::string::npos);
-  r = spmdRun(dir, "--calibrate-quick -n 2 '" + profile + "'");  // no -o
-  CHECK(r.code == 2);
-  CHECK(r.err.find("-o profile.json") != std::string::npos);
+  r = spmdRun("--calibrate-quick -n 2 --mesh 2x2 -o '" + profile + "'");
+  CHECK(r.exitCode == 2);
+  CHECK(lineCount(r.stderrText) == 1);
+  CHECK(r.stderrText.find("pass -n 4") != std::string::npos);
+  r = spmdRun("--calibrate-quick -n 1 -o '" + profile + "'");
+  CHECK(r.exitCode == 2);
+  CHECK(r.stderrText.find("2 or more workers") != std::string::npos);
+  r = spmdRun("--calibrate-quick -n 2 '" + profile + "'");  // no -o
+  CHECK(r.exitCode == 2);
+  CHECK(r.stderrText.find("-o profile.json") != std::string::npos);
   CHECK_FALSE(std::filesystem::exists(profile));
-  r = spmdRun(dir, "--mesh 2x2 '" + profile + "'");  // --mesh without --calibrate
-  CHECK(r.code == 2);
-  CHECK(r.err.find("apply to --calibrate") != std::string::npos);
+  r = spmdRun("--mesh 2x2 '" + profile + "'");  // --mesh without --calibrate
+  CHECK(r.exitCode == 2);
+  CHECK(r.stderrText.find("apply to --calibrate") != std::string::npos);
 }

@@ -1,61 +1,28 @@
 // The spmd-run tool, run as a process: exit codes, "error: <file>: <what>"
 // messages on stderr, and no output file after a failure.
 #include <ATen/ATen.h>
-#include <sys/wait.h>
-#include <unistd.h>
+#include <torch/version.h>
 
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
-#include <sstream>
-#include "../TestCatch.h"
-
-#include <torch/version.h>
 #include <iostream>
+
+#include "../TestCatch.h"
+#include "SpmdRunUtil.h"
 #include "runtime/BuildInfo.h"
 #include "runtime/TensorIO.h"
+#include "support/Version.h"
 
 using namespace spmd;
 using namespace spmd::runtime;
-namespace fs = std::filesystem;
+using spmd::testing::RunResult;
+using spmd::testing::spmdRun;
+using spmd::testing::TempDir;
 
 namespace {
 
 const std::string kModels = SPMD_TESTDATA_DIR "/pt2/";
-
-/// A scratch folder removed at scope exit.
-struct TempDir {
-  fs::path path = fs::temp_directory_path() / ("spmd-run-test-" + std::to_string(::getpid()));
-  TempDir() { fs::create_directories(path); }
-  ~TempDir() { fs::remove_all(path); }
-  std::string operator/(const std::string& name) const { return (path / name).string(); }
-};
-
-struct Result {
-  int code = -1;
-  std::string out;
-  std::string err;
-};
-
-std::string slurp(const std::string& path) {
-  std::ifstream in(path);
-  std::stringstream s;
-  s << in.rdbuf();
-  return s.str();
-}
-
-/// Runs spmd-run with `args` (already shell-quoted where needed).
-// `env`: assignments put before the command (e.g. "CUDA_VISIBLE_DEVICES=").
-Result spmdRun(const TempDir& dir, const std::string& args, const std::string& env = "") {
-  const std::string out = dir / "stdout.txt", err = dir / "stderr.txt";
-  const std::string cmd = (env.empty() ? "" : "env " + env + " ") + "'" SPMD_RUN_BINARY "' " + args + " >'" +
-                          out + "' 2>'" + err + "'";
-  const int status = std::system(cmd.c_str());
-  Result r;
-  r.code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-  r.out = slurp(out);
-  r.err = slurp(err);
-  return r;
-}
 
 std::string quoted(const std::string& s) { return "'" + s + "'"; }
 
@@ -71,11 +38,11 @@ void writeInputs(const std::string& path, const TensorMap& tensors) {
 
 TEST_CASE("spmd-run runs a model and writes its outputs") {
   TempDir dir;
-  const std::string out = dir / "out.safetensors";
-  Result r = spmdRun(dir, model("mlp") + " --inputs " + quoted(kModels + "mlp/inputs.safetensors") +
-                              " --output " + quoted(out));
-  INFO(r.err);
-  REQUIRE(r.code == 0);
+  const std::string out = dir.file("out.safetensors");
+  RunResult r = spmdRun(model("mlp") + " --inputs " + quoted(kModels + "mlp/inputs.safetensors") +
+                        " --output " + quoted(out));
+  INFO(r.stderrText);
+  REQUIRE(r.exitCode == 0);
   Expected<TensorMap> got = readTensors(out);
   Expected<TensorMap> want = readTensors(kModels + "mlp/expected.safetensors");
   REQUIRE(got.hasValue());
@@ -88,44 +55,45 @@ TEST_CASE("spmd-run runs a model and writes its outputs") {
 
 TEST_CASE("spmd-run refuses bad input with exit code 2 and leaves no output") {
   TempDir dir;
-  const std::string out = dir / "out.safetensors";
+  const std::string out = dir.file("out.safetensors");
   const std::string outArg = " --output " + quoted(out);
-  Result r;
+  RunResult r;
 
   SECTION("an input of the wrong shape") {
-    const std::string bad = dir / "bad.safetensors";
+    const std::string bad = dir.file("bad.safetensors");
     writeInputs(bad, {{"input.0", at::zeros({32, 65})}});
-    r = spmdRun(dir, model("mlp") + " --inputs " + quoted(bad) + outArg);
-    CHECK(r.code == 2);
-    CHECK(r.err == "error: " + bad + ": input 'x' dim 1 is 65, but the program expects 64 (f32[32, 64])\n");
+    r = spmdRun(model("mlp") + " --inputs " + quoted(bad) + outArg);
+    CHECK(r.exitCode == 2);
+    CHECK(r.stderrText ==
+          "error: " + bad + ": input 'x' dim 1 is 65, but the program expects 64 (f32[32, 64])\n");
   }
   SECTION("a sequence longer than the program allows") {
-    const std::string bad = dir / "long.safetensors";
+    const std::string bad = dir.file("long.safetensors");
     writeInputs(bad, {{"input.0", at::zeros({1, 65}, at::kLong)}});
-    r = spmdRun(dir, model("llama_dynamic") + " --inputs " + quoted(bad) + outArg);
-    CHECK(r.code == 2);
-    CHECK(r.err ==
+    r = spmdRun(model("llama_dynamic") + " --inputs " + quoted(bad) + outArg);
+    CHECK(r.exitCode == 2);
+    CHECK(r.stderrText ==
           "error: " + bad + ": input 'tokens' dim 1 is 65, but the program allows 2..64 (symbol s27)\n");
   }
   SECTION("a missing input") {
-    const std::string bad = dir / "partial.safetensors";
+    const std::string bad = dir.file("partial.safetensors");
     writeInputs(bad, {{"input.0", at::zeros({32, 64})}});
-    r = spmdRun(dir, model("mlp_train") + " --inputs " + quoted(bad) + outArg);
-    CHECK(r.code == 2);
-    CHECK(r.err == "error: " + bad + ": missing input 'target' (input.1)\n");
+    r = spmdRun(model("mlp_train") + " --inputs " + quoted(bad) + outArg);
+    CHECK(r.exitCode == 2);
+    CHECK(r.stderrText == "error: " + bad + ": missing input 'target' (input.1)\n");
   }
   SECTION("an inputs file that does not exist") {
-    const std::string missing = dir / "missing.safetensors";
-    r = spmdRun(dir, model("mlp") + " --inputs " + quoted(missing) + outArg);
-    CHECK(r.code == 2);
-    CHECK_THAT(r.err, Catch::StartsWith("error: " + missing + ": "));
+    const std::string missing = dir.file("missing.safetensors");
+    r = spmdRun(model("mlp") + " --inputs " + quoted(missing) + outArg);
+    CHECK(r.exitCode == 2);
+    CHECK_THAT(r.stderrText, Catch::StartsWith("error: " + missing + ": "));
   }
   SECTION("a model that is not an archive") {
-    const std::string junk = dir / "junk.pt2";
+    const std::string junk = dir.file("junk.pt2");
     std::ofstream(junk) << "not a zip";
-    r = spmdRun(dir, quoted(junk) + outArg);
-    CHECK(r.code == 2);
-    CHECK_THAT(r.err, Catch::StartsWith("error: " + junk + ": "));
+    r = spmdRun(quoted(junk) + outArg);
+    CHECK(r.exitCode == 2);
+    CHECK_THAT(r.stderrText, Catch::StartsWith("error: " + junk + ": "));
   }
   SECTION("a bad --log-level, or SPMD_LOG_LEVEL") {
     const std::string levels = ": unknown log level; expected trace, debug, info, warn, error or off\n";
@@ -137,45 +105,45 @@ TEST_CASE("spmd-run refuses bad input with exit code 2 and leaves no output") {
     CHECK(r.err == "error: environment variable SPMD_LOG_LEVEL=loud" + levels);
   }
   SECTION("no model at all") {
-    r = spmdRun(dir, outArg);
-    CHECK(r.code == 2);
-    CHECK(r.err == "error: name a program (.pt2 or .spmd), or --consolidate a checkpoint (see --help)\n");
+    r = spmdRun(outArg);
+    CHECK(r.exitCode == 2);
+    CHECK(r.stderrText ==
+          "error: name a program (.pt2 or .spmd), or --consolidate a checkpoint (see --help)\n");
   }
-  CHECK(!r.err.empty());
-  CHECK(r.err.find('\n') == r.err.size() - 1);
-  CHECK(!fs::exists(out));
+  CHECK(!r.stderrText.empty());
+  CHECK(r.stderrText.find('\n') == r.stderrText.size() - 1);
+  CHECK(!std::filesystem::exists(out));
 }
 
 TEST_CASE("spmd-run fails with exit code 1 when the output cannot be written") {
   TempDir dir;
-  const std::string out = dir / "no-such-dir/out.safetensors";
-  Result r = spmdRun(dir, model("mlp") + " --inputs " + quoted(kModels + "mlp/inputs.safetensors") +
-                              " --output " + quoted(out));
-  CHECK(r.code == 1);
-  CHECK_THAT(r.err, Catch::StartsWith("error: " + out + ": "));
-  CHECK(!fs::exists(out));
+  const std::string out = dir.file("no-such-dir/out.safetensors");
+  RunResult r = spmdRun(model("mlp") + " --inputs " + quoted(kModels + "mlp/inputs.safetensors") +
+                        " --output " + quoted(out));
+  CHECK(r.exitCode == 1);
+  CHECK_THAT(r.stderrText, Catch::StartsWith("error: " + out + ": "));
+  CHECK(!std::filesystem::exists(out));
 }
 
 TEST_CASE("--version names the LibTorch and whether the NCCL path is compiled") {
-  TempDir dir;
-  Result r = spmdRun(dir, "--version");
-  REQUIRE(r.code == 0);
-  CHECK_THAT(r.out, Catch::Contains(std::string("LibTorch ") + TORCH_VERSION));
+  RunResult r = spmdRun("--version");
+  REQUIRE(r.exitCode == 0);
+  CHECK_THAT(r.stdoutText, Catch::StartsWith("spmd-run " + std::string(kVersion) + ", "));
+  CHECK_THAT(r.stdoutText, Catch::Contains(std::string("LibTorch ") + TORCH_VERSION));
 #ifdef SPMD_WITH_NCCL
-  CHECK_THAT(r.out, Catch::Contains("(CUDA), NCCL path compiled"));
+  CHECK_THAT(r.stdoutText, Catch::Contains("(CUDA), NCCL path compiled"));
 #else
-  CHECK_THAT(r.out, Catch::Contains("no NCCL path"));
+  CHECK_THAT(r.stdoutText, Catch::Contains("no NCCL path"));
 #endif
-  std::cout << "built: " << r.out;
+  std::cout << "built: " << r.stdoutText;
 }
 
 TEST_CASE("--device cuda where no GPU can be used is one clean error") {
   // Every GPU hidden (CUDA_VISIBLE_DEVICES empty), so this runs on a GPU machine too.
-  TempDir dir;
-  Result r =
-      spmdRun(dir, model("mlp") + " --device cuda --inputs " + quoted(kModels + "mlp/inputs.safetensors"),
+  RunResult r =
+      spmdRun(model("mlp") + " --device cuda --inputs " + quoted(kModels + "mlp/inputs.safetensors"),
               "CUDA_VISIBLE_DEVICES=");
-  CHECK(r.code == 2);
-  CHECK_THAT(r.err, Catch::StartsWith("error: --device cuda: "));
-  CHECK(std::count(r.err.begin(), r.err.end(), '\n') == 1);
+  CHECK(r.exitCode == 2);
+  CHECK_THAT(r.stderrText, Catch::StartsWith("error: --device cuda: "));
+  CHECK(std::count(r.stderrText.begin(), r.stderrText.end(), '\n') == 1);
 }

@@ -12,6 +12,8 @@
 #include <cmath>
 #include <map>
 
+#include "support/Strings.h"
+
 namespace spmd::sharding::sim {
 namespace {
 
@@ -29,12 +31,6 @@ void splitShape(const std::vector<int64_t>& shape, int64_t dim, int64_t& outer, 
     if (d < dim) outer *= shape[static_cast<size_t>(d)];
     if (d > dim) inner *= shape[static_cast<size_t>(d)];
   }
-}
-
-std::string shapeStr(const std::vector<int64_t>& shape) {
-  std::string out = "[";
-  for (size_t i = 0; i < shape.size(); ++i) out += (i ? ", " : "") + std::to_string(shape[i]);
-  return out + "]";
 }
 
 /// Elementwise reduction of same-shaped tensors.
@@ -207,8 +203,8 @@ std::string executeStep(const ReshardStep& step, const Mesh& mesh, std::vector<S
   for (size_t r = 0; r < ranks.size(); ++r)
     if (ranks[r].shape != shapeAt(step.before, step.localShapeBefore, r))
       return "step " + step.str() + " expects local shape " +
-             shapeStr(shapeAt(step.before, step.localShapeBefore, r)) + " but rank " + std::to_string(r) +
-             " holds " + shapeStr(ranks[r].shape);
+             formatShape(shapeAt(step.before, step.localShapeBefore, r)) + " but rank " + std::to_string(r) +
+             " holds " + formatShape(ranks[r].shape);
   for (const std::vector<int64_t>& group : groups(mesh, step.axis)) {
     std::vector<SimTensor> locals;
     for (int64_t r : group) locals.push_back(ranks[static_cast<size_t>(r)]);
@@ -218,8 +214,8 @@ std::string executeStep(const ReshardStep& step, const Mesh& mesh, std::vector<S
   for (size_t r = 0; r < ranks.size(); ++r)
     if (ranks[r].shape != shapeAt(step.after, step.localShapeAfter, r))
       return "step " + step.str() + " promises local shape " +
-             shapeStr(shapeAt(step.after, step.localShapeAfter, r)) + " but rank " + std::to_string(r) +
-             " gave " + shapeStr(ranks[r].shape);
+             formatShape(shapeAt(step.after, step.localShapeAfter, r)) + " but rank " + std::to_string(r) +
+             " gave " + formatShape(ranks[r].shape);
   return "";
 }
 
@@ -253,7 +249,7 @@ bool assemble(const std::vector<SimTensor>& ranks, const ShardingSpec& spec, con
 }
 
 std::string compare(const SimTensor& a, const SimTensor& b) {
-  if (a.shape != b.shape) return "shape " + shapeStr(a.shape) + " vs " + shapeStr(b.shape);
+  if (a.shape != b.shape) return "shape " + formatShape(a.shape) + " vs " + formatShape(b.shape);
   for (size_t i = 0; i < a.data.size(); ++i)
     if (std::abs(a.data[i] - b.data[i]) > 1e-9 * std::max(1.0, std::abs(b.data[i])))
       return "element " + std::to_string(i) + ": " + std::to_string(a.data[i]) + " vs " +

@@ -33,6 +33,7 @@
 #include "runtime/Verify.h"
 #include "support/Log.h"
 #include "support/Strings.h"
+#include "support/Version.h"
 
 namespace {
 
@@ -59,9 +60,7 @@ struct Options {
 
 void printSummary(const runtime::TensorMap& outputs) {
   for (const auto& [name, t] : outputs) {
-    std::cout << name << ": " << c10::toString(t.scalar_type()) << " [";
-    for (int64_t d = 0; d < t.dim(); ++d) std::cout << (d ? ", " : "") << t.size(d);
-    std::cout << "]\n";
+    std::cout << name << ": " << c10::toString(t.scalar_type()) << " " << formatShape(t.sizes()) << "\n";
   }
 }
 
@@ -110,7 +109,7 @@ int main(int argc, char** argv) {
       "spmd-run: run an exported PyTorch program (.pt2) on one device, or a compiled .spmd on N workers"};
   app.footer(
       "Exit codes: 0 success, 1 failure (or --verify above tolerance), 2 bad input (model, inputs, usage).");
-  app.set_version_flag("--version", "spmd-run " SPMD_VERSION ", " + runtime::buildSummary());
+  app.set_version_flag("--version", "spmd-run " + std::string(kVersion) + ", " + runtime::buildSummary());
   Options o;
   runtime::DistributedOptions d;
   bool worker = false;

@@ -26,6 +26,7 @@
 #include "sharding/RuleRegistry.h"
 #include "support/File.h"
 #include "support/Log.h"
+#include "support/Version.h"
 
 namespace {
 
@@ -162,7 +163,8 @@ int runDiff(const std::string& a, const std::string& b) {
 int main(int argc, char** argv) {
   CLI::App app{"spmdc: ahead-of-time SPMD compiler for torch.export programs"};
   app.set_version_flag("--version", [] {
-    return "spmdc 0.1.0 (auto-sharding: exhaustive or local search; no ILP solver (CBC) in this build; "
+    return "spmdc " + std::string(spmd::kVersion) +
+           " (auto-sharding: exhaustive or local search; no ILP solver (CBC) in this build; "
            "allocator: " +
            spmdc::allocatorName() + ")";
   });
