@@ -17,6 +17,7 @@
 #include "sharding/Propagation.h"
 #include "sharding/RuleText.h"
 #include "support/Strings.h"
+#include "support/Version.h"
 
 namespace spmd::passes {
 namespace {
@@ -206,7 +207,7 @@ Expected<CompileResult> compile(pt2::Archive& archive, const schema::PlacementSc
   // File names only: provenance must not depend on where the files live.
   auto base = [](const std::string& path) { return path.substr(path.rfind('/') + 1); };
   r.program.provenance = {
-      {"source", base(archive.path)}, {"schema", base(schema.source)}, {"compiler", "spmdc 0.1.0"}};
+      {"source", base(archive.path)}, {"schema", base(schema.source)}, {"compiler", "spmdc " + std::string(kVersion)}};
   return r;
 }
 

@@ -97,12 +97,12 @@ TEST_CASE("spmd-run refuses bad input with exit code 2 and leaves no output") {
   }
   SECTION("a bad --log-level, or SPMD_LOG_LEVEL") {
     const std::string levels = ": unknown log level; expected trace, debug, info, warn, error or off\n";
-    r = spmdRun(dir, model("mlp") + " --log-level loud" + outArg);
-    CHECK(r.code == 2);
-    CHECK(r.err == "error: --log-level loud" + levels);
-    r = spmdRun(dir, model("mlp") + outArg, "SPMD_LOG_LEVEL=loud");
-    CHECK(r.code == 2);
-    CHECK(r.err == "error: environment variable SPMD_LOG_LEVEL=loud" + levels);
+    r = spmdRun(model("mlp") + " --log-level loud" + outArg);
+    CHECK(r.exitCode == 2);
+    CHECK(r.stderrText == "error: --log-level loud" + levels);
+    r = spmdRun(model("mlp") + outArg, "SPMD_LOG_LEVEL=loud");
+    CHECK(r.exitCode == 2);
+    CHECK(r.stderrText == "error: environment variable SPMD_LOG_LEVEL=loud" + levels);
   }
   SECTION("no model at all") {
     r = spmdRun(outArg);
