@@ -206,8 +206,9 @@ Expected<CompileResult> compile(pt2::Archive& archive, const schema::PlacementSc
   }
   // File names only: provenance must not depend on where the files live.
   auto base = [](const std::string& path) { return path.substr(path.rfind('/') + 1); };
-  r.program.provenance = {
-      {"source", base(archive.path)}, {"schema", base(schema.source)}, {"compiler", "spmdc " + std::string(kVersion)}};
+  r.program.provenance = {{"source", base(archive.path)},
+                          {"schema", base(schema.source)},
+                          {"compiler", "spmdc " + std::string(kVersion)}};
   return r;
 }
 

@@ -17,8 +17,10 @@
 #include <string>
 #include <vector>
 
+#include "../TestCatch.h"
 #include "../TestUtil.h"
 #include "program/Format.h"
+#include "pt2/Archive.h"
 #include "program/Program.h"
 
 namespace spmd::program::testing {
@@ -63,6 +65,20 @@ inline std::string withoutTies(const std::string& text) {
   while (std::getline(in, line))
     if (!line.starts_with("tied ")) out += line + "\n";
   return out;
+}
+
+/// Calls `check(program)` for every test model's program (weights not
+/// read), with the model's path in the test's log.
+template <typename F>
+void forEachModelProgram(F check) {
+  auto paths = modelPaths();
+  REQUIRE(paths.size() >= 10);
+  for (const auto& path : paths) {
+    INFO(path);
+    auto archive = pt2::readArchive(path, {.loadWeights = false});
+    REQUIRE(archive.hasValue());
+    check(archive->program);
+  }
 }
 
 /// A contiguous tensor type of `dtype` and static `sizes`.

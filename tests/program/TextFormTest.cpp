@@ -34,14 +34,7 @@ void checkRoundTrip(const ir::ExportedProgram& original) {
 }
 
 TEST_CASE("every test model's IR text parses back", "[program][text]") {
-  auto paths = testing::modelPaths();
-  REQUIRE(paths.size() >= 10);
-  for (const auto& path : paths) {
-    INFO(path);
-    auto archive = pt2::readArchive(path, {.loadWeights = false});
-    REQUIRE(archive.hasValue());
-    checkRoundTrip(archive->program);
-  }
+  testing::forEachModelProgram(checkRoundTrip);
 }
 
 TEST_CASE("a program with every argument kind parses back", "[program][text]") {
