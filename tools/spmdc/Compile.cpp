@@ -144,6 +144,11 @@ int runOpt(const CompileArgs& a, bool debugInfo) {
 }
 
 int runCompile(const CompileArgs& a) {
+  if (a.model.ends_with(".ir"))
+    return fail(
+        spmd::Status::error(a.model +
+                            ": IR text holds no weights, so no program can be written from it; compile "
+                            "the .pt2 it came from, or print the passes with spmdc opt"));
   if (auto st = checkAutoFlags(a); !st.isOk()) return fail(st);
   std::optional<spmd::sharding::DeviceProfile> profile;
   if (!a.deviceProfile.empty()) {
