@@ -15,7 +15,8 @@ as testdata/export_models.py writes it), checked by running it in PyTorch
 itself against eager (a wrong program is torch's limitation, and the next way
 is tried); the eager references; for transformers models with a tensor-parallel
 plan a tp_plan.json ({"base_model_tp_plan", "base_model_prefix", "tp_plan"})
-next to model.pt2. Then one single-device run, and compiles and runs under dp
+next to model.pt2. Then the model's IR text (`spmdc opt --debug-info`) must
+parse back to the same text, one single-device run, and compiles and runs under dp
 and fsdp at mesh 2 and 4, dp at 2x2, and where the model has a tp plan
 Megatron TP at 2, 4 and dp x tp at 2x2 (through `spmdc schema from-hf`; marked
 pending while spmdc lacks it). Every output, loss and gradient is compared with
@@ -695,6 +696,10 @@ class Sweep:
     def single(self, d):
         out = os.path.join(d, "single.out.safetensors")
         res = {"layout": "single", "mesh": "1", "compiled": None}
+        why = self.ir_text_reads_back(d)
+        if why:
+            res.update(matches=False, reason=why)
+            return res
         r = sh([self.a.spmd_run, os.path.join(d, "model.pt2"), "--inputs", os.path.join(d, "inputs.safetensors"),
                 "--output", out], RUN_TIMEOUT)
         if r.returncode != 0:
@@ -705,6 +710,22 @@ class Sweep:
         if not res["matches"]:
             res["reason"] = "mismatch: " + verdict
         return res
+
+    def ir_text_reads_back(self, d):
+        """'' when the model's IR text (with debug info) parses back to the same text, else why not."""
+        text = os.path.join(d, "model.ir")
+        r = sh([self.a.spmdc, "opt", os.path.join(d, "model.pt2"), "--debug-info"], COMPILE_TIMEOUT)
+        if r.returncode != 0:
+            return "spmdc opt: " + reason(r, d + "/")
+        with open(text, "w") as f:
+            f.write(r.stdout)
+        again = sh([self.a.spmdc, "opt", text, "--debug-info"], COMPILE_TIMEOUT)
+        if again.returncode != 0:
+            return "IR text does not parse back: " + reason(again, d + "/")
+        if again.stdout != r.stdout:
+            return "IR text parses back to another program"
+        os.remove(text)
+        return ""
 
     def model(self, name):
         t0 = time.perf_counter()
