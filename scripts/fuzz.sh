@@ -23,7 +23,7 @@ root=$(cd "$(dirname "$0")/.." && pwd)
 build=${SPMD_FUZZ_BUILD:-$root/build-fuzz}
 jobs=${SPMD_FUZZ_JOBS:-2}
 spmdc=${SPMD_FUZZ_SPMDC:-$root/build/tools/spmdc/spmdc}
-all=(schema_fuzz safetensors_fuzz zip_fuzz pt2_fuzz pt2_json_fuzz program_fuzz program_json_fuzz
+all=(schema_fuzz safetensors_fuzz zip_fuzz pt2_fuzz pt2_json_fuzz ir_text_fuzz program_fuzz program_json_fuzz
      checkpoint_index_fuzz)
 harnesses=("$@")
 [[ ${#harnesses[@]} -eq 0 ]] && harnesses=("${all[@]}")
@@ -40,7 +40,7 @@ cmake --build "$build" -j"$jobs" --target "${built[@]}" >/dev/null
 # Seeds, rebuilt each time from what the repository holds.
 seeds=$build/seeds
 rm -rf "$seeds"
-mkdir -p "$seeds"/{schema,safetensors,zip,pt2,pt2_json,program,program_json,checkpoint_index}
+mkdir -p "$seeds"/{schema,safetensors,zip,pt2,pt2_json,ir_text,program,program_json,checkpoint_index}
 small_pt2=()
 for f in "$root"/testdata/pt2/*/model.pt2; do
   [[ $(stat -c %s "$f") -le 1200000 ]] && small_pt2+=("$f")
@@ -71,6 +71,10 @@ for f in "$root"/testdata/pt2/{mlp,tied_lm,custom_op,mlp_dynamic_batch}/*.safete
   [[ -f $f ]] && cp "$f" "$seeds/safetensors/$(basename "$(dirname "$f")")_$(basename "$f")"
 done
 cp "$root"/fuzz/seeds/checkpoint_index/*.json "$seeds/checkpoint_index/" 2>/dev/null || true
+# IR text: the small models' printed IR and the lit tests' hand-written models.
+for f in "$root"/testdata/golden/ir/*.ir "$root"/tests/lit/*/*.ir; do
+  if [[ $(stat -c %s "$f") -le 60000 ]]; then cp "$f" "$seeds/ir_text/$(basename "$(dirname "$f")")_$(basename "$f")"; fi
+done
 if [[ -x $spmdc ]]; then
   for spec in mlp:dp:2 mlp:fsdp:2 tied_lm:dp:2 mlp_train:fsdp:4 gpt_block:fsdp:2; do
     IFS=: read -r model schema mesh <<<"$spec"

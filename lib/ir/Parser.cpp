@@ -390,7 +390,7 @@ class ProgramReader {
   Status readLine(Cursor& c) {
     size_t save = c.pos();
     std::string head = c.word();
-    if (!c.atEnd() && c.rest().front() == '(') head.clear();  // a node without results
+    if (c.rest().starts_with("(")) head.clear();  // a node without results: `word(`
     if (head == "program") return programLine(c);
     if (head == "symbol") return symbolLine(c);
     if (head == "tied") return tiedLine(c);
@@ -404,7 +404,9 @@ class ProgramReader {
     std::string_view rest = c.rest();
     size_t open = rest.rfind(" (schema ");
     if (open == std::string_view::npos) return c.error("expected 'program NAME (schema M.N, torch V)'");
-    p_.name = std::string(rest.substr(rest.find_first_not_of(' '), open - rest.find_first_not_of(' ')));
+    std::string_view name = rest.substr(0, open);
+    while (!name.empty() && name.front() == ' ') name.remove_prefix(1);
+    p_.name = std::string(name);
     c.seek(c.pos() + open + 9);
     std::string version = c.until(",");
     size_t dot = version.find('.');

@@ -70,6 +70,13 @@ TEST_CASE("a hand-written program needs no header and reads defaults", "[program
   CHECK(p.graph.inputs().size() == 2);
 }
 
+TEST_CASE("an empty program, and one without a name, read back", "[program][text]") {
+  // Found by fuzz/ir_text_fuzz: an empty name printed "program  (schema ...", read back as a node.
+  const std::string empty = ir::printProgram(parsed(""));
+  CHECK(empty == "program  (schema 0.0, torch )\n");
+  CHECK(ir::printProgram(parsed(empty)) == empty);
+}
+
 TEST_CASE("sizes print so that they parse back to the same tree", "[program][text]") {
   for (const char* text : {"8*s52", "(s0 + 1) // 2", "s0 // (2*s1)", "(s0 // 2)*s1", "s0 + -1", "-1*s0",
                            "max(s0, 2)", "ceildiv(s0, 64)", "(s0 + 1)**2", "(s0 % 3) // 2", "s0*s1*4"}) {
