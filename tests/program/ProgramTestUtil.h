@@ -20,8 +20,8 @@
 #include "../TestCatch.h"
 #include "../TestUtil.h"
 #include "program/Format.h"
-#include "pt2/Archive.h"
 #include "program/Program.h"
+#include "pt2/Archive.h"
 
 namespace spmd::program::testing {
 
