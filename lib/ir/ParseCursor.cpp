@@ -141,9 +141,13 @@ class DimParser {
 Expected<Dim> parseDim(std::string_view text, const std::map<std::string, int64_t>& hints) {
   SPMD_ASSIGN_OR_RETURN(auto e, DimParser(text).parse());
   if (e->kind == SymExpr::Kind::Integer) return Dim(e->value);
-  SymBindings b(hints.begin(), hints.end());
-  auto hint = evaluateSymExpr(*e, b);
-  return Dim(e, hint.hasValue() ? *hint : 0);
+  return withHint(Dim(e, 0), hints);
+}
+
+Dim withHint(const Dim& d, const std::map<std::string, int64_t>& hints) {
+  if (d.isStatic()) return d;
+  auto hint = evaluateSymExpr(*d.expr(), SymBindings(hints.begin(), hints.end()));
+  return Dim(d.expr(), hint.hasValue() ? *hint : 0);
 }
 
 void Cursor::skipSpaces() {

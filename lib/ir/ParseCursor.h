@@ -6,10 +6,12 @@
 #pragma once
 
 #include <cstdint>
+#include <map>
 #include <string>
 #include <string_view>
 #include <vector>
 
+#include "ir/SymExpr.h"
 #include "support/Status.h"
 
 namespace spmd::ir {
@@ -76,6 +78,10 @@ class Cursor {
   int line_;
   std::string_view source_;
 };
+
+/// `d` with its hint evaluated from the symbols' `hints` (0 where one is
+/// missing); a static dim as it is.
+Dim withHint(const Dim& d, const std::map<std::string, int64_t>& hints);
 
 /// Splits `text` at commas outside brackets and parentheses; items trimmed.
 std::vector<std::string> splitTopLevel(std::string_view text);

@@ -22,6 +22,17 @@ namespace {
 
 using K = Argument::Kind;
 
+// An argument of `kind` reading `v`, with the payload the export JSON's
+// reader gives one (a zero constant beside a symbolic value).
+Argument refArgument(Value* v, K kind) {
+  Argument a;
+  a.kind = kind;
+  a.values = {v};
+  if (kind == K::SymInt || kind == K::SymBool) a.ints = {0};
+  if (kind == K::SymFloat) a.floats = {0.0};
+  return a;
+}
+
 // The kind a `kind(...)` wrapper names ("sym_ints" -> SymInts).
 std::optional<K> kindFromTag(std::string_view tag) {
   for (int k = 0; k <= static_cast<int>(K::IntLists); ++k) {
@@ -76,8 +87,7 @@ class LineParser {
     if (!st) return c_.error("unknown dtype '" + dtype + "'");
     t.dtype = *st;
     SPMD_ASSIGN_OR_RETURN(t.sizes, dimList());
-    for (const Dim& d : contiguousStrides(t.sizes))
-      t.strides.push_back(d.isStatic() ? d : *parseDim(d.str(), hints_));  // with the symbols' hints
+    for (const Dim& d : contiguousStrides(t.sizes)) t.strides.push_back(withHint(d, hints_));
     if (!c_.accept("{")) return t;
     do {
       c_.skipSpaces();
@@ -141,14 +151,7 @@ class LineParser {
       a.kind = K::None;
     } else {
       SPMD_ASSIGN_OR_RETURN(Value * v, valueDecl());
-      a.values = {v};
-      ItemClass cls = refClass(*v);
-      a.kind = cls == ItemClass::SymInt     ? K::SymInt
-               : cls == ItemClass::SymFloat ? K::SymFloat
-               : cls == ItemClass::SymBool  ? K::SymBool
-                                            : K::Tensor;
-      if (a.kind == K::SymInt || a.kind == K::SymBool) a.ints = {0};
-      if (a.kind == K::SymFloat) a.floats = {0.0};
+      a = refArgument(v, refKind(*v));
     }
     if (forced) {
       a.kind = *forced;
@@ -189,15 +192,7 @@ class LineParser {
         return a;
       case Literal::Ref: {
         SPMD_ASSIGN_OR_RETURN(Value * v, ref(lit));
-        ItemClass cls = refClass(*v);
-        a.kind = forced.value_or(cls == ItemClass::SymInt     ? K::SymInt
-                                 : cls == ItemClass::SymFloat ? K::SymFloat
-                                 : cls == ItemClass::SymBool  ? K::SymBool
-                                                              : K::Tensor);
-        a.values = {v};
-        if (a.kind == K::SymInt || a.kind == K::SymBool) a.ints = {0};
-        if (a.kind == K::SymFloat) a.floats = {0.0};
-        return a;
+        return refArgument(v, forced.value_or(refKind(*v)));
       }
       case Literal::Int:
         a.kind = forced.value_or(K::Int);

@@ -34,6 +34,11 @@ std::string printFloat(double v) {
   return s;
 }
 
+// `body` inside its kind's wrapper: "sym_ints([4])".
+std::string withKind(Argument::Kind kind, const std::string& body) {
+  return std::string(argumentKindName(kind).substr(3)) + "(" + body + ")";
+}
+
 std::string valueRef(const Value* v) { return v ? "%" + v->name() : "none"; }
 
 template <typename F>
@@ -198,7 +203,7 @@ std::string symbolLines(const ExportedProgram& p) {
 std::string printArgument(const Argument& a) {
   std::string body = payload(a);
   if (impliedKind(a) == a.kind) return body;
-  return std::string(argumentKindName(a.kind).substr(3)) + "(" + body + ")";
+  return withKind(a.kind, body);
 }
 
 std::string printNode(const Node& node, const PrintOptions& options) {
@@ -209,8 +214,7 @@ std::string printNode(const Node& node, const PrintOptions& options) {
                            ? list(o.values.size(), [&](size_t j) { return valueDecl(o.values[j]); })
                        : o.values.empty() ? "none"
                                           : valueDecl(o.values[0]);
-    outs.push_back(
-        definedKind(o) == o.kind ? decl : std::string(argumentKindName(o.kind).substr(3)) + "(" + decl + ")");
+    outs.push_back(definedKind(o) == o.kind ? decl : withKind(o.kind, decl));
   }
   for (size_t i = 0; i < outs.size(); ++i) s += (i ? ", " : "") + outs[i];
   s += outs.empty() ? "" : " = ";

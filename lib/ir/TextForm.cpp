@@ -128,6 +128,19 @@ ItemClass refClass(const Value& v) {
   }
 }
 
+Argument::Kind refKind(const Value& v) {
+  switch (v.kind()) {
+    case ValueKind::SymInt:
+      return Argument::Kind::SymInt;
+    case ValueKind::SymFloat:
+      return Argument::Kind::SymFloat;
+    case ValueKind::SymBool:
+      return Argument::Kind::SymBool;
+    default:
+      return Argument::Kind::Tensor;
+  }
+}
+
 std::optional<Argument::Kind> listKind(const std::vector<ItemClass>& items) {
   using K = Argument::Kind;
   using C = ItemClass;
@@ -218,16 +231,7 @@ Argument::Kind definedKind(const Argument& a) {
     return allValues ? K::Tensors : K::OptionalTensors;
   }
   if (a.values.empty() || !a.values[0]) return K::None;
-  switch (a.values[0]->kind()) {
-    case ValueKind::SymInt:
-      return K::SymInt;
-    case ValueKind::SymFloat:
-      return K::SymFloat;
-    case ValueKind::SymBool:
-      return K::SymBool;
-    default:
-      return K::Tensor;
-  }
+  return refKind(*a.values[0]);
 }
 
 }  // namespace spmd::ir

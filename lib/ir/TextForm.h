@@ -48,6 +48,10 @@ enum class ItemClass : uint8_t { Tensor, None, Int, Float, Bool, String, SymInt,
 /// The class of a reference to `v` (a tensor, token or object is a Tensor).
 ItemClass refClass(const Value& v);
 
+/// The kind of an argument that is a reference to `v`: SymInt, SymFloat
+/// or SymBool for symbolic values, Tensor for the rest (tokens, objects).
+Argument::Kind refKind(const Value& v);
+
 /// The argument kind a list of items of these classes implies; nullopt
 /// when the items mix in a way no kind holds.
 std::optional<Argument::Kind> listKind(const std::vector<ItemClass>& items);
