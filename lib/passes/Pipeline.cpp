@@ -10,6 +10,8 @@
 #include "passes/ExpandLossParallel.h"
 #include "passes/GraphPass.h"
 #include "passes/Passes.h"
+#include "passes/PipelineStages.h"
+#include "pipeline/Verify.h"
 #include "passes/Report.h"
 #include "program/ProgramJson.h"
 #include "schema/ForeignOps.h"
@@ -120,11 +122,16 @@ Status checkPrintAfter(const CompileOptions& options) {
 // that reads them; returns the placements. Each pass is a phase of its own.
 Expected<schema::ResolvedPlacements> runGraphPasses(pt2::Archive& archive,
                                                     const schema::PlacementSchema& schema,
-                                                    const CompileOptions& options, PhaseTimer& timer) {
+                                                    const CompileOptions& options, PhaseTimer& timer,
+                                                    const PipelineSetup* pipeline) {
   std::optional<schema::ResolvedPlacements> placements;
   GraphPassContext context{schema, options};
   auto place = [&]() -> Status {
     SPMD_ASSIGN_OR_RETURN(placements, schema::resolvePlacements(schema, archive.program, options.mesh));
+    if (pipeline)
+      SPMD_RETURN_IF_ERROR(
+          addMicrobatchAxis(*placements, archive.program, pipeline->request, pipeline->microbatches)
+              .withContext(schema.source));
     alignOptimizerStates(archive.program, *placements);
     context.placements = &*placements;
     timer.done("placement");
@@ -152,15 +159,41 @@ std::string passListing() {
   return out;
 }
 
+namespace {
+Expected<CompileResult> compileOne(pt2::Archive& archive, const schema::PlacementSchema& schema,
+                                   const CompileOptions& options, const PipelineSetup* pipeline);
+}  // namespace
+
 Expected<CompileResult> compile(pt2::Archive& archive, const schema::PlacementSchema& schema,
                                 const CompileOptions& options) {
+  if (!schema.pipeline) return compileOne(archive, schema, options, nullptr);
+  SPMD_ASSIGN_OR_RETURN(PipelineSetup setup, pipelineSetup(schema, options.mesh));
+  CompileOptions inner = options;
+  inner.mesh = setup.innerMesh;
+  // Accumulated gradients are reduced once per step, by each stage alone:
+  // no buckets spanning stages, no collectives moved across microbatches.
+  inner.bucketBytes = 0;
+  inner.async = false;
+  SPMD_ASSIGN_OR_RETURN(CompileResult r, compileOne(archive, setup.inner, inner, &setup));
+  auto plan = pipeline::planPipeline(r.program, setup.request);
+  if (!plan) return plan.status().withContext(archive.path);
+  r.program.pipeline = std::move(*plan);
+  SPMD_RETURN_IF_ERROR(pipeline::verifyPipeline(r.program).withContext(archive.path));
+  r.program.provenance.emplace_back("schema", schema.source.substr(schema.source.rfind('/') + 1));
+  return r;
+}
+
+namespace {
+
+Expected<CompileResult> compileOne(pt2::Archive& archive, const schema::PlacementSchema& schema,
+                                   const CompileOptions& options, const PipelineSetup* pipeline) {
   CompileResult r;
   SPMD_RETURN_IF_ERROR(checkPrintAfter(options));
   // An op the runtime has no kernel for would fail on every rank: refused here.
   SPMD_RETURN_IF_ERROR(schema::checkForeignOps(archive.program, schema).withContext(archive.path));
   PhaseTimer timer(r.timingsMs);
   SPMD_ASSIGN_OR_RETURN(schema::ResolvedPlacements placements,
-                        runGraphPasses(archive, schema, options, timer));
+                        runGraphPasses(archive, schema, options, timer, pipeline));
   const ir::ExportedProgram& source = archive.program;
   r.notes = placements.notes;
 
@@ -207,9 +240,10 @@ Expected<CompileResult> compile(pt2::Archive& archive, const schema::PlacementSc
   // File names only: provenance must not depend on where the files live.
   auto base = [](const std::string& path) { return path.substr(path.rfind('/') + 1); };
   r.program.provenance = {{"source", base(archive.path)},
-                          {"schema", base(schema.source)},
                           {"compiler", "spmdc " + std::string(kVersion)}};
+  if (!pipeline) r.program.provenance.insert(r.program.provenance.begin() + 1, {"schema", base(schema.source)});
   return r;
 }
 
+}  // namespace
 }  // namespace spmd::passes

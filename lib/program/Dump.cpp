@@ -8,6 +8,8 @@
 // summary, which is sorted by kind.
 #include "program/Dump.h"
 
+#include "program/PipelineText.h"
+
 #include <algorithm>
 #include <array>
 #include <cctype>
@@ -104,6 +106,12 @@ std::string header(const Program& p) {
   for (size_t a = 0; a < shape.size(); ++a)
     s += (a ? ", " : "") + p.mesh.axisNames()[a] + "=" + std::to_string(shape[a]);
   s += "), " + std::to_string(p.mesh.numRanks()) + " ranks\n";
+  if (p.pipeline) {
+    const PipelinePlan& pp = *p.pipeline;
+    s += "pipeline axis " + pp.axis + "=" + std::to_string(pp.stages) + ", schedule " + pp.schedule +
+         ", microbatches over mesh axis " + pp.microbatchAxis + ", " + std::to_string(worldSize(p)) + " ranks\n";
+    s += scheduleTable(pp);
+  }
   s += "graph schema " + std::to_string(p.graph.schemaMajor) + "." + std::to_string(p.graph.schemaMinor) +
        ", torch " + p.graph.torchVersion + "\n";
   for (const auto& [k, v] : stableProvenance(p))
@@ -238,7 +246,12 @@ std::string inputDecl(const ir::InputSpec& in) {
 std::string dumpProgram(const Program& p) {
   std::string s = header(p);
   s += boundaries(p, true);
-  for (const auto& n : p.graph.graph.nodes()) s += ir::printNode(*n) + "\n";
+  for (const auto& n : p.graph.graph.nodes()) {
+    s += ir::printNode(*n);
+    if (p.pipeline && static_cast<size_t>(n->index()) < p.pipeline->places.size())
+      s += "  @" + placeText(p.pipeline->places[static_cast<size_t>(n->index())]);
+    s += "\n";
+  }
   s += boundaries(p, false);
   s += weights(p);
   for (const auto& [kind, c] : summarizeCollectives(p))

@@ -31,6 +31,8 @@ constexpr int kFormatVersion = 2;
 constexpr int kFormatMinor = 0;
 /// 2.1: weights by reference (a WeightEntry's `source`, Program::weightsRoot).
 constexpr int kFormatMinorByReference = 1;
+/// 2.2: a pipeline plan (Program::pipeline).
+constexpr int kFormatMinorPipeline = 2;
 
 /// Placement and global type of one graph input or output.
 struct BoundaryInfo {
@@ -101,6 +103,46 @@ struct WeightEntry {
   std::optional<WeightSourceRef> source;
 };
 
+/// One step of a pipeline stage's schedule: the forward or the backward of
+/// one microbatch (docs/PIPELINE.md).
+struct PipelineAction {
+  enum class Kind : uint8_t { Forward, Backward };
+  Kind kind = Kind::Forward;
+  int64_t microbatch = 0;
+  bool operator==(const PipelineAction&) const = default;
+};
+
+/// Where a node of a pipelined program runs: on one stage in one phase, or
+/// (stage -1, Free) wherever a phase reads it (it depends on no parameter:
+/// masks, position tables, the labels' bookkeeping).
+struct PipelinePlace {
+  enum class Phase : uint8_t { Free, Forward, Backward, Step, Prologue };
+  Phase phase = Phase::Free;
+  int64_t stage = -1;
+  bool operator==(const PipelinePlace&) const = default;
+};
+
+/// Pipeline parallelism of a train step. The graph is the step of one
+/// microbatch: the mesh's `microbatchAxis` is an axis of time, not of ranks
+/// (its coordinate is the microbatch being run), and its all-reduces are
+/// accumulations over the microbatches. `stages` copies of the mesh's other
+/// axes run the stages; world rank = stage * (ranks of the other axes) +
+/// rank among them.
+///
+///   pipeline axis pp stages 2 schedule 1f1b microbatches 4 (mesh axis mb)
+///   stage 0: F0 F1 B0 F2 B1 F3 B2 B3
+///   stage 1: F0 B0 F1 B1 F2 B2 F3 B3
+struct PipelinePlan {
+  std::string axis;            ///< the pipeline axis's name ("pp")
+  int64_t stages = 0;          ///< its size
+  std::string microbatchAxis;  ///< the mesh axis of microbatches ("mb")
+  std::string schedule;        ///< "gpipe" or "1f1b"
+  /// One per graph node, in node order.
+  std::vector<PipelinePlace> places;
+  /// One list per stage.
+  std::vector<std::vector<PipelineAction>> actions;
+};
+
 /// A compiled distributed program.
 struct Program {
   /// Format major version (the writer always writes kFormatVersion).
@@ -122,11 +164,22 @@ struct Program {
   /// Free-form provenance: source file, schema, compiler version, options
   /// (keys unique; `spmdc dump` leaves out machine-specific entries).
   std::vector<std::pair<std::string, std::string>> provenance;
+  /// Set for a pipelined train step.
+  std::optional<PipelinePlan> pipeline;
 };
+
+/// Number of processes that run `p`: the mesh's ranks, times the stages
+/// over the microbatches for a pipeline.
+inline int64_t worldSize(const Program& p) {
+  if (!p.pipeline) return p.mesh.numRanks();
+  int64_t mb = p.mesh.size(p.mesh.axisIndex(p.pipeline->microbatchAxis));
+  return p.mesh.numRanks() / mb * p.pipeline->stages;
+}
 
 /// The format minor version `p` is written in: the lowest that can hold it,
 /// so programs without weights by reference stay byte-identical to 2.0's.
 inline int formatMinorFor(const Program& p) {
+  if (p.pipeline) return kFormatMinorPipeline;
   for (const auto& w : p.weights)
     if (w.source) return kFormatMinorByReference;
   return kFormatMinor;

@@ -14,6 +14,7 @@
 #include <set>
 
 #include "program/Format.h"
+#include "program/PipelineText.h"
 #include "pt2/JsonUtil.h"
 #include "support/Strings.h"
 
@@ -106,6 +107,23 @@ Status writeWeights(JsonWriter& w, const Program& p) {
   return Status::ok();
 }
 
+// "pipeline": {"axis": "pp", "stages": 2, "microbatch_axis": "mb",
+//   "schedule": "1f1b", "places": ["F0", "-", ...], "actions": [["F0", ...], ...]}
+void writePipeline(JsonWriter& w, const PipelinePlan& plan) {
+  w.key("pipeline").beginObject();
+  w.key("axis").string(plan.axis).key("stages").integer(plan.stages);
+  w.key("microbatch_axis").string(plan.microbatchAxis).key("schedule").string(plan.schedule);
+  w.key("places").beginArray();
+  for (const auto& place : plan.places) w.string(placeText(place));
+  w.endArray().key("actions").beginArray();
+  for (const auto& list : plan.actions) {
+    w.beginArray();
+    for (const auto& a : list) w.string(actionText(a));
+    w.endArray();
+  }
+  w.endArray().endObject();
+}
+
 void writeCollectives(JsonWriter& w, const Program& p) {
   w.beginArray();
   for (const auto& c : p.collectives) {
@@ -138,7 +156,9 @@ Status writeProgramJson(JsonWriter& w, const Program& p) {
   writeCollectives(w, p);
   w.key("provenance").beginObject();
   for (const auto& [k, v] : p.provenance) w.key(k).string(v);
-  w.endObject().key("exported_program");
+  w.endObject();
+  if (p.pipeline) writePipeline(w, *p.pipeline);
+  w.key("exported_program");
   SPMD_RETURN_IF_ERROR(writeExportedProgram(w, p.graph));
   w.endObject();
   return Status::ok();
@@ -310,6 +330,44 @@ Expected<CollectiveRecord> readCollective(element item, const std::string& where
 }
 
 // Every spec has one placement per mesh axis (boundary specs may be empty).
+Expected<std::vector<std::string>> readStrings(element e, std::string_view key, const std::string& where) {
+  SPMD_ASSIGN_OR_RETURN(array a, readArray(e, key, where));
+  std::vector<std::string> out;
+  for (element item : a) {
+    std::string_view s;
+    if (item.get_string().get(s) != SUCCESS) return fieldError(where, key, "a list of strings");
+    out.emplace_back(s);
+  }
+  return out;
+}
+
+Expected<PipelinePlan> readPipeline(element e) {
+  PipelinePlan plan;
+  const std::string where = "pipeline";
+  SPMD_ASSIGN_OR_RETURN(plan.axis, readString(e, "axis", where));
+  SPMD_ASSIGN_OR_RETURN(plan.stages, readInt(e, "stages", where));
+  SPMD_ASSIGN_OR_RETURN(plan.microbatchAxis, readString(e, "microbatch_axis", where));
+  SPMD_ASSIGN_OR_RETURN(plan.schedule, readString(e, "schedule", where));
+  SPMD_ASSIGN_OR_RETURN(std::vector<std::string> places, readStrings(e, "places", where));
+  for (const auto& text : places) {
+    SPMD_ASSIGN_OR_RETURN(PipelinePlace place, parsePlace(text));
+    plan.places.push_back(place);
+  }
+  SPMD_ASSIGN_OR_RETURN(array stages, readArray(e, "actions", where));
+  for (element list : stages) {
+    plan.actions.emplace_back();
+    array items;
+    if (list.get_array().get(items) != SUCCESS) return fieldError(where, "actions", "a list of lists");
+    for (element item : items) {
+      std::string_view s;
+      if (item.get_string().get(s) != SUCCESS) return fieldError(where, "actions", "a list of lists of strings");
+      SPMD_ASSIGN_OR_RETURN(PipelineAction a, parseAction(s));
+      plan.actions.back().push_back(a);
+    }
+  }
+  return plan;
+}
+
 Status checkSpecs(const Program& p) {
   auto fits = [&](const sharding::ShardingSpec& s, bool mayBeEmpty) {
     return (mayBeEmpty && s.placements.empty()) ||
@@ -366,6 +424,11 @@ Status readParts(element root, Program& p) {
     if (field.value.get_string().get(v) != SUCCESS)
       return Status::error("provenance: field '" + std::string(field.key) + "' is not a string");
     p.provenance.emplace_back(std::string(field.key), std::string(v));
+  }
+  element pipeline;
+  if (root["pipeline"].get(pipeline) == SUCCESS) {
+    SPMD_ASSIGN_OR_RETURN(PipelinePlan plan, readPipeline(pipeline));
+    p.pipeline = std::move(plan);
   }
   return checkSpecs(p);
 }

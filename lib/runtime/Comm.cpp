@@ -69,6 +69,35 @@ Expected<std::unique_ptr<MeshComm>> MeshComm::create(const c10::intrusive_ptr<c1
   return comm;
 }
 
+Expected<std::unique_ptr<MeshComm>> MeshComm::createPipelined(const c10::intrusive_ptr<c10d::Store>& store,
+                                                              const sharding::Mesh& mesh,
+                                                              const std::string& microbatchAxis, int64_t stages,
+                                                              int64_t rank, const CommOptions& options) {
+  int64_t mb = mesh.axisIndex(microbatchAxis);
+  std::vector<int64_t> shape = {stages};
+  std::vector<std::string> names = {"pipeline"};
+  for (int64_t a = 0; a < mesh.numAxes(); ++a)
+    if (a != mb) shape.push_back(mesh.size(a)), names.push_back(mesh.axisNames()[static_cast<size_t>(a)]);
+  SPMD_ASSIGN_OR_RETURN(sharding::Mesh world, sharding::Mesh::create(shape, names));
+  // The world mesh's groups: axis 0 links the stages, the others are the
+  // program's axes (less the microbatch one) within a stage.
+  SPMD_ASSIGN_OR_RETURN(std::unique_ptr<MeshComm> w, create(store, world, rank, options));
+  auto comm = std::unique_ptr<MeshComm>(new MeshComm());
+  comm->mesh_ = mesh;
+  comm->rank_ = rank;
+  comm->nccl_ = options.nccl;
+  comm->microbatchAxis_ = mb;
+  comm->stage_ = w->coords_[0];
+  comm->pipelineGroup_ = w->groups_[0];
+  for (int64_t a = 0, wa = 1; a < mesh.numAxes(); ++a) {
+    bool micro = a == mb;
+    comm->coords_.push_back(micro ? 0 : w->coords_[static_cast<size_t>(wa)]);
+    comm->groups_.push_back(micro ? nullptr : w->groups_[static_cast<size_t>(wa)]);
+    wa += micro ? 0 : 1;
+  }
+  return comm;
+}
+
 void MeshComm::addPending(const at::Tensor& handle, Pending p) {
   pending_[handle.unsafeGetTensorImpl()] = std::move(p);
 }

@@ -18,6 +18,7 @@
 #include <chrono>
 #include <functional>
 #include <memory>
+#include <stdexcept>
 #include <string>
 #include <unordered_map>
 #include <vector>
@@ -56,13 +57,34 @@ class MeshComm {
                                                     const sharding::Mesh& mesh, int64_t rank,
                                                     const CommOptions& options);
 
+  /// A rank of a pipelined program (program::PipelinePlan): `mesh` is the
+  /// program's, whose axis `microbatchAxis` has no group (its coordinate is
+  /// the microbatch being run: setMicrobatch); world rank = stage * (the
+  /// other axes' ranks) + rank among them; pipelineGroup() links the stages.
+  static Expected<std::unique_ptr<MeshComm>> createPipelined(const c10::intrusive_ptr<c10d::Store>& store,
+                                                             const sharding::Mesh& mesh,
+                                                             const std::string& microbatchAxis, int64_t stages,
+                                                             int64_t rank, const CommOptions& options);
+  /// Sets the microbatch axis's coordinate (pipelined programs).
+  void setMicrobatch(int64_t i) { coords_[static_cast<size_t>(microbatchAxis_)] = i; }
+  /// The group of this rank's copies over the stages (group rank = stage).
+  c10d::Backend& pipelineGroup() { return *pipelineGroup_; }
+  /// This rank's stage (0 without a pipeline).
+  int64_t stage() const { return stage_; }
+
   const sharding::Mesh& mesh() const { return mesh_; }
   int64_t rank() const { return rank_; }
   const std::vector<int64_t>& coords() const { return coords_; }
   /// Index of axis `name`; -1 when the mesh has none.
   int64_t axisIndex(std::string_view name) const { return mesh_.axisIndex(name); }
   /// The process group of axis `axis` (this rank's slice).
-  c10d::Backend& group(int64_t axis) { return *groups_[static_cast<size_t>(axis)]; }
+  c10d::Backend& group(int64_t axis) {
+    const auto& g = groups_[static_cast<size_t>(axis)];
+    if (!g)
+      throw std::runtime_error("mesh axis '" + mesh_.axisNames()[static_cast<size_t>(axis)] +
+                               "' is the pipeline's microbatch axis: nothing communicates over it");
+    return *g;
+  }
   /// True when groups are NCCL.
   bool nccl() const { return nccl_; }
   CommStats& stats() { return stats_; }
@@ -107,6 +129,9 @@ class MeshComm {
   int64_t rank_ = 0;
   std::vector<int64_t> coords_;
   std::vector<c10::intrusive_ptr<c10d::Backend>> groups_;
+  c10::intrusive_ptr<c10d::Backend> pipelineGroup_;
+  int64_t microbatchAxis_ = -1;
+  int64_t stage_ = 0;
   std::unordered_map<const void*, Pending> pending_;
   std::vector<c10::intrusive_ptr<c10d::Work>> issued_;
   bool nccl_ = false;

@@ -15,6 +15,7 @@
 #include "runtime/Checkpoint.h"
 #include "runtime/CollectiveOps.h"
 #include "runtime/MemoryMeter.h"
+#include "runtime/PipelineRun.h"
 #include "runtime/Runner.h"
 #include "runtime/TypeMap.h"
 #include "runtime/Weights.h"
@@ -41,7 +42,8 @@ void forEachUserInput(const program::Program& p, const TensorMap& inputs, F f) {
   }
 }
 
-// Global user inputs -> this rank's shards, keyed "input.<i>".
+}  // namespace
+
 Expected<TensorMap> shardInputs(const program::Program& p, const TensorMap& inputs,
                                 const std::vector<int64_t>& coords) {
   SPMD_RETURN_IF_ERROR(checkGlobalInputs(p, inputs));
@@ -52,6 +54,8 @@ Expected<TensorMap> shardInputs(const program::Program& p, const TensorMap& inpu
                    });
   return out;
 }
+
+namespace {
 
 // The exported program's symbols that the global user inputs bind (their
 // plain-symbol dims): spmd.global_symbol's values for one step.
@@ -69,8 +73,8 @@ std::unordered_map<std::string, int64_t> globalSymbols(const program::Program& p
   return out;
 }
 
-// Makes a local output whole on every rank: gathers shards (padded where
-// they are uneven), reduces partials.
+}  // namespace
+
 at::Tensor toGlobal(at::Tensor t, const ShardingSpec& spec, const ir::TensorType& global, MeshComm& comm) {
   std::vector<int64_t> shape;  // symbolic dims at this step's values where the inputs bind them
   bool known = true;
@@ -95,12 +99,13 @@ at::Tensor toGlobal(at::Tensor t, const ShardingSpec& spec, const ir::TensorType
   return t;
 }
 
-// The median step time, the first (warm-up) step left out when there are more.
 double medianStepSeconds(std::vector<double> s) {
   if (s.size() > 1) s.erase(s.begin());
   std::nth_element(s.begin(), s.begin() + static_cast<std::ptrdiff_t>(s.size() / 2), s.end());
   return s[s.size() / 2];
 }
+
+namespace {
 
 // Every rank learns whether all ranks loaded the checkpoint, so that a rank
 // whose shard is bad fails every rank at once with its reason (instead of
@@ -217,6 +222,7 @@ Expected<RankResult> runRank(const program::LoadedProgram& lp, int64_t rank,
                              const c10::intrusive_ptr<c10d::Store>& store, const TensorMap& inputs,
                              const RankOptions& options) {
   const program::Program& p = lp.program();
+  if (p.pipeline) return runPipelineRank(lp, rank, store, inputs, options);
   auto where = [&](const Status& s) { return s.withContext("rank " + std::to_string(rank)); };
   selectDevice(options.device);
   RankMemoryProbe memory(options.device);
@@ -309,7 +315,7 @@ Expected<RankResult> runRank(const program::LoadedProgram& lp, int64_t rank,
 
 Expected<std::vector<RankResult>> runThreadedRanks(const program::LoadedProgram& program,
                                                    const TensorMap& inputs, const RankOptions& options) {
-  int64_t n = program.program().mesh.numRanks();
+  int64_t n = program::worldSize(program.program());
   auto store = c10::make_intrusive<c10d::HashStore>();
   std::vector<std::optional<Expected<RankResult>>> results(static_cast<size_t>(n));
   std::vector<std::thread> threads;

@@ -182,7 +182,9 @@ std::string at(std::string_view source, const std::string& pointer) {
 std::vector<std::string> allowedKeys(const std::vector<std::string>& tokens) {
   if (tokens.empty())
     return {"$schema", "comment",           "version",   "preset", "mesh",   "tp_plan", "tp_axis",
-            "rules",   "sequence_parallel", "recompute", "params", "inputs", "outputs"};
+            "rules",   "sequence_parallel", "recompute", "params", "inputs", "outputs", "pipeline"};
+  if (tokens.size() == 1 && tokens[0] == "pipeline")
+    return {"axis", "stages", "schedule", "microbatches", "comment"};
   if (tokens.size() == 1 && tokens[0] == "sequence_parallel") return {"axis", "dim", "comment"};
   if (tokens.size() == 1 && tokens[0] == "mesh") return {"shape", "axes"};
   if (tokens.size() == 2 && tokens[0] == "recompute") return {"save", "comment"};
@@ -418,6 +420,18 @@ Expected<PlacementSchema> schemaFrom(const json& doc, std::string_view source) {
   SPMD_RETURN_IF_ERROR(checkTpPlan(s.tpPlan, std::string(source) + ": /tp_plan"));
   s.tpAxis = doc.value("tp_axis", "");
   s.sequenceParallel = sequenceParallelFrom(doc, s.tpPlan);
+  if (doc.contains("pipeline")) {
+    const json& pp = doc["pipeline"];
+    PipelineRequest r;
+    r.axis = pp.value("axis", "pp");
+    r.schedule = pp.value("schedule", "1f1b");
+    r.microbatches = pp.at("microbatches").get<int64_t>();
+    if (pp.contains("stages") && pp["stages"].is_array())
+      r.boundaries = pp["stages"].get<std::vector<std::string>>();
+    else if (pp.contains("stages"))
+      r.stageCount = pp["stages"].get<int64_t>();
+    s.pipeline = std::move(r);
+  }
   if (doc.contains("recompute"))
     for (const auto& [glob, how] : doc["recompute"].items()) {
       SPMD_RETURN_IF_ERROR(checkGlobLength(glob, source, "/recompute"));

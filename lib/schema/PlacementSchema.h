@@ -96,6 +96,23 @@ struct SequenceParallelRequest {
   std::string pointer;
 };
 
+/// Pipeline parallelism ("pipeline"), docs/PIPELINE.md:
+///   "pipeline": {"axis": "pp", "stages": 2, "schedule": "1f1b", "microbatches": 4}
+///   "pipeline": {"axis": "pp", "stages": ["model.layers.4"], ...}  // module boundaries
+struct PipelineRequest {
+  /// The mesh axis whose coordinate is the stage.
+  std::string axis = "pp";
+  /// Module boundaries (one fewer than the stages); empty: the repeated
+  /// layers split evenly over the axis's size.
+  std::vector<std::string> boundaries;
+  /// "stages" given as a number (must equal the axis's size); 0: not given.
+  int64_t stageCount = 0;
+  /// "gpipe" or "1f1b".
+  std::string schedule = "1f1b";
+  /// Microbatches a step's batch is split into (dim 0 of every user input).
+  int64_t microbatches = 0;
+};
+
 /// What a "recompute" entry asks for the modules its glob matches.
 enum class RecomputeMode : uint8_t {
   /// Save what the backward reads (no activation checkpointing).
@@ -141,6 +158,8 @@ struct PlacementSchema {
   /// Sequence parallelism, when the schema asks for it ("sequence_parallel",
   /// or a tp_plan entry with style sequence_parallel).
   std::optional<SequenceParallelRequest> sequenceParallel;
+  /// Pipeline parallelism ("pipeline").
+  std::optional<PipelineRequest> pipeline;
   /// Activation checkpointing per module glob ("recompute").
   std::vector<RecomputeRule> recompute;
   /// Op sharding rules the schema brings (custom ops): (target, rule).

@@ -1,0 +1,43 @@
+// Pipeline parallelism in compile(): the schema's pipeline axis leaves the
+// mesh the step is compiled over, and a microbatch axis joins it (the
+// innermost: each data-parallel shard of the batch is split into
+// microbatches, as torch.distributed.pipelining does); after the passes,
+// pipeline::planPipeline places every node on a stage.
+//
+//   mesh 2x2 (pp, dp), "pipeline": {"axis": "pp", "microbatches": 4}
+//   -> compiled over 2x4 (dp, mb): tokens [S(0), S(0)], weights [R, R]
+//   -> plan: stages 2, 1f1b, one place per node
+#pragma once
+
+#include <optional>
+#include <vector>
+
+#include "pipeline/Stages.h"
+#include "program/Program.h"
+#include "schema/PlacementSchema.h"
+#include "schema/Resolve.h"
+
+namespace spmd::passes {
+
+/// A pipeline compile's two meshes and its request.
+struct PipelineSetup {
+  pipeline::StageRequest request;
+  int64_t microbatches = 0;
+  /// The schema without its pipeline axis (mesh shape and names).
+  schema::PlacementSchema inner;
+  /// --mesh without the pipeline axis.
+  std::optional<std::vector<int64_t>> innerMesh;
+};
+
+/// The setup for `s` (which has a pipeline) and --mesh. Errors: no axis of
+/// that name, "stages" not the axis's size, a mesh without axis names.
+Expected<PipelineSetup> pipelineSetup(const schema::PlacementSchema& s,
+                                      const std::optional<std::vector<int64_t>>& mesh);
+
+/// Adds the microbatch axis (size `microbatches`, innermost) to resolved
+/// placements: user inputs split on dim 0, everything else replicated.
+/// Error names an input whose batch does not split evenly.
+Status addMicrobatchAxis(schema::ResolvedPlacements& r, const ir::ExportedProgram& g,
+                         const pipeline::StageRequest& req, int64_t microbatches);
+
+}  // namespace spmd::passes

@@ -1,0 +1,117 @@
+// Per-stage subgraphs and transfers (see StageGraphs.h).
+#include "pipeline/StageGraphs.h"
+
+#include <algorithm>
+#include <set>
+
+#include "ir/Collectives.h"
+
+namespace spmd::pipeline {
+namespace {
+
+using program::PipelinePlace;
+using Phase = PipelinePlace::Phase;
+
+const PipelinePlace& placeOf(const program::Program& p, const ir::Node& n) {
+  return p.pipeline->places[static_cast<size_t>(n.index())];
+}
+
+bool isOutput(const program::Program& p, const ir::Value* v) {
+  for (const auto& o : p.graph.signature.outputs)
+    if (o.arg.value() == v) return true;
+  return false;
+}
+
+// `selected` plus the free nodes they read (transitively), in node order.
+std::vector<const ir::Node*> withFreeAncestors(const program::Program& p, std::vector<const ir::Node*> selected) {
+  std::set<int> chosen;
+  std::vector<const ir::Node*> work = selected;
+  for (const ir::Node* n : selected) chosen.insert(n->index());
+  while (!work.empty()) {
+    const ir::Node* n = work.back();
+    work.pop_back();
+    for (const ir::Value* v : n->inputValues()) {
+      const ir::Node* src = v->producer();
+      if (!src || placeOf(p, *src).phase != Phase::Free || !chosen.insert(src->index()).second) continue;
+      work.push_back(src);
+    }
+  }
+  std::vector<const ir::Node*> out;
+  for (int i : chosen) out.push_back(p.graph.graph.nodes()[static_cast<size_t>(i)].get());
+  return out;
+}
+
+Expected<Subgraph> part(const program::Program& p, int64_t stage, Phase phase) {
+  std::vector<const ir::Node*> nodes;
+  std::vector<const ir::Value*> outputs;
+  for (const auto& n : p.graph.graph.nodes()) {
+    const PipelinePlace& pl = placeOf(p, *n);
+    bool freeOutput = phase == Phase::Step && pl.phase == Phase::Free;
+    if (phase == Phase::Step && pl.stage == stage && isAccumulation(p, *n)) {
+      // An accumulated sum that is itself an output passes through the step.
+      for (const ir::Value* v : n->outputValues())
+        if (isOutput(p, v)) outputs.push_back(v);
+      continue;
+    }
+    if ((pl.phase != phase || pl.stage != stage) && !freeOutput) continue;
+    bool any = false;
+    for (const ir::Value* v : n->outputValues()) {
+      bool leaves = isOutput(p, v);
+      if (phase != Phase::Step)
+        for (const ir::Node* u : v->users()) {
+          const PipelinePlace& up = placeOf(p, *u);
+          leaves |= up.phase != Phase::Free && (up.phase != phase || up.stage != stage);
+        }
+      if (leaves) outputs.push_back(v);
+      any |= leaves;
+    }
+    if (!freeOutput || any) nodes.push_back(n.get());
+  }
+  return extractSubgraph(withFreeAncestors(p, std::move(nodes)), outputs);
+}
+
+}  // namespace
+
+bool isAccumulation(const program::Program& p, const ir::Node& n) {
+  if (n.target() != ir::kAllReduce || !p.pipeline) return false;
+  const ir::Argument* a = n.input("axis");
+  return a && !a->strings.empty() && a->strings[0] == p.pipeline->microbatchAxis &&
+         placeOf(p, n).phase == Phase::Step;
+}
+
+std::vector<Transfer> stageTransfers(const program::Program& p) {
+  std::vector<Transfer> out;
+  for (const auto& n : p.graph.graph.nodes()) {
+    const PipelinePlace& from = placeOf(p, *n);
+    if (from.phase != Phase::Forward && from.phase != Phase::Backward) continue;
+    for (const ir::Value* v : n->outputValues()) {
+      std::set<int64_t> sent;
+      for (const ir::Node* u : v->users()) {
+        const PipelinePlace& to = placeOf(p, *u);
+        if ((to.phase != Phase::Forward && to.phase != Phase::Backward) || to.stage == from.stage) continue;
+        if (sent.insert(to.stage).second) out.push_back({v->name(), from.stage, to.stage, from.phase, to.phase});
+      }
+    }
+  }
+  return out;
+}
+
+Expected<StageGraphs> stageGraphs(const program::Program& p, int64_t stage) {
+  StageGraphs out;
+  SPMD_ASSIGN_OR_RETURN(out.forward, part(p, stage, Phase::Forward));
+  SPMD_ASSIGN_OR_RETURN(out.backward, part(p, stage, Phase::Backward));
+  SPMD_ASSIGN_OR_RETURN(out.step, part(p, stage, Phase::Step));
+  for (const auto& n : p.graph.graph.nodes()) {
+    if (placeOf(p, *n).phase != Phase::Prologue) continue;
+    const ir::Value* in = n->inputValues().at(0);
+    std::vector<const ir::Node*> src;
+    if (in->producer()) src.push_back(in->producer());
+    if (in->producer() && placeOf(p, *in->producer()).phase != Phase::Free)
+      return Status::error("node %" + n->name() + ": a prologue sum must read a free value");
+    SPMD_ASSIGN_OR_RETURN(Subgraph g, extractSubgraph(withFreeAncestors(p, src), {in}));
+    out.prologue.emplace_back(std::move(g), n.get());
+  }
+  return out;
+}
+
+}  // namespace spmd::pipeline

@@ -1,0 +1,51 @@
+// What one pipeline stage runs: its forward, backward and optimizer-step
+// subgraphs cut from the microbatch's step by the plan's places, and the
+// values that cross between stages.
+//
+//   stage 1 of llama_train (pp 2):
+//     forward  inputs (add_3 <- stage 0, tokens, ...) outputs (div_2 -> accumulate, mm_7 -> backward, ...)
+//     backward inputs (mm_7 <- forward, ...)           outputs (add_21 -> stage 0, permute_90 -> accumulate)
+//     step     inputs (permute_90_acc, p_lm_head_weight, ...) outputs (the stage's graph outputs)
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "pipeline/Subgraph.h"
+#include "program/Program.h"
+
+namespace spmd::pipeline {
+
+/// A value one stage sends another for every microbatch.
+struct Transfer {
+  std::string value;
+  int64_t from = 0, to = 0;
+  program::PipelinePlace::Phase fromPhase{}, toPhase{};
+};
+
+/// Every value that crosses stages, in node order then consumer order (each
+/// (value, destination stage) once).
+std::vector<Transfer> stageTransfers(const program::Program& p);
+
+/// True for an all-reduce over the plan's microbatch axis whose input
+/// depends on parameters: summed over the microbatches by the runtime.
+bool isAccumulation(const program::Program& p, const ir::Node& n);
+
+/// The subgraphs of one stage. Free nodes (no parameter behind them) are
+/// copied into every subgraph that reads them.
+struct StageGraphs {
+  Subgraph forward, backward, step;
+  /// One per prologue node (a sum over the microbatches before the first):
+  /// the subgraph computing its input for one microbatch, and the node.
+  std::vector<std::pair<Subgraph, const ir::Node*>> prologue;
+};
+
+/// Cuts `stage`'s subgraphs out of `p` (which has a pipeline plan).
+/// Outputs of the forward and backward: every value they define that is
+/// read elsewhere; of the step: the graph outputs it computes, plus the
+/// free ones every stage computes (buffer updates such as a step count).
+Expected<StageGraphs> stageGraphs(const program::Program& p, int64_t stage);
+
+}  // namespace spmd::pipeline

@@ -1,0 +1,70 @@
+// Text forms of pipeline places and actions (see PipelineText.h).
+#include "program/PipelineText.h"
+
+#include <charconv>
+
+namespace spmd::program {
+namespace {
+
+Expected<int64_t> trailingIndex(std::string_view text, std::string_view what) {
+  int64_t v = -1;
+  std::string_view digits = text.substr(1);
+  auto [end, ec] = std::from_chars(digits.data(), digits.data() + digits.size(), v);
+  if (digits.empty() || ec != std::errc() || end != digits.data() + digits.size() || v < 0)
+    return Status::error("pipeline " + std::string(what) + " '" + std::string(text) +
+                         "' is not a letter and a number");
+  return v;
+}
+
+}  // namespace
+
+std::string placeText(const PipelinePlace& p) {
+  using Phase = PipelinePlace::Phase;
+  switch (p.phase) {
+    case Phase::Free:
+      return "-";
+    case Phase::Prologue:
+      return "P";
+    case Phase::Forward:
+      return "F" + std::to_string(p.stage);
+    case Phase::Backward:
+      return "B" + std::to_string(p.stage);
+    case Phase::Step:
+      return "S" + std::to_string(p.stage);
+  }
+  return "?";
+}
+
+Expected<PipelinePlace> parsePlace(std::string_view text) {
+  using Phase = PipelinePlace::Phase;
+  if (text == "-") return PipelinePlace{};
+  if (text == "P") return PipelinePlace{Phase::Prologue, -1};
+  if (text.empty() || (text[0] != 'F' && text[0] != 'B' && text[0] != 'S'))
+    return Status::error("pipeline place '" + std::string(text) + "' is not F<stage>, B<stage>, S<stage>, P or -");
+  SPMD_ASSIGN_OR_RETURN(int64_t stage, trailingIndex(text, "place"));
+  Phase phase = text[0] == 'F' ? Phase::Forward : text[0] == 'B' ? Phase::Backward : Phase::Step;
+  return PipelinePlace{phase, stage};
+}
+
+std::string actionText(const PipelineAction& a) {
+  return (a.kind == PipelineAction::Kind::Forward ? "F" : "B") + std::to_string(a.microbatch);
+}
+
+Expected<PipelineAction> parseAction(std::string_view text) {
+  if (text.empty() || (text[0] != 'F' && text[0] != 'B'))
+    return Status::error("pipeline action '" + std::string(text) + "' is not F<microbatch> or B<microbatch>");
+  SPMD_ASSIGN_OR_RETURN(int64_t mb, trailingIndex(text, "action"));
+  return PipelineAction{text[0] == 'F' ? PipelineAction::Kind::Forward : PipelineAction::Kind::Backward, mb};
+}
+
+std::string scheduleTable(const PipelinePlan& plan) {
+  std::string out;
+  for (size_t s = 0; s < plan.actions.size(); ++s) {
+    out += "stage " + std::to_string(s) + ":";
+    for (const auto& a : plan.actions[s]) out += " " + actionText(a);
+    out += "\n";
+  }
+  return out;
+}
+
+}  // namespace spmd::program

@@ -1,0 +1,383 @@
+// runPipelineRank (see PipelineRun.h).
+#include "runtime/PipelineRun.h"
+
+#include <ATen/ATen.h>
+#include <c10/core/InferenceMode.h>
+
+#include <chrono>
+#include <cmath>
+#include <optional>
+#include <unordered_map>
+
+#include "ir/Collectives.h"
+#include "pipeline/StageGraphs.h"
+#include "program/PipelineText.h"
+#include "runtime/BuildInfo.h"
+#include "runtime/Executor.h"
+#include "runtime/MemoryMeter.h"
+#include "runtime/Runner.h"
+#include "runtime/TypeMap.h"
+#include "runtime/Weights.h"
+
+namespace spmd::runtime {
+namespace {
+
+using program::PipelineAction;
+using program::PipelinePlace;
+using Phase = PipelinePlace::Phase;
+using Values = std::unordered_map<std::string, at::Tensor>;
+
+// Where a subgraph input comes from.
+struct Source {
+  enum class From : uint8_t { Weight, User, Prologue, Stash, Recv, Accum } from = From::Weight;
+  std::string key;     // weight FQN, "input.<i>", or the value's name
+  int64_t stage = -1;  // Recv: the sending stage
+  int64_t tag = 0;     // Recv: the transfer's index
+};
+
+// Where a subgraph output goes.
+struct Use {
+  std::vector<std::pair<int64_t, int64_t>> sends;  // (stage, transfer index)
+  bool stash = false;
+  std::string accum;  // the accumulation's value name, or empty
+  bool avg = false;
+};
+
+struct Part {
+  std::optional<Executor> exec;
+  std::vector<Source> inputs;
+  std::vector<Use> outputs;
+  std::vector<std::string> outputNames;
+  const ir::Graph* graph = nullptr;
+};
+
+class StageRunner {
+ public:
+  StageRunner(const program::Program& p, MeshComm& comm, TensorMap& weights, c10::Device device)
+      : p_(p), comm_(comm), weights_(weights), device_(device), stage_(comm.stage()) {
+    microbatches_ = p.mesh.size(p.mesh.axisIndex(p.pipeline->microbatchAxis));
+    auto transfers = pipeline::stageTransfers(p);
+    for (size_t k = 0; k < transfers.size(); ++k) transferIndex_[{transfers[k].value, transfers[k].to}] = k;
+    tagBase_ = static_cast<int64_t>(transfers.size()) * microbatches_;
+  }
+
+  Status prepare() {
+    SPMD_ASSIGN_OR_RETURN(graphs_, pipeline::stageGraphs(p_, stage_));
+    SPMD_RETURN_IF_ERROR(preparePart(graphs_.forward, Phase::Forward, forward_));
+    SPMD_RETURN_IF_ERROR(preparePart(graphs_.backward, Phase::Backward, backward_));
+    SPMD_RETURN_IF_ERROR(preparePart(graphs_.step, Phase::Step, step_));
+    prologue_.resize(graphs_.prologue.size());
+    for (size_t k = 0; k < graphs_.prologue.size(); ++k)
+      SPMD_RETURN_IF_ERROR(preparePart(graphs_.prologue[k].first, Phase::Prologue, prologue_[k]));
+    return Status::ok();
+  }
+
+  /// One train step over `micro` (this rank's inputs per microbatch);
+  /// returns the step's outputs this stage computes, by value name.
+  Expected<Values> step(const std::vector<TensorMap>& micro) {
+    Values prologue, accum;
+    for (size_t k = 0; k < prologue_.size(); ++k) {
+      const ir::Node& n = *graphs_.prologue[k].second;
+      at::Tensor sum;
+      for (int64_t i = 0; i < microbatches_; ++i) {
+        SPMD_ASSIGN_OR_RETURN(std::vector<at::Tensor> out, run(prologue_[k], i, micro, prologue, {}, accum));
+        sum = i == 0 ? out[0].clone() : sum.add_(out[0]);
+      }
+      const ir::Argument* op = n.input("op");
+      if (op && !op->strings.empty() && op->strings[0] == "avg") sum.div_(microbatches_);
+      prologue[n.outputValues()[0]->name()] = sum;
+    }
+    std::vector<Values> stash(static_cast<size_t>(microbatches_));
+    for (const PipelineAction& a : p_.pipeline->actions[static_cast<size_t>(stage_)]) {
+      bool fwd = a.kind == PipelineAction::Kind::Forward;
+      Part& part = fwd ? forward_ : backward_;
+      auto& mine = stash[static_cast<size_t>(a.microbatch)];
+      auto out = run(part, a.microbatch, micro, prologue, mine, accum);
+      if (!out) return out.status().withContext("stage " + std::to_string(stage_) + " " + program::actionText(a));
+      for (size_t j = 0; j < out->size(); ++j) deliver(part.outputs[j], part.outputNames[j], (*out)[j], a, mine, accum);
+      if (!fwd) mine.clear();
+    }
+    for (auto& [name, t] : accum)
+      if (avg_.count(name)) t.div_(microbatches_);
+    comm_.setMicrobatch(0);
+    SPMD_ASSIGN_OR_RETURN(std::vector<at::Tensor> out, run(step_, 0, micro, prologue, {}, accum));
+    SPMD_RETURN_IF_ERROR(finishSends());
+    Values result;
+    for (size_t j = 0; j < out.size(); ++j) result[step_.outputNames[j]] = out[j];
+    return result;
+  }
+
+ private:
+  Status preparePart(const pipeline::Subgraph& g, Phase phase, Part& part) {
+    ExecutorOptions eo;
+    eo.device = device_;
+    SPMD_ASSIGN_OR_RETURN(Executor ex, Executor::prepare(g.graph, eo));
+    part.exec.emplace(std::move(ex));
+    part.graph = &g.graph;
+    for (const auto& name : g.inputs) {
+      SPMD_ASSIGN_OR_RETURN(Source s, sourceOf(name, phase));
+      part.inputs.push_back(std::move(s));
+    }
+    part.outputNames = g.outputs;
+    for (const auto& name : g.outputs) part.outputs.push_back(useOf(name, phase));
+    return Status::ok();
+  }
+
+  Expected<Source> sourceOf(const std::string& name, Phase phase) {
+    const ir::Value* v = p_.graph.graph.findValue(name);
+    using From = Source::From;
+    if (!v->producer()) {
+      size_t user = 0;
+      for (const ir::InputSpec& in : p_.graph.signature.inputs) {
+        if (in.value == v) {
+          if (ir::isStored(in.kind)) return Source{From::Weight, in.target};
+          if (in.kind == ir::InputKind::UserInput) return Source{From::User, "input." + std::to_string(user)};
+        }
+        user += in.kind == ir::InputKind::UserInput ? 1 : 0;
+      }
+      return Status::error("graph input %" + name + " cannot be fed to a pipeline stage");
+    }
+    const ir::Node& n = *v->producer();
+    const PipelinePlace& at = p_.pipeline->places[static_cast<size_t>(n.index())];
+    if (at.phase == Phase::Prologue) return Source{From::Prologue, name};
+    if (pipeline::isAccumulation(p_, n)) return Source{From::Accum, name};
+    if (at.stage == stage_ && at.phase == Phase::Forward && phase == Phase::Backward)
+      return Source{From::Stash, name};
+    auto it = transferIndex_.find({name, stage_});
+    if (at.stage != stage_ && it != transferIndex_.end())
+      return Source{From::Recv, name, at.stage, static_cast<int64_t>(it->second)};
+    return Status::error("node %" + n.name() + " (" + program::placeText(at) + ") cannot feed stage " +
+                         std::to_string(stage_));
+  }
+
+  Use useOf(const std::string& name, Phase phase) {
+    Use use;
+    const ir::Value* v = p_.graph.graph.findValue(name);
+    for (const ir::Node* u : v->users()) {
+      const PipelinePlace& at = p_.pipeline->places[static_cast<size_t>(u->index())];
+      if (pipeline::isAccumulation(p_, *u)) {
+        use.accum = u->outputValues()[0]->name();
+        const ir::Argument* op = u->input("op");
+        if (op && !op->strings.empty() && op->strings[0] == "avg") avg_.insert(use.accum);
+      } else if ((at.phase == Phase::Forward || at.phase == Phase::Backward) && at.stage != stage_) {
+        auto it = transferIndex_.find({name, at.stage});
+        bool seen = false;
+        for (const auto& s : use.sends) seen |= s.first == at.stage;
+        if (!seen && it != transferIndex_.end()) use.sends.emplace_back(at.stage, it->second);
+      } else if (phase == Phase::Forward && at.phase == Phase::Backward && at.stage == stage_) {
+        use.stash = true;
+      }
+    }
+    return use;
+  }
+
+  Expected<at::Tensor> input(const Source& s, int64_t mb, const std::vector<TensorMap>& micro,
+                             const Values& prologue, const Values& stash, const Values& accum) {
+    using From = Source::From;
+    const Values* table = s.from == From::Prologue ? &prologue : s.from == From::Stash ? &stash
+                          : s.from == From::Accum  ? &accum
+                                                   : nullptr;
+    if (table) {
+      auto it = table->find(s.key);
+      if (it == table->end()) return Status::error("value %" + s.key + " is not ready");
+      return it->second;
+    }
+    if (s.from == From::Weight) return weights_.at(s.key);
+    if (s.from == From::User) return micro[static_cast<size_t>(mb)].at(s.key).to(device_);
+    const ir::TensorType& t = p_.graph.graph.findValue(s.key)->type();
+    std::vector<int64_t> shape;
+    for (const auto& d : t.sizes) shape.push_back(d.value());
+    SPMD_ASSIGN_OR_RETURN(c10::ScalarType dtype, toC10ScalarType(t.dtype));
+    std::vector<at::Tensor> buf = {at::empty(shape, at::TensorOptions().dtype(dtype).device(device_))};
+    try {
+      comm_.pipelineGroup().recv(buf, static_cast<int>(s.stage), static_cast<int>(s.tag * microbatches_ + mb))->wait();
+    } catch (const std::exception& e) {
+      std::string what = e.what();
+      return Status::error("receiving %" + s.key + " from stage " + std::to_string(s.stage) +
+                           " failed: " + what.substr(0, what.find('\n')));
+    }
+    return buf[0];
+  }
+
+  Expected<std::vector<at::Tensor>> run(Part& part, int64_t mb, const std::vector<TensorMap>& micro,
+                                        const Values& prologue, const Values& stash, const Values& accum) {
+    comm_.setMicrobatch(mb);
+    std::vector<c10::IValue> in;
+    for (const Source& s : part.inputs) {
+      SPMD_ASSIGN_OR_RETURN(at::Tensor t, input(s, mb, micro, prologue, stash, accum));
+      in.emplace_back(std::move(t));
+    }
+    SPMD_ASSIGN_OR_RETURN(std::vector<c10::IValue> out, part.exec->run(std::move(in)));
+    std::vector<at::Tensor> tensors;
+    for (auto& v : out) tensors.push_back(v.isTensor() ? v.toTensor() : at::scalar_tensor(v.toInt(), at::kLong));
+    return tensors;
+  }
+
+  void deliver(const Use& use, const std::string& name, const at::Tensor& t, const PipelineAction& a,
+               Values& stash, Values& accum) {
+    if (use.stash) stash[name] = t;
+    if (!use.accum.empty()) {
+      auto it = accum.find(use.accum);
+      if (it == accum.end())
+        accum[use.accum] = t.clone();
+      else
+        it->second.add_(t);
+    }
+    for (const auto& [to, k] : use.sends) {
+      std::vector<at::Tensor> buf = {t.contiguous()};
+      auto work = comm_.pipelineGroup().send(buf, static_cast<int>(to),
+                                            static_cast<int>(k * microbatches_ + a.microbatch));
+      sends_.emplace_back(std::move(work), std::move(buf));
+    }
+  }
+
+  Status finishSends() {
+    try {
+      for (auto& [work, buf] : sends_) work->wait();
+    } catch (const std::exception& e) {
+      std::string what = e.what();
+      sends_.clear();
+      return Status::error("stage " + std::to_string(stage_) + ": a send failed: " + what.substr(0, what.find('\n')));
+    }
+    sends_.clear();
+    return Status::ok();
+  }
+
+  const program::Program& p_;
+  MeshComm& comm_;
+  TensorMap& weights_;
+  c10::Device device_;
+  int64_t stage_ = 0;
+  int64_t microbatches_ = 1;
+  std::map<std::pair<std::string, int64_t>, size_t> transferIndex_;
+  std::set<std::string> avg_;
+  pipeline::StageGraphs graphs_;
+  Part forward_, backward_, step_;
+  std::vector<Part> prologue_;
+  std::vector<std::pair<c10::intrusive_ptr<c10d::Work>, std::vector<at::Tensor>>> sends_;
+
+ public:
+  int64_t tagBase_ = 0;
+};
+
+// The stage whose step computes graph output `v` (free ones: stage 0).
+int64_t ownerOf(const program::Program& p, const ir::Value* v) {
+  if (!v || !v->producer()) return 0;
+  const PipelinePlace& at = p.pipeline->places[static_cast<size_t>(v->producer()->index())];
+  return at.stage < 0 ? 0 : at.stage;
+}
+
+}  // namespace
+
+namespace {
+
+// Rank 0 gets every output: the owning stage's ranks make it whole over
+// their axes, its first rank sends it to rank 0 unless that is itself.
+Status gatherOutputs(const program::Program& p, MeshComm& comm, const Values& mine,
+                     const std::vector<std::string>& names, int64_t tagBase, RankResult& result) {
+  bool first = std::all_of(comm.coords().begin(), comm.coords().end(), [](int64_t c) { return c == 0; });
+  for (size_t i = 0; i < names.size() && i < p.outputs.size(); ++i) {
+    const ir::Value* v = p.graph.signature.outputs[i].arg.value();
+    if (names[i].empty() || !v || !v->isTensor()) continue;
+    int64_t owner = ownerOf(p, v);
+    int tag = static_cast<int>(tagBase + static_cast<int64_t>(i));
+    if (owner == comm.stage()) {
+      auto it = mine.find(v->name());
+      if (it == mine.end()) return Status::error("stage " + std::to_string(owner) + " did not compute output %" + v->name());
+      at::Tensor g = toGlobal(it->second, p.outputs[i].spec, p.outputs[i].globalType, comm).contiguous();
+      if (!first) continue;
+      if (owner == 0) {
+        result.outputs.emplace(names[i], g.cpu());
+      } else {
+        std::vector<at::Tensor> buf = {g};
+        comm.pipelineGroup().send(buf, 0, tag)->wait();
+      }
+    } else if (comm.stage() == 0 && first) {
+      std::vector<int64_t> shape;
+      for (const auto& d : p.outputs[i].globalType.sizes) shape.push_back(d.value());
+      SPMD_ASSIGN_OR_RETURN(c10::ScalarType dtype, toC10ScalarType(p.outputs[i].globalType.dtype));
+      std::vector<at::Tensor> buf = {at::empty(shape, at::TensorOptions().dtype(dtype).device(mine.empty() ? c10::Device(c10::kCPU) : mine.begin()->second.device()))};
+      comm.pipelineGroup().recv(buf, static_cast<int>(owner), tag)->wait();
+      result.outputs.emplace(names[i], buf[0].cpu());
+    }
+  }
+  return Status::ok();
+}
+
+}  // namespace
+
+Expected<RankResult> runPipelineRank(const program::LoadedProgram& lp, int64_t rank,
+                                     const c10::intrusive_ptr<c10d::Store>& store, const TensorMap& inputs,
+                                     const RankOptions& options) {
+  const program::Program& p = lp.program();
+  auto where = [&](const Status& s) { return s.withContext("rank " + std::to_string(rank)); };
+  if (!options.resume.empty() || !options.save.empty())
+    return Status::error("checkpoints of pipelined programs are not supported yet: run without --save/--resume");
+  selectDevice(options.device);
+  RankMemoryProbe memory(options.device);
+  SPMD_ASSIGN_OR_RETURN(auto comm, MeshComm::createPipelined(store, p.mesh, p.pipeline->microbatchAxis,
+                                                             p.pipeline->stages, rank, options.comm));
+  int64_t mbAxis = p.mesh.axisIndex(p.pipeline->microbatchAxis);
+  auto loadStart = std::chrono::steady_clock::now();
+  SPMD_ASSIGN_OR_RETURN(TensorMap weights, loadRankWeights(lp, p.mesh.rankAt(comm->coords()), options.device));
+  double loadSeconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - loadStart).count();
+  StageRunner runner(p, *comm, weights, options.device);
+  if (Status st = runner.prepare(); !st.isOk()) return where(st);
+  // Each batch's user inputs, per microbatch (the microbatch axis's coordinate).
+  std::vector<std::vector<TensorMap>> batches;
+  for (size_t b = 0; b <= options.moreBatches.size(); ++b) {
+    const TensorMap& global = b == 0 ? inputs : options.moreBatches[b - 1];
+    batches.emplace_back();
+    std::vector<int64_t> coords = comm->coords();
+    for (int64_t i = 0; i < p.mesh.size(mbAxis); ++i) {
+      coords[static_cast<size_t>(mbAxis)] = i;
+      SPMD_ASSIGN_OR_RETURN(TensorMap local, shardInputs(p, global, coords));
+      batches.back().push_back(std::move(local));
+    }
+  }
+  CollectiveScope scope(comm.get());
+  SPMD_ASSIGN_OR_RETURN(std::vector<std::string> names, outputNames(p.graph));
+  RankResult result;
+  memory.markState();
+  Values last;
+  std::vector<double> seconds;
+  int runs = std::max(options.repeat, 1) * std::max(options.steps, 1);
+  for (int i = 0; i < runs; ++i) {
+    auto t0 = std::chrono::steady_clock::now();
+    auto out = runner.step(batches[static_cast<size_t>(i) % batches.size()]);
+    if (!out) return where(out.status());
+    SPMD_RETURN_IF_ERROR(where(comm->waitAll()));
+    last = std::move(*out);
+    // Updated weights replace the stage's own.
+    double loss = std::nan("");
+    for (size_t k = 0; k < p.graph.signature.outputs.size(); ++k) {
+      const ir::OutputSpec& o = p.graph.signature.outputs[k];
+      const ir::Value* v = o.arg.value();
+      auto it = v ? last.find(v->name()) : last.end();
+      if (it == last.end()) continue;
+      bool mutation = o.kind == ir::OutputKind::ParameterMutation || o.kind == ir::OutputKind::BufferMutation;
+      if (mutation && weights.count(o.target)) weights.at(o.target).copy_(it->second);
+      if (o.kind == ir::OutputKind::LossOutput && std::isnan(loss)) loss = it->second.to(at::kDouble).sum().item<double>();
+    }
+    synchronizeDevice(options.device);
+    SPMD_RETURN_IF_ERROR(where(comm->failed()));
+    seconds.push_back(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
+    if (!std::isnan(loss)) result.losses.push_back(loss);
+    if (options.onStep) options.onStep(i, loss, seconds.back());
+  }
+  result.stepSeconds = medianStepSeconds(seconds);
+  result.loadSeconds = loadSeconds;
+  result.memory = memory.figures();
+  try {
+    SPMD_RETURN_IF_ERROR(where(gatherOutputs(p, *comm, last, names, runner.tagBase_ + 1024, result)));
+    synchronizeDevice(options.device);
+  } catch (const std::exception& e) {
+    std::string what = e.what();
+    return Status::error("rank " + std::to_string(rank) + ": gathering outputs failed: " +
+                         what.substr(0, what.find('\n')));
+  }
+  result.stats = comm->stats();
+  return result;
+}
+
+}  // namespace spmd::runtime
