@@ -71,8 +71,8 @@ for f in "$root"/testdata/pt2/{mlp,tied_lm,custom_op,mlp_dynamic_batch}/*.safete
   [[ -f $f ]] && cp "$f" "$seeds/safetensors/$(basename "$(dirname "$f")")_$(basename "$f")"
 done
 cp "$root"/fuzz/seeds/checkpoint_index/*.json "$seeds/checkpoint_index/" 2>/dev/null || true
-# IR text: the small models' printed IR and the lit tests' hand-written models.
-for f in "$root"/testdata/golden/ir/*.ir "$root"/tests/lit/*/*.ir; do
+# IR text: the lit tests' hand-written models and the numeric cases.
+for f in "$root"/tests/lit/*/*.ir "$root"/tests/lit/rules/samples/*.ir "$root"/tests/numeric/cases/*.ir; do
   if [[ $(stat -c %s "$f") -le 60000 ]]; then cp "$f" "$seeds/ir_text/$(basename "$(dirname "$f")")_$(basename "$f")"; fi
 done
 if [[ -x $spmdc ]]; then

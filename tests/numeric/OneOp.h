@@ -1,4 +1,4 @@
-// OneOp: one hand-built node over real input values, checked numerically
+// OneOp: one hand-built node over real input values (LossParallelTest), checked numerically
 // on every mesh of numeric::allMeshes() (see NumericUtil.h).
 //
 //   OneOp op;

@@ -1,16 +1,18 @@
 // Every op torch.export can leave in a graph (lib/sharding/rules/ops.txt,
 // from scripts/gen-op-list.py) has a sharding rule, or is evaluated
 // symbolically, and the rule builds on a representative node: a node of a
-// test model, or one of the hand-built samples below.
+// test model, or a sample node of tests/lit/rules/samples/*.ir (whose
+// CHECK lines pin each rule's text).
 //
 //   ops.txt: aten.acos.default          -> defaultRuleRegistry().find(...) != null
-//   sample:  acos(x f32[8, 6]) -> [8, 6] -> "([i, j]) -> ([i, j]) {i=8, j=6}"
+//   sample:  %acos: f32[8, 6] = aten.acos.default(self=%acos_x)   (tests/lit/rules/samples/pointwise.ir)
+#include <filesystem>
 #include <fstream>
 #include <iostream>
 #include <map>
 
-#include "OpSamples.h"
 #include "RuleTestUtil.h"
+#include "ir/Parser.h"
 
 using namespace spmd;
 using namespace spmd::testing;
@@ -38,6 +40,23 @@ const char* const kModels[] = {"cnn",
                                "mlp_train",
                                "mlp_training_ir",
                                "moe"};
+
+/// Every program of tests/lit/rules/samples, by file name (the family files
+/// next to it also hold nodes without a rule, on purpose).
+std::vector<std::pair<std::string, ir::ExportedProgram>> litRulePrograms() {
+  std::vector<std::pair<std::string, ir::ExportedProgram>> programs;
+  for (const auto& e :
+       std::filesystem::directory_iterator(std::string(SPMD_SOURCE_DIR) + "/tests/lit/rules/samples")) {
+    if (e.path().extension() != ".ir") continue;
+    std::ifstream in(e.path());
+    std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    auto p = ir::parseProgram(text, e.path().string());
+    INFO(p.status().message());
+    REQUIRE(p.hasValue());
+    programs.emplace_back(e.path().filename().string(), std::move(*p));
+  }
+  return programs;
+}
 
 }  // namespace
 
@@ -70,16 +89,10 @@ TEST_CASE("every rule of ops.txt builds on a representative node", "[rules][cove
   for (const char* m : kModels)
     for (const auto& n : model(m).graph.nodes())
       if (!sharding::isSymbolicOp(n->target())) record(*n, m);
-  std::map<std::string, int> perTarget;
-  for (const OpSample& s : opSamples()) {
-    INFO("one sample per target: " << s.target);
-    CHECK(++perTarget[s.target] == 1);
-    TestGraph g;
-    s.build(g, s.target);
-    INFO(s.target);
-    REQUIRE(g.last().target() == s.target);
-    record(g.last(), "sample");
-  }
+  auto programs = litRulePrograms();
+  CHECK(programs.size() >= 10);
+  for (const auto& [file, p] : programs)
+    for (const auto& n : p.graph.nodes()) record(*n, file);
   std::string unsampled;
   for (const std::string& op : opList())
     if (!sharding::isSymbolicOp(op) && !texts.count(op)) unsampled += " " + op;
@@ -87,35 +100,4 @@ TEST_CASE("every rule of ops.txt builds on a representative node", "[rules][cove
   CHECK(failed.empty());
   INFO("ops with neither a model node nor a sample:" << unsampled);
   CHECK(unsampled.empty());
-}
-
-TEST_CASE("sample rules say what must stay whole", "[rules][coverage]") {
-  auto textOf = [](const std::string& target) {
-    for (const OpSample& s : opSamples()) {
-      if (s.target != target) continue;
-      TestGraph g;
-      s.build(g, s.target);
-      return ruleText(g.last());
-    }
-    return std::string("no sample");
-  };
-  // Dropout while training draws a mask a shard could not reproduce.
-  CHECK(textOf("aten.native_dropout.default") ==
-        "([i, j]) -> ([k, l], [m, n]) {i=8 replicated, j=6 replicated, k=8 replicated, l=6 replicated, "
-        "m=8 replicated, n=6 replicated}");
-  // A cast to integers rounds: not linear; to floats it is.
-  CHECK(textOf("aten._to_copy.default") == "([i, j]) -> ([i, j]) {i=8, j=6}");
-  CHECK(textOf("aten.to.dtype") == "([i, j]) -> ([i, j]) {i=8, j=6} linear-each(0)");
-  CHECK(textOf("aten.sort.default") == "([i, j]) -> ([i, j], [i, j]) {i=8, j=6 replicated}");
-  // Each rank repeats its block of rows: a strided shard of the result.
-  CHECK(textOf("aten.repeat.default") == "([j, k]) -> ([i j, k]) {i=2 replicated, j=8, k=6} linear-each(0)");
-  // reduction "sum": output and total weight pending over sharded samples.
-  // A histogram with a fixed range: the shards' counts add up.
-  CHECK(textOf("aten.histc.default") ==
-        "([i, j]) -> ([k]) {i=8 reduction(sum), j=6 reduction(sum), k=4 replicated}");
-  // The (real, imaginary) pair stays whole; the other dims pass through.
-  CHECK(textOf("aten.view_as_complex.default") ==
-        "([i, j, k]) -> ([i, j]) {i=8, j=6, k=2 replicated} linear-each(0)");
-  CHECK(textOf("aten.nll_loss_forward.default") ==
-        "([j, i], [j]) -> ([], []) {i=5 replicated, j=8 reduction(sum)}");
 }
