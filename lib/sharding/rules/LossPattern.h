@@ -1,6 +1,6 @@
 // Loss parallelism's one graph pattern: the row sum of cross-entropy's
 // one-hot gradient, as export decomposes log-softmax's backward
-// (testdata/golden/ir/llama_train.ir):
+// (`spmdc opt testdata/pt2/llama_train/model.pt2`):
 //
 //   %full_like_1 = aten.full_like.default(%_log_softmax, 0)
 //   %scatter = aten.scatter.value(%full_like_1, 1, %where_4, -1.0)   (one index per row)
