@@ -130,7 +130,8 @@ Expected<schema::ResolvedPlacements> runGraphPasses(pt2::Archive& archive,
     SPMD_ASSIGN_OR_RETURN(placements, schema::resolvePlacements(schema, archive.program, options.mesh));
     if (pipeline)
       SPMD_RETURN_IF_ERROR(
-          addMicrobatchAxis(*placements, archive.program, pipeline->request, pipeline->microbatches)
+          addMicrobatchAxis(*placements, archive.program, pipeline->request, pipeline->microbatches,
+                            pipeline->microbatchIndex)
               .withContext(schema.source));
     alignOptimizerStates(archive.program, *placements);
     context.placements = &*placements;
@@ -174,6 +175,9 @@ Expected<CompileResult> compile(pt2::Archive& archive, const schema::PlacementSc
   // no buckets spanning stages, no collectives moved across microbatches.
   inner.bucketBytes = 0;
   inner.async = false;
+  // Moving data across microbatches is not possible (they run at different
+  // times): only the accumulations the outputs force may cross that axis.
+  inner.cost.setAxisLink(setup.microbatchIndex, {1e3, 1e3});
   SPMD_ASSIGN_OR_RETURN(CompileResult r, compileOne(archive, setup.inner, inner, &setup));
   auto plan = pipeline::planPipeline(r.program, setup.request);
   if (!plan) return plan.status().withContext(archive.path);

@@ -36,6 +36,7 @@ Expected<PipelineSetup> pipelineSetup(const schema::PlacementSchema& s,
   names.erase(names.begin() + axis);
   // A pipeline-only mesh keeps a data-parallel axis of one rank.
   if (shape.empty()) shape = {1}, names = {full.axisIndex("dp") < 0 ? "dp" : "pp_dp"};
+  out.microbatchIndex = shape.empty() ? 0 : axis;
   out.inner.meshShape = shape;
   out.inner.meshAxes = names;
   if (mesh) out.innerMesh = shape;
@@ -43,11 +44,14 @@ Expected<PipelineSetup> pipelineSetup(const schema::PlacementSchema& s,
 }
 
 Status addMicrobatchAxis(schema::ResolvedPlacements& r, const ir::ExportedProgram& g,
-                         const pipeline::StageRequest& req, int64_t microbatches) {
+                         const pipeline::StageRequest& req, int64_t microbatches, int64_t index) {
   std::vector<int64_t> shape = r.mesh.shape();
   std::vector<std::string> names = r.mesh.axisNames();
-  shape.push_back(microbatches);
-  names.push_back(req.microbatchAxis);
+  shape.insert(shape.begin() + index, microbatches);
+  names.insert(names.begin() + index, req.microbatchAxis);
+  auto insert = [&](std::vector<sharding::Placement>& ps, sharding::Placement p) {
+    ps.insert(ps.begin() + index, p);
+  };
   sharding::Mesh before = r.mesh;
   SPMD_ASSIGN_OR_RETURN(r.mesh, sharding::Mesh::create(shape, names));
   for (size_t i = 0; i < r.inputs.size(); ++i) {
@@ -67,17 +71,17 @@ Status addMicrobatchAxis(schema::ResolvedPlacements& r, const ir::ExportedProgra
                              std::to_string(split / microbatches) + " shards: give a batch that is a multiple of " +
                              std::to_string(split) + ", or fewer microbatches");
     }
-    placements.push_back(batch ? sharding::Placement::shard(0) : sharding::Placement::replicate());
+    insert(placements, batch ? sharding::Placement::shard(0) : sharding::Placement::replicate());
     if (r.gathered[i]) {
       if (r.gathered[i]->placements.empty())
         r.gathered[i]->placements.assign(static_cast<size_t>(before.numAxes()), sharding::Placement::replicate());
-      r.gathered[i]->placements.push_back(sharding::Placement::replicate());
+      insert(r.gathered[i]->placements, sharding::Placement::replicate());
     }
   }
   for (auto& o : r.outputs)
     if (o) {
       if (o->placements.empty()) o->placements.assign(static_cast<size_t>(before.numAxes()), sharding::Placement::replicate());
-      o->placements.push_back(sharding::Placement::replicate());
+      insert(o->placements, sharding::Placement::replicate());
     }
   return Status::ok();
 }

@@ -1,7 +1,8 @@
 // Pipeline parallelism in compile(): the schema's pipeline axis leaves the
-// mesh the step is compiled over, and a microbatch axis joins it (the
-// innermost: each data-parallel shard of the batch is split into
-// microbatches, as torch.distributed.pipelining does); after the passes,
+// mesh the step is compiled over, and a microbatch axis takes its place
+// (outside the data- and tensor-parallel axes that follow it, so a view
+// that merges the batch with a tensor-parallel dim keeps its shards in
+// order; the step is the whole batch's either way); after the passes,
 // pipeline::planPipeline places every node on a stage.
 //
 //   mesh 2x2 (pp, dp), "pipeline": {"axis": "pp", "microbatches": 4}
@@ -27,6 +28,8 @@ struct PipelineSetup {
   schema::PlacementSchema inner;
   /// --mesh without the pipeline axis.
   std::optional<std::vector<int64_t>> innerMesh;
+  /// Where the microbatch axis goes: the pipeline axis's place.
+  int64_t microbatchIndex = 0;
 };
 
 /// The setup for `s` (which has a pipeline) and --mesh. Errors: no axis of
@@ -34,10 +37,10 @@ struct PipelineSetup {
 Expected<PipelineSetup> pipelineSetup(const schema::PlacementSchema& s,
                                       const std::optional<std::vector<int64_t>>& mesh);
 
-/// Adds the microbatch axis (size `microbatches`, innermost) to resolved
+/// Inserts the microbatch axis (size `microbatches`, at `index`) into resolved
 /// placements: user inputs split on dim 0, everything else replicated.
 /// Error names an input whose batch does not split evenly.
 Status addMicrobatchAxis(schema::ResolvedPlacements& r, const ir::ExportedProgram& g,
-                         const pipeline::StageRequest& req, int64_t microbatches);
+                         const pipeline::StageRequest& req, int64_t microbatches, int64_t index);
 
 }  // namespace spmd::passes

@@ -156,10 +156,14 @@ int runDistributed(const DistributedOptions& o, std::ostream& out, std::ostream&
   Status intact = program->verifyWeights();
   if (!intact.isOk()) return fail(err, kBadInput, intact.message());
   const program::Program& p = program->program();
-  int64_t ranks = p.mesh.numRanks();
+  int64_t ranks = program::worldSize(p);
   if (static_cast<int64_t>(o.nproc) * o.nnodes != ranks)
     return fail(err, kBadInput,
-                o.program + ": the program's mesh " + p.mesh.str() + " needs " + std::to_string(ranks) +
+                o.program + ": the program's mesh " + p.mesh.str() +
+                    (p.pipeline ? " in " + std::to_string(p.pipeline->stages) + " pipeline stages (axis " +
+                                      p.pipeline->microbatchAxis + ": microbatches, not ranks)"
+                                : std::string()) +
+                    " needs " + std::to_string(ranks) +
                     " ranks, but -n " + std::to_string(o.nproc) +
                     (o.nnodes > 1 ? " x --nnodes " + std::to_string(o.nnodes) : "") + " starts " +
                     std::to_string(o.nproc * o.nnodes) + "; pass -n " +
@@ -251,9 +255,9 @@ int runWorker(const DistributedOptions& o, std::ostream& err) {
   auto program = program::readProgram(o.program);
   if (!program) return fail(err, kBadInput, program.status().message());
   if (!o.weightsRoot.empty()) program->setWeightsRoot(o.weightsRoot);
-  if (program->program().mesh.numRanks() != env->worldSize)
+  if (program::worldSize(program->program()) != env->worldSize)
     return fail(err, kBadInput,
-                who + ": the program's mesh needs " + std::to_string(program->program().mesh.numRanks()) +
+                who + ": the program's mesh needs " + std::to_string(program::worldSize(program->program())) +
                     " ranks, WORLD_SIZE is " + std::to_string(env->worldSize));
   std::vector<TensorMap> batches(1);
   if (!o.inputs.empty()) {
