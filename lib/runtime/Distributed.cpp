@@ -2,6 +2,8 @@
 // Distributed.h).
 #include "runtime/Distributed.h"
 
+#include "pipeline/Verify.h"
+
 #include <ATen/ATen.h>
 #include <unistd.h>
 
@@ -156,6 +158,7 @@ int runDistributed(const DistributedOptions& o, std::ostream& out, std::ostream&
   Status intact = program->verifyWeights();
   if (!intact.isOk()) return fail(err, kBadInput, intact.message());
   const program::Program& p = program->program();
+  if (Status plan = pipeline::verifyPipeline(p); !plan.isOk()) return fail(err, kBadInput, o.program + ": " + plan.message());
   int64_t ranks = program::worldSize(p);
   if (static_cast<int64_t>(o.nproc) * o.nnodes != ranks)
     return fail(err, kBadInput,

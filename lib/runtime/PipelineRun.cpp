@@ -11,6 +11,7 @@
 
 #include "ir/Collectives.h"
 #include "pipeline/StageGraphs.h"
+#include "pipeline/Verify.h"
 #include "program/PipelineText.h"
 #include "runtime/BuildInfo.h"
 #include "runtime/Executor.h"
@@ -304,6 +305,28 @@ Status gatherOutputs(const program::Program& p, MeshComm& comm, const Values& mi
   return Status::ok();
 }
 
+// The loss of a step, sent by the stage computing it to rank 0 (which
+// reports it); other ranks keep what they have (NaN off the loss's stage).
+Expected<double> shareLoss(const program::Program& p, MeshComm& comm, double loss, int tag) {
+  const ir::Value* v = nullptr;
+  for (const auto& o : p.graph.signature.outputs)
+    if (o.kind == ir::OutputKind::LossOutput && !v) v = o.arg.value();
+  int64_t owner = v ? ownerOf(p, v) : 0;
+  bool first = std::all_of(comm.coords().begin(), comm.coords().end(), [](int64_t c) { return c == 0; });
+  if (owner == 0 || !first || (comm.stage() != owner && comm.stage() != 0)) return loss;
+  std::vector<at::Tensor> buf = {at::scalar_tensor(loss, at::kDouble)};
+  try {
+    if (comm.stage() == owner)
+      comm.pipelineGroup().send(buf, 0, tag)->wait();
+    else
+      comm.pipelineGroup().recv(buf, static_cast<int>(owner), tag)->wait();
+  } catch (const std::exception& e) {
+    std::string what = e.what();
+    return Status::error("sharing the loss failed: " + what.substr(0, what.find('\n')));
+  }
+  return buf[0].item<double>();
+}
+
 }  // namespace
 
 Expected<RankResult> runPipelineRank(const program::LoadedProgram& lp, int64_t rank,
@@ -311,6 +334,7 @@ Expected<RankResult> runPipelineRank(const program::LoadedProgram& lp, int64_t r
                                      const RankOptions& options) {
   const program::Program& p = lp.program();
   auto where = [&](const Status& s) { return s.withContext("rank " + std::to_string(rank)); };
+  SPMD_RETURN_IF_ERROR(pipeline::verifyPipeline(p));
   if (!options.resume.empty() || !options.save.empty())
     return Status::error("checkpoints of pipelined programs are not supported yet: run without --save/--resume");
   selectDevice(options.device);
@@ -359,6 +383,7 @@ Expected<RankResult> runPipelineRank(const program::LoadedProgram& lp, int64_t r
       if (mutation && weights.count(o.target)) weights.at(o.target).copy_(it->second);
       if (o.kind == ir::OutputKind::LossOutput && std::isnan(loss)) loss = it->second.to(at::kDouble).sum().item<double>();
     }
+    SPMD_ASSIGN_OR_RETURN(loss, shareLoss(p, *comm, loss, static_cast<int>(runner.tagBase_ + 512)));
     synchronizeDevice(options.device);
     SPMD_RETURN_IF_ERROR(where(comm->failed()));
     seconds.push_back(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
