@@ -15,6 +15,7 @@
 #include <string_view>
 
 #include "ir/Collectives.h"
+#include "serialize/ToText.h"
 #include "support/Strings.h"
 
 namespace spmd::program {
@@ -127,7 +128,7 @@ std::string boundaries(const Program& p, bool inputs) {
       if (in.kind == ir::InputKind::Buffer && !in.persistent) s += " non_persistent";
     } else {
       const auto& out = sig.outputs[i];
-      s += "output " + ir::printArgument(out.arg) + " " + std::string(ir::outputKindName(out.kind));
+      s += "output " + serialize::printArgument(out.arg) + " " + std::string(ir::outputKindName(out.kind));
       if (!out.target.empty()) s += " " + out.target;
     }
     if (i < infos.size())
@@ -199,7 +200,7 @@ std::vector<UnevenTensor> unevenTensors(const Program& p) {
     if (sig.inputs[i].value && sig.inputs[i].kind == ir::InputKind::UserInput)
       boundary("input %" + sig.inputs[i].value->name(), p.inputs[i]);
   for (size_t i = 0; i < sig.outputs.size() && i < p.outputs.size(); ++i)
-    boundary("output " + ir::printArgument(sig.outputs[i].arg), p.outputs[i]);
+    boundary("output " + serialize::printArgument(sig.outputs[i].arg), p.outputs[i]);
   for (const auto& w : p.weights) add("weight " + w.fqn, w.globalShape, w.spec, w.dtype);
   return out;
 }
@@ -214,7 +215,7 @@ std::vector<std::pair<std::string, std::string>> stableProvenance(const Program&
 }
 
 std::string inputDecl(const ir::InputSpec& in) {
-  if (in.kind == ir::InputKind::ConstantInput) return in.name + " = " + ir::printArgument(in.constant);
+  if (in.kind == ir::InputKind::ConstantInput) return in.name + " = " + serialize::printArgument(in.constant);
   const ir::Value* v = in.value;
   if (!v) return "none";
   std::string s = "%" + v->name() + ": ";
@@ -238,7 +239,7 @@ std::string inputDecl(const ir::InputSpec& in) {
 std::string dumpProgram(const Program& p) {
   std::string s = header(p);
   s += boundaries(p, true);
-  for (const auto& n : p.graph.graph.nodes()) s += ir::printNode(*n) + "\n";
+  for (const auto& n : p.graph.graph.nodes()) s += serialize::printNode(*n) + "\n";
   s += boundaries(p, false);
   s += weights(p);
   for (const auto& [kind, c] : summarizeCollectives(p))

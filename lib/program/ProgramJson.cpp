@@ -5,7 +5,7 @@
 //
 // Writing streams the text with a JsonWriter (no tree); reading uses
 // simdjson, the reader the .pt2 path already uses, so the embedded graph
-// goes straight to pt2::buildProgram without a second parse.
+// goes straight to serialize::buildProgram without a second parse.
 #include "program/ProgramJson.h"
 
 #include <simdjson.h>
@@ -14,12 +14,16 @@
 #include <set>
 
 #include "program/Format.h"
-#include "pt2/JsonUtil.h"
+#include "serialize/FromExportJson.h"
+#include "serialize/JsonUtil.h"
+#include "serialize/ToExportJson.h"
+#include "serialize/ToText.h"
 #include "support/Strings.h"
 
 namespace spmd::program {
 namespace {
 
+using serialize::JsonWriter;
 using simdjson::SUCCESS;
 using simdjson::dom::array;
 using simdjson::dom::element;
@@ -42,7 +46,7 @@ void writeGlobalType(JsonWriter& w, const ir::TensorType& t) {
   if (t.dtype == ir::ScalarType::Unknown && t.sizes.empty())
     w.null();
   else
-    writeTensorType(w, t);
+    serialize::writeTensorType(w, t);
 }
 
 // The name of signature input `i` / output `i`, for readers of the JSON.
@@ -52,7 +56,7 @@ std::string inputName(const ir::ExportedProgram& g, size_t i) {
 std::string outputName(const ir::ExportedProgram& g, size_t i) {
   if (i >= g.signature.outputs.size()) return "";
   const ir::Value* v = g.signature.outputs[i].arg.value();
-  return v ? v->name() : ir::printArgument(g.signature.outputs[i].arg);
+  return v ? v->name() : serialize::printArgument(g.signature.outputs[i].arg);
 }
 
 Status writeBoundary(JsonWriter& w, const Program& p, bool inputs) {
@@ -139,7 +143,7 @@ Status writeProgramJson(JsonWriter& w, const Program& p) {
   w.key("provenance").beginObject();
   for (const auto& [k, v] : p.provenance) w.key(k).string(v);
   w.endObject().key("exported_program");
-  SPMD_RETURN_IF_ERROR(writeExportedProgram(w, p.graph));
+  SPMD_RETURN_IF_ERROR(serialize::writeExportedProgram(w, p.graph));
   w.endObject();
   return Status::ok();
 }
@@ -233,7 +237,7 @@ Expected<std::vector<BoundaryInfo>> readBoundary(element root, const char* key) 
     SPMD_ASSIGN_OR_RETURN(b.spec, readSpec(item, where));
     object type;
     if (item["global_type"].get_object().get(type) == SUCCESS) {
-      auto t = pt2::parseTensorMeta(type, "global_type");
+      auto t = serialize::parseTensorMeta(type, "global_type");
       if (!t) return t.status().withContext(where);
       b.globalType = std::move(*t);
     }
@@ -377,7 +381,7 @@ Expected<std::string> programToJsonText(const Program& p) {
   // The graph dominates, at about 800 bytes a node; pages reserved but not
   // written cost nothing.
   text.reserve(4096 + 1024 * p.graph.graph.nodes().size());
-  JsonWriter w(text);
+  serialize::JsonWriter w(text);
   SPMD_RETURN_IF_ERROR(writeProgramJson(w, p));
   return text;
 }
@@ -395,7 +399,7 @@ Expected<Program> programFromJson(std::string_view json) {
   element graph;
   if (root["exported_program"].get(graph) != SUCCESS)
     return Status::error("field 'exported_program' is missing");
-  auto g = pt2::buildProgram(graph, name);
+  auto g = serialize::buildProgram(graph, name);
   if (!g) return g.status().withContext("exported_program");
   p.graph = std::move(*g);
   if (p.inputs.size() != p.graph.signature.inputs.size() ||

@@ -13,6 +13,7 @@
 #include "program/WeightSource.h"
 #include "program/Writer.h"
 #include "schema/Resolve.h"
+#include "serialize/ToText.h"
 #include "sharding/DeviceProfile.h"
 #include "support/File.h"
 #include "support/Strings.h"
@@ -43,7 +44,7 @@ spmd::Expected<spmd::passes::CompileOptions> baseOptions(const CompileArgs& a) {
     std::cout << "// after " << pass << "\n" << spmd::program::dumpProgram(p);
   };
   opts.onPrintGraphAfter = [](const std::string& pass, const spmd::ir::ExportedProgram& p) {
-    std::cout << "// after " << pass << "\n" << spmd::ir::printProgram(p);
+    std::cout << "// after " << pass << "\n" << spmd::serialize::printProgram(p);
   };
   return opts;
 }
@@ -133,7 +134,7 @@ int runOpt(const CompileArgs& a, bool debugInfo) {
   if (a.schema.empty()) {
     auto archive = spmd::pt2::readModel(a.model, {.loadWeights = false});
     if (!archive) return fail(archive.status());
-    std::cout << spmd::ir::printProgram(archive->program, {.debugInfo = debugInfo});
+    std::cout << spmd::serialize::printProgram(archive->program, {.debugInfo = debugInfo});
     return 0;
   }
   std::optional<spmd::pt2::Archive> archive;

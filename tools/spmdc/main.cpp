@@ -23,6 +23,7 @@
 #include "pt2/Archive.h"
 #include "pt2/Inspect.h"
 #include "schema/FromHf.h"
+#include "serialize/ToText.h"
 #include "sharding/RuleRegistry.h"
 #include "support/File.h"
 #include "support/Log.h"
@@ -39,7 +40,7 @@ int runInspect(const std::string& path, const std::string& format, bool ir) {
   auto archive = spmd::pt2::readArchive(path, {.loadWeights = false});
   if (!archive) return fail(archive.status());
   if (ir)
-    std::cout << spmd::ir::printProgram(archive->program);
+    std::cout << spmd::serialize::printProgram(archive->program);
   else
     std::cout << (format == "json" ? spmd::pt2::inspectJson(*archive) : spmd::pt2::inspectText(*archive));
   return 0;
