@@ -51,18 +51,7 @@ spmd::Expected<spmd::passes::CompileOptions> baseOptions(const CompileArgs& a) {
 
 spmd::Expected<spmd::sharding::Mesh> autoMesh(const CompileArgs& a) {
   if (a.mesh.empty()) return spmd::Status::error("--schema auto needs --mesh (e.g. --mesh 2x4 --axes dp,tp)");
-  auto shape = spmd::sharding::Mesh::parseShape(a.mesh);
-  if (!shape) return shape.status().withContext("--mesh " + a.mesh);
-  std::vector<std::string> axes;
-  for (size_t start = 0; !a.axes.empty() && start <= a.axes.size();) {
-    size_t end = a.axes.find(',', start);
-    if (end == std::string::npos) end = a.axes.size();
-    axes.push_back(a.axes.substr(start, end - start));
-    start = end + 1;
-  }
-  auto mesh = spmd::sharding::Mesh::create(*shape, axes);
-  if (!mesh) return mesh.status().withContext("--mesh " + a.mesh + " --axes " + a.axes);
-  return mesh;
+  return meshFromFlags(a.mesh, a.axes);
 }
 
 // The auto-sharding run behind --schema auto.
@@ -118,6 +107,21 @@ spmd::Expected<spmd::passes::CompileResult> compileSchema(const CompileArgs& a,
 }
 
 }  // namespace
+
+spmd::Expected<spmd::sharding::Mesh> meshFromFlags(const std::string& meshFlag, const std::string& axesFlag) {
+  auto shape = spmd::sharding::Mesh::parseShape(meshFlag);
+  if (!shape) return shape.status().withContext("--mesh " + meshFlag);
+  std::vector<std::string> axes;
+  for (size_t start = 0; !axesFlag.empty() && start <= axesFlag.size();) {
+    size_t end = axesFlag.find(',', start);
+    if (end == std::string::npos) end = axesFlag.size();
+    axes.push_back(axesFlag.substr(start, end - start));
+    start = end + 1;
+  }
+  auto mesh = spmd::sharding::Mesh::create(*shape, axes);
+  if (!mesh) return mesh.status().withContext("--mesh " + meshFlag + " --axes " + axesFlag);
+  return mesh;
+}
 
 int fail(const spmd::Status& s) {
   std::fprintf(stderr, "error: %s\n", s.message().c_str());
