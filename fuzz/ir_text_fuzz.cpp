@@ -1,4 +1,4 @@
-// Fuzzes the IR text parser (ir::parseProgram): any input is an error or a
+// Fuzzes the IR text parser (serialize::parseProgram): any input is an error or a
 // program, never a crash; and a program it accepts prints to text that
 // parses back to the same text (the printer and parser agree).
 //
@@ -8,14 +8,16 @@
 #include <string_view>
 
 #include "ir/Graph.h"
-#include "ir/Parser.h"
+#include "serialize/FromText.h"
+#include "serialize/ToText.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
-  auto p = spmd::ir::parseProgram(std::string_view(reinterpret_cast<const char*>(data), size), "fuzz.ir");
+  auto p =
+      spmd::serialize::parseProgram(std::string_view(reinterpret_cast<const char*>(data), size), "fuzz.ir");
   if (!p.hasValue()) return 0;
-  const spmd::ir::PrintOptions debug{.debugInfo = true};
-  const std::string text = spmd::ir::printProgram(*p, debug);
-  auto again = spmd::ir::parseProgram(text, "printed.ir");
-  if (!again.hasValue() || spmd::ir::printProgram(*again, debug) != text) std::abort();
+  const spmd::serialize::PrintOptions debug{.debugInfo = true};
+  const std::string text = spmd::serialize::printProgram(*p, debug);
+  auto again = spmd::serialize::parseProgram(text, "printed.ir");
+  if (!again.hasValue() || spmd::serialize::printProgram(*again, debug) != text) std::abort();
   return 0;
 }

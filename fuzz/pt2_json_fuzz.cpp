@@ -5,9 +5,9 @@
 #include <cstdint>
 #include <string_view>
 
-#include "pt2/Archive.h"
+#include "serialize/FromExportJson.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
-  (void)spmd::pt2::parseExportedProgram(std::string_view(reinterpret_cast<const char*>(data), size));
+  (void)spmd::serialize::parseExportedProgram(std::string_view(reinterpret_cast<const char*>(data), size));
   return 0;
 }

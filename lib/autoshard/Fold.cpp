@@ -16,6 +16,8 @@
 #include <optional>
 #include <unordered_map>
 
+#include "serialize/ToText.h"
+
 namespace spmd::autoshard {
 namespace {
 
@@ -82,7 +84,7 @@ std::string nodeShape(const ir::Node& n) {
   for (const auto& in : n.inputs()) {
     s += '|' + in.name + ':' + std::to_string(static_cast<int>(in.arg.kind));
     if (in.arg.values.empty()) {
-      s += ir::printArgument(in.arg);
+      s += serialize::printArgument(in.arg);
       continue;
     }
     for (size_t i = 0; i < in.arg.values.size(); ++i)

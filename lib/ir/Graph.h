@@ -335,22 +335,4 @@ struct ExportedProgram {
   std::map<std::string, std::vector<std::string>, std::less<>> tiedNames;
 };
 
-/// How much of a node the IR text spells.
-struct PrintOptions {
-  /// Also the node's whole metadata (stack trace, module stack, torch_fn,
-  /// the rest) in braces after the call; without it, only the source line.
-  bool debugInfo = false;
-};
-
-/// Prints the program one line per symbol, tie, input, node and output;
-/// identical across runs for the same program, and read back by
-/// parseProgram (Parser.h) to a program that prints the same.
-std::string printProgram(const ExportedProgram& program, const PrintOptions& options = {});
-/// Prints one argument as in the IR text ("%x", "[1, 0]", "-inf",
-/// "sym_ints([2, 3])" where the payload alone would read as another kind).
-std::string printArgument(const Argument& a);
-/// Prints one node line (without trailing newline): results, target, every
-/// argument by name, and the source line as a trailing comment.
-std::string printNode(const Node& node, const PrintOptions& options = {});
-
 }  // namespace spmd::ir

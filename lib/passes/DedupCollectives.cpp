@@ -11,6 +11,7 @@
 
 #include "ir/Collectives.h"
 #include "passes/Passes.h"
+#include "serialize/ToText.h"
 
 namespace spmd::passes {
 
@@ -21,7 +22,7 @@ Status DedupCollectives::run(program::Program& program) {
   for (const auto& n : g.nodes()) {
     if (!ir::isSpmdOp(n->target()) || n->target() == ir::kWait) continue;
     std::string key = n->target();
-    for (const auto& in : n->inputs()) key += "|" + in.name + "=" + ir::printArgument(in.arg);
+    for (const auto& in : n->inputs()) key += "|" + in.name + "=" + serialize::printArgument(in.arg);
     auto outs = n->outputValues();
     if (outs.size() != 1) continue;
     auto [it, fresh] = seen.emplace(key, outs[0]);

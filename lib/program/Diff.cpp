@@ -11,6 +11,7 @@
 #include <unordered_map>
 
 #include "program/Dump.h"
+#include "serialize/ToText.h"
 
 namespace spmd::program {
 namespace {
@@ -57,7 +58,7 @@ void diffInputs(const Program& a, const Program& b, std::string& out) {
 }
 
 std::string outputLabel(const ir::OutputSpec& o) {
-  std::string s = ir::printArgument(o.arg) + " " + std::string(ir::outputKindName(o.kind));
+  std::string s = serialize::printArgument(o.arg) + " " + std::string(ir::outputKindName(o.kind));
   return o.target.empty() ? s : s + " " + o.target;
 }
 
@@ -83,7 +84,7 @@ void diffOutputs(const Program& a, const Program& b, std::string& out) {
 void diffNodes(const Program& a, const Program& b, std::string& out) {
   auto lines = [](const Program& p) {
     std::unordered_map<std::string, std::string> m;
-    for (const auto& n : p.graph.graph.nodes()) m[n->name()] = ir::printNode(*n);
+    for (const auto& n : p.graph.graph.nodes()) m[n->name()] = serialize::printNode(*n);
     return m;
   };
   auto la = lines(a), lb = lines(b);

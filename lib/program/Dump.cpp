@@ -17,6 +17,7 @@
 #include <string_view>
 
 #include "ir/Collectives.h"
+#include "serialize/ToText.h"
 #include "support/Strings.h"
 
 namespace spmd::program {
@@ -135,7 +136,7 @@ std::string boundaries(const Program& p, bool inputs) {
       if (in.kind == ir::InputKind::Buffer && !in.persistent) s += " non_persistent";
     } else {
       const auto& out = sig.outputs[i];
-      s += "output " + ir::printArgument(out.arg) + " " + std::string(ir::outputKindName(out.kind));
+      s += "output " + serialize::printArgument(out.arg) + " " + std::string(ir::outputKindName(out.kind));
       if (!out.target.empty()) s += " " + out.target;
     }
     if (i < infos.size())
@@ -207,7 +208,7 @@ std::vector<UnevenTensor> unevenTensors(const Program& p) {
     if (sig.inputs[i].value && sig.inputs[i].kind == ir::InputKind::UserInput)
       boundary("input %" + sig.inputs[i].value->name(), p.inputs[i]);
   for (size_t i = 0; i < sig.outputs.size() && i < p.outputs.size(); ++i)
-    boundary("output " + ir::printArgument(sig.outputs[i].arg), p.outputs[i]);
+    boundary("output " + serialize::printArgument(sig.outputs[i].arg), p.outputs[i]);
   for (const auto& w : p.weights) add("weight " + w.fqn, w.globalShape, w.spec, w.dtype);
   return out;
 }
@@ -222,7 +223,7 @@ std::vector<std::pair<std::string, std::string>> stableProvenance(const Program&
 }
 
 std::string inputDecl(const ir::InputSpec& in) {
-  if (in.kind == ir::InputKind::ConstantInput) return in.name + " = " + ir::printArgument(in.constant);
+  if (in.kind == ir::InputKind::ConstantInput) return in.name + " = " + serialize::printArgument(in.constant);
   const ir::Value* v = in.value;
   if (!v) return "none";
   std::string s = "%" + v->name() + ": ";
@@ -247,7 +248,7 @@ std::string dumpProgram(const Program& p) {
   std::string s = header(p);
   s += boundaries(p, true);
   for (const auto& n : p.graph.graph.nodes()) {
-    s += ir::printNode(*n);
+    s += serialize::printNode(*n);
     if (p.pipeline && static_cast<size_t>(n->index()) < p.pipeline->places.size())
       s += "  @" + placeText(p.pipeline->places[static_cast<size_t>(n->index())]);
     s += "\n";

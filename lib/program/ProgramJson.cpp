@@ -5,7 +5,7 @@
 //
 // Writing streams the text with a JsonWriter (no tree); reading uses
 // simdjson, the reader the .pt2 path already uses, so the embedded graph
-// goes straight to pt2::buildProgram without a second parse.
+// goes straight to serialize::buildProgram without a second parse.
 #include "program/ProgramJson.h"
 
 #include <simdjson.h>
@@ -15,12 +15,16 @@
 
 #include "program/Format.h"
 #include "program/PipelineText.h"
-#include "pt2/JsonUtil.h"
+#include "serialize/FromExportJson.h"
+#include "serialize/JsonUtil.h"
+#include "serialize/ToExportJson.h"
+#include "serialize/ToText.h"
 #include "support/Strings.h"
 
 namespace spmd::program {
 namespace {
 
+using serialize::JsonWriter;
 using simdjson::SUCCESS;
 using simdjson::dom::array;
 using simdjson::dom::element;
@@ -43,7 +47,7 @@ void writeGlobalType(JsonWriter& w, const ir::TensorType& t) {
   if (t.dtype == ir::ScalarType::Unknown && t.sizes.empty())
     w.null();
   else
-    writeTensorType(w, t);
+    serialize::writeTensorType(w, t);
 }
 
 // The name of signature input `i` / output `i`, for readers of the JSON.
@@ -53,7 +57,7 @@ std::string inputName(const ir::ExportedProgram& g, size_t i) {
 std::string outputName(const ir::ExportedProgram& g, size_t i) {
   if (i >= g.signature.outputs.size()) return "";
   const ir::Value* v = g.signature.outputs[i].arg.value();
-  return v ? v->name() : ir::printArgument(g.signature.outputs[i].arg);
+  return v ? v->name() : serialize::printArgument(g.signature.outputs[i].arg);
 }
 
 Status writeBoundary(JsonWriter& w, const Program& p, bool inputs) {
@@ -159,7 +163,7 @@ Status writeProgramJson(JsonWriter& w, const Program& p) {
   w.endObject();
   if (p.pipeline) writePipeline(w, *p.pipeline);
   w.key("exported_program");
-  SPMD_RETURN_IF_ERROR(writeExportedProgram(w, p.graph));
+  SPMD_RETURN_IF_ERROR(serialize::writeExportedProgram(w, p.graph));
   w.endObject();
   return Status::ok();
 }
@@ -253,7 +257,7 @@ Expected<std::vector<BoundaryInfo>> readBoundary(element root, const char* key) 
     SPMD_ASSIGN_OR_RETURN(b.spec, readSpec(item, where));
     object type;
     if (item["global_type"].get_object().get(type) == SUCCESS) {
-      auto t = pt2::parseTensorMeta(type, "global_type");
+      auto t = serialize::parseTensorMeta(type, "global_type");
       if (!t) return t.status().withContext(where);
       b.globalType = std::move(*t);
     }
@@ -440,7 +444,7 @@ Expected<std::string> programToJsonText(const Program& p) {
   // The graph dominates, at about 800 bytes a node; pages reserved but not
   // written cost nothing.
   text.reserve(4096 + 1024 * p.graph.graph.nodes().size());
-  JsonWriter w(text);
+  serialize::JsonWriter w(text);
   SPMD_RETURN_IF_ERROR(writeProgramJson(w, p));
   return text;
 }
@@ -458,7 +462,7 @@ Expected<Program> programFromJson(std::string_view json) {
   element graph;
   if (root["exported_program"].get(graph) != SUCCESS)
     return Status::error("field 'exported_program' is missing");
-  auto g = pt2::buildProgram(graph, name);
+  auto g = serialize::buildProgram(graph, name);
   if (!g) return g.status().withContext("exported_program");
   p.graph = std::move(*g);
   if (p.inputs.size() != p.graph.signature.inputs.size() ||

@@ -9,7 +9,7 @@
 //                 "shards": [{"index": [0], "offset": 0, "bytes": 8192, "xxh3": "9c4e..."}, ...]}],
 //    "collectives": [{"node": "all_reduce", "kind": "all_reduce", "axis": "x", ...}],
 //    "provenance": {"source": "mlp.pt2", "compiler": "spmdc 0.1.0"},
-//    "exported_program": { <the graph in torch.export's schema, see IrToJson.h> }}
+//    "exported_program": { <the graph in torch.export's schema, see serialize/ToExportJson.h> }}
 //
 // schemas/program.schema.json documents every field. Writing streams the
 // text (JsonWriter) and is deterministic (fixed key order); reading checks
@@ -19,7 +19,6 @@
 #include <string>
 #include <string_view>
 
-#include "program/IrToJson.h"
 #include "program/Program.h"
 #include "support/Status.h"
 

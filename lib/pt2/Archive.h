@@ -114,7 +114,7 @@ struct Archive {
 /// metadata, a member escaping the archive.
 Expected<Archive> readArchive(const std::string& path, const ReadOptions& options = {});
 
-/// Reads a model written as IR text (ir::printProgram's form, a `.ir`
+/// Reads a model written as IR text (serialize::printProgram's form, a `.ir`
 /// file) as an archive without weight bytes: each stored input has a
 /// payload entry (FQN, dtype, sizes, strides) and no storage, as with
 /// loadWeights = false. Errors name the file and line.
@@ -122,8 +122,5 @@ Expected<Archive> readIrArchive(const std::string& path);
 
 /// readIrArchive for a path ending in ".ir", readArchive otherwise.
 Expected<Archive> readModel(const std::string& path, const ReadOptions& options = {});
-
-/// Builds and verifies the IR from the model JSON text alone (no archive).
-Expected<ir::ExportedProgram> parseExportedProgram(std::string_view json, std::string name = "model");
 
 }  // namespace spmd::pt2

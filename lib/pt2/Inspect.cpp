@@ -1,6 +1,7 @@
 // `spmdc inspect`: one summary, two renderings (text and JSON) built from
 // the same Summary struct so they cannot disagree.
 #include "pt2/Inspect.h"
+#include "serialize/ToText.h"
 #include "support/Strings.h"
 
 #include <algorithm>
@@ -90,7 +91,7 @@ Summary summarize(const Archive& a) {
   }
   for (const auto& out : a.program.signature.outputs) {
     const ir::Value* v = out.arg.value();
-    Entry e{v ? v->name() : ir::printArgument(out.arg), v ? v->name() : "", valueType(v), out.target};
+    Entry e{v ? v->name() : serialize::printArgument(out.arg), v ? v->name() : "", valueType(v), out.target};
     group(s.outputs, ir::outputKindName(out.kind)).push_back(e);
   }
   sortGroups(s.inputs);

@@ -1,13 +1,13 @@
-// Models written as IR text (`.ir`, ir::printProgram's form) read as
+// Models written as IR text (`.ir`, serialize::printProgram's form) read as
 // archives without weight bytes, for `spmdc opt` and lit tests:
 //
 //   input %w: f32[8, 8]{requires_grad} parameter w
 //   -> archive.weights["w"] = {dtype f32, sizes [8, 8], no storage}
 #include <filesystem>
 
-#include "ir/Parser.h"
 #include "ir/Verify.h"
 #include "pt2/Archive.h"
+#include "serialize/FromText.h"
 #include "support/File.h"
 
 namespace spmd::pt2 {
@@ -16,7 +16,7 @@ Expected<Archive> readIrArchive(const std::string& path) {
   SPMD_ASSIGN_OR_RETURN(std::string text, readFile(path));
   Archive a;
   a.path = path;
-  SPMD_ASSIGN_OR_RETURN(a.program, ir::parseProgram(text, path));
+  SPMD_ASSIGN_OR_RETURN(a.program, serialize::parseProgram(text, path));
   if (a.program.name.empty()) a.program.name = std::filesystem::path(path).stem().string();
   if (Status st = ir::verifyProgram(a.program); !st.isOk()) return st.withContext(path);
   for (const auto& in : a.program.signature.inputs) {

@@ -1,5 +1,6 @@
 // The archive level of the .pt2 reader: finds the model JSON and the
-// payload configs inside the zip, builds the IR, reads payloads.
+// payload configs inside the zip, builds the IR (serialize::buildProgram),
+// reads payloads.
 //
 //   model/models/model.json                      -> ir::ExportedProgram
 //   model/data/weights/model_weights_config.json -> {"fc1.weight": {"path_name": "weight_0", ...}}
@@ -15,12 +16,19 @@
 
 #include "io/Zip.h"
 #include "pt2/Archive.h"
-#include "pt2/JsonUtil.h"
 #include "pt2/VerifyArchive.h"
+#include "serialize/FromExportJson.h"
+#include "serialize/JsonUtil.h"
 #include "support/Strings.h"
 
 namespace spmd::pt2 {
 namespace {
+
+using serialize::clampedInt;
+using serialize::getString;
+using serialize::optObject;
+using serialize::parseTensorMeta;
+using serialize::StorageOffsets;
 
 using Clock = std::chrono::steady_clock;
 
@@ -228,11 +236,11 @@ Expected<Archive> readArchive(const std::string& path, const ReadOptions& option
 
   t0 = Clock::now();
   StorageOffsets offsets;
-  auto program = buildProgram(root, stem(path), &offsets);
+  auto program = serialize::buildProgram(root, stem(path), &offsets);
   if (!program) return program.status().withContext(path + ": " + layout->modelJson);
   a.program = std::move(*program);
   // Nothing below, nor any later reader of the program, trusts it unverified.
-  if (Status st = verifyProgram(a.program, offsets); !st.isOk()) return inFile(st, path);
+  if (Status st = serialize::verifyProgram(a.program, offsets); !st.isOk()) return inFile(st, path);
   a.stats.buildMs = msSince(t0);
 
   t0 = Clock::now();

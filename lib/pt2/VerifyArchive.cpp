@@ -16,6 +16,8 @@
 namespace spmd::pt2 {
 namespace {
 
+using serialize::StorageOffsets;
+
 constexpr const char* kCorrupt = "; the archive is truncated or corrupt, re-export it";
 
 // The payload's type with contiguous strides filled in when the metadata
@@ -82,16 +84,6 @@ Status checkInput(const ir::InputSpec& in, const TensorPayload& t, const Storage
 }
 
 }  // namespace
-
-Status verifyProgram(const ir::ExportedProgram& program, const StorageOffsets& offsets) {
-  ir::VerifyOptions options;
-  if (!offsets.empty())
-    options.storageOffset = [&offsets](const ir::Value& v) {
-      auto it = offsets.find(v.name());
-      return it == offsets.end() ? int64_t{0} : it->second;
-    };
-  return ir::verifyProgram(program, options);
-}
 
 Status verifyPayloads(const io::ZipArchive& zip, const Archive& archive, const StorageOffsets& offsets) {
   for (const auto* table : {&archive.weights, &archive.constants})

@@ -10,7 +10,7 @@
 
 #include "io/Zip.h"
 #include "pt2/Archive.h"
-#include "pt2/JsonUtil.h"
+#include "serialize/FromExportJson.h"
 
 namespace spmd::pt2 {
 
@@ -19,6 +19,7 @@ namespace spmd::pt2 {
 /// reach inside the member, and dtype, sizes, strides and storage offset
 /// equal to those of the graph input that reads it (`offsets`: the graph
 /// values' storage offsets). Reads member sizes only, never payload bytes.
-Status verifyPayloads(const io::ZipArchive& zip, const Archive& archive, const StorageOffsets& offsets);
+Status verifyPayloads(const io::ZipArchive& zip, const Archive& archive,
+                      const serialize::StorageOffsets& offsets);
 
 }  // namespace spmd::pt2

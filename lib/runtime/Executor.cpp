@@ -12,6 +12,7 @@
 
 #include "runtime/CollectiveOps.h"
 #include "runtime/MemoryMeter.h"
+#include "serialize/ToText.h"
 
 #include <ATen/core/Tensor.h>
 #include <c10/core/DeviceGuard.h>
@@ -101,7 +102,7 @@ Status Executor::prepareGraph(const ir::Graph& graph) {
     } else if (a.kind == ir::Argument::Kind::Bool || a.kind == ir::Argument::Kind::SymBool) {
       ref.constant = a.ints.at(0) != 0;
     } else if (a.kind != ir::Argument::Kind::None) {
-      return Status::error("graph output " + ir::printArgument(a) + " (" +
+      return Status::error("graph output " + serialize::printArgument(a) + " (" +
                            std::string(ir::argumentKindName(a.kind)) + ") is not supported");
     }
     outputs_.push_back(std::move(ref));

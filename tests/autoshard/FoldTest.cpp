@@ -5,6 +5,7 @@
 #include "AutoTestUtil.h"
 #include "autoshard/Fold.h"
 #include "ir/Verify.h"
+#include "serialize/ToText.h"
 
 using namespace spmd;
 using spmd::testing::modelPath;
@@ -77,11 +78,11 @@ TEST_CASE("foldLayers refuses what does not repeat, and leaves the program as it
                         Case{"llama_deep", 31, "too few"}, Case{"llama_deep", 0, "too few"}}) {
     INFO(c.model << " keep " << c.keep);
     ir::ExportedProgram p = readProgram(c.model);
-    const std::string before = ir::printProgram(p);
+    const std::string before = serialize::printProgram(p);
     auto f = autoshard::foldLayers(p, c.keep);
     REQUIRE_FALSE(f.hasValue());
     CHECK(f.status().message().find(c.says) != std::string::npos);
-    CHECK(ir::printProgram(p) == before);
+    CHECK(serialize::printProgram(p) == before);
   }
   // One layer of 32 differs (a constant argument of one of its nodes): the
   // stack does not fold, and nothing changed; layer 0 may differ (it is
@@ -105,7 +106,7 @@ TEST_CASE("foldLayers refuses what does not repeat, and leaves the program as it
     REQUIRE(mutated);
     const std::string name = user->name();
     user->setInputs(std::move(args));
-    const std::string before = ir::printProgram(p);
+    const std::string before = serialize::printProgram(p);
     auto f = autoshard::foldLayers(p, 2);
     if (layer == "0") {
       REQUIRE(f.hasValue());
@@ -119,6 +120,6 @@ TEST_CASE("foldLayers refuses what does not repeat, and leaves the program as it
     }
     REQUIRE_FALSE(f.hasValue());
     CHECK(f.status().message().find("do not fold") != std::string::npos);
-    CHECK(ir::printProgram(p) == before);
+    CHECK(serialize::printProgram(p) == before);
   }
 }

@@ -22,7 +22,7 @@
 #include <sstream>
 
 #include "NumericUtil.h"
-#include "ir/Parser.h"
+#include "serialize/FromText.h"
 #include "runtime/TypeMap.h"
 
 using namespace spmd;
@@ -44,7 +44,7 @@ bool isNodeLine(const std::string& l) {
 CaseFile readCases(const std::filesystem::path& path) {
   std::ifstream in(path);
   std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-  auto p = ir::parseProgram(text, path.string());
+  auto p = serialize::parseProgram(text, path.string());
   INFO(p.status().message());
   REQUIRE(p.hasValue());
   CaseFile f{std::move(*p), {}, {}};

@@ -13,12 +13,13 @@
 #include "../TestUtil.h"
 #include "ir/Collectives.h"
 #include "passes/Expand.h"
-#include "program/IrToJson.h"
 #include "program/Reader.h"
 #include "program/Writer.h"
 #include "pt2/Archive.h"
 #include "runtime/Runner.h"
 #include "runtime/Worker.h"
+#include "serialize/FromExportJson.h"
+#include "serialize/ToExportJson.h"
 #include "sharding/RuleRegistry.h"
 #include "support/Strings.h"
 
@@ -507,8 +508,8 @@ void checkNode(const ir::Node& node, const TensorMap& operands, const std::strin
 
 Expected<ir::ExportedProgram> withOutputs(const ir::ExportedProgram& program,
                                           const std::vector<std::string>& names) {
-  SPMD_ASSIGN_OR_RETURN(std::string json, program::exportedProgramToJsonText(program));
-  SPMD_ASSIGN_OR_RETURN(ir::ExportedProgram copy, pt2::parseExportedProgram(json, program.name));
+  SPMD_ASSIGN_OR_RETURN(std::string json, serialize::exportedProgramToJsonText(program));
+  SPMD_ASSIGN_OR_RETURN(ir::ExportedProgram copy, serialize::parseExportedProgram(json, program.name));
   copy.graph.mutableOutputs().clear();
   copy.signature.outputs.clear();
   for (const std::string& name : names) {

@@ -1,5 +1,5 @@
 // IR -> torch.export JSON: srepr printing, float spelling, targets, and the
-// round trip through pt2::parseExportedProgram for every test model and for
+// round trip through serialize::parseExportedProgram for every test model and for
 // a hand-built program using every argument kind.
 //
 //   archive -> IR -> JSON -> IR: printProgram text identical byte for byte.
@@ -9,11 +9,15 @@
 #include <limits>
 
 #include "ProgramTestUtil.h"
-#include "program/IrToJson.h"
 #include "pt2/Archive.h"
+#include "serialize/FromExportJson.h"
+#include "serialize/ToExportJson.h"
+#include "serialize/ToText.h"
 
 namespace spmd::program {
 namespace {
+
+using namespace serialize;  // NOLINT: the functions under test
 
 using ir::Argument;
 using K = ir::Argument::Kind;
@@ -146,10 +150,10 @@ namespace {
 std::string roundTrip(const ir::ExportedProgram& p, ir::ExportedProgram* back = nullptr) {
   auto text = exportedProgramToJsonText(p);
   REQUIRE(text.hasValue());
-  auto parsed = pt2::parseExportedProgram(*text, p.name);
+  auto parsed = serialize::parseExportedProgram(*text, p.name);
   INFO(parsed.status().message());
   REQUIRE(parsed.hasValue());
-  std::string printed = ir::printProgram(*parsed);
+  std::string printed = serialize::printProgram(*parsed);
   if (back) *back = std::move(*parsed);
   return printed;
 }
@@ -200,7 +204,7 @@ TEST_CASE("targets get torch.ops. back except Python and spmd ones", "[program][
 TEST_CASE("every test model round-trips through the export JSON", "[program][json]") {
   testing::forEachModelProgram([](const ir::ExportedProgram& original) {
     ir::ExportedProgram back;
-    CHECK(roundTrip(original, &back) == testing::withoutTies(ir::printProgram(original)));
+    CHECK(roundTrip(original, &back) == testing::withoutTies(serialize::printProgram(original)));
     // Metadata survives (from_node is dropped by the reader itself).
     REQUIRE(back.graph.nodes().size() == original.graph.nodes().size());
     for (size_t i = 0; i < original.graph.nodes().size(); ++i) {
@@ -267,7 +271,7 @@ TEST_CASE("a program with every argument kind round-trips", "[program][json]") {
   ir::ExportedProgram p = everyKindProgram();
   REQUIRE(p.graph.verify().isOk());
   ir::ExportedProgram back;
-  std::string printed = ir::printProgram(p);
+  std::string printed = serialize::printProgram(p);
   CHECK(roundTrip(p, &back) == printed);
   CHECK(printed.find("inf=inf, ninf=-inf, nan=nan") != std::string::npos);
   CHECK(printed.find("input alpha = 0.5 constant_input") != std::string::npos);

@@ -12,9 +12,9 @@
 #include <nlohmann/json.hpp>
 #include <random>
 
-#include "program/JsonWriter.h"
+#include "serialize/JsonWriter.h"
 
-namespace spmd::program {
+namespace spmd::serialize {
 namespace {
 
 using Ordered = nlohmann::ordered_json;
@@ -214,4 +214,4 @@ TEST_CASE("the writer appends to what the string holds", "[program][jsonwriter]"
 }
 
 }  // namespace
-}  // namespace spmd::program
+}  // namespace spmd::serialize

@@ -5,32 +5,35 @@
 #include "../TestCatch.h"
 
 #include "ProgramTestUtil.h"
-#include "ir/Parser.h"
-#include "program/IrToJson.h"
 #include "pt2/Archive.h"
+#include "serialize/FromText.h"
+#include "serialize/ToExportJson.h"
+#include "serialize/ToText.h"
 
 namespace spmd::program {
 namespace {
 
+using namespace serialize;  // NOLINT: the functions under test
+
 // Parses `text`, failing the test with the parser's message.
 ir::ExportedProgram parsed(const std::string& text) {
-  auto p = ir::parseProgram(text, "test.ir");
+  auto p = serialize::parseProgram(text, "test.ir");
   INFO(p.status().message());
   REQUIRE(p.hasValue());
   return std::move(*p);
 }
 
 void checkRoundTrip(const ir::ExportedProgram& original) {
-  const ir::PrintOptions debug{.debugInfo = true};
-  const std::string full = ir::printProgram(original, debug);
+  const serialize::PrintOptions debug{.debugInfo = true};
+  const std::string full = serialize::printProgram(original, debug);
   ir::ExportedProgram back = parsed(full);
-  CHECK(ir::printProgram(back, debug) == full);
-  CHECK(ir::printProgram(back) == ir::printProgram(original));
+  CHECK(serialize::printProgram(back, debug) == full);
+  CHECK(serialize::printProgram(back) == serialize::printProgram(original));
   // Nothing the export JSON holds is lost on the way through the text.
   CHECK(*exportedProgramToJsonText(back) == *exportedProgramToJsonText(original));
   // Without debug info, the text still reads back to itself.
-  const std::string brief = ir::printProgram(original);
-  CHECK(ir::printProgram(parsed(brief)) == brief);
+  const std::string brief = serialize::printProgram(original);
+  CHECK(serialize::printProgram(parsed(brief)) == brief);
 }
 
 TEST_CASE("every test model's IR text parses back", "[program][text]") {
@@ -42,7 +45,7 @@ TEST_CASE("a program with every argument kind parses back", "[program][text]") {
 }
 
 TEST_CASE("the text names every argument and spells what differs from defaults", "[program][text]") {
-  const std::string text = ir::printProgram(everyKindProgram());
+  const std::string text = serialize::printProgram(everyKindProgram());
   CHECK(text.find("aten.sym_size.int(self=%x, dim=0)") != std::string::npos);
   CHECK(text.find("_operator.mul(a=%sym_size_int, b=sym_int(4))") != std::string::npos);
   CHECK(text.find("opt=optional_tensor(none), opt2=optional_tensor(%p_w), opts=[%x, none]") !=
@@ -72,25 +75,27 @@ TEST_CASE("a hand-written program needs no header and reads defaults", "[program
 
 TEST_CASE("an empty program, and one without a name, read back", "[program][text]") {
   // Found by fuzz/ir_text_fuzz: an empty name printed "program  (schema ...", read back as a node.
-  const std::string empty = ir::printProgram(parsed(""));
+  const std::string empty = serialize::printProgram(parsed(""));
   CHECK(empty == "program  (schema 0.0, torch )\n");
-  CHECK(ir::printProgram(parsed(empty)) == empty);
+  CHECK(serialize::printProgram(parsed(empty)) == empty);
 }
 
 TEST_CASE("sizes print so that they parse back to the same tree", "[program][text]") {
   for (const char* text : {"8*s52", "(s0 + 1) // 2", "s0 // (2*s1)", "(s0 // 2)*s1", "s0 + -1", "-1*s0",
                            "max(s0, 2)", "ceildiv(s0, 64)", "(s0 + 1)**2", "(s0 % 3) // 2", "s0*s1*4"}) {
     INFO(text);
-    auto d = ir::parseDim(text, {{"s0", 10}, {"s1", 3}, {"s52", 2}});
+    auto d = serialize::parseDim(text, {{"s0", 10}, {"s1", 3}, {"s52", 2}});
     REQUIRE(d.hasValue());
     CHECK(d->str() == text);
   }
-  auto hinted = ir::parseDim("(s0 + 1) // 2", {{"s0", 9}});
+  auto hinted = serialize::parseDim("(s0 + 1) // 2", {{"s0", 9}});
   CHECK(hinted->value() == 5);
 }
 
 TEST_CASE("bad IR text is one error naming the line", "[program][text]") {
-  auto err = [](const std::string& text) { return ir::parseProgram(text, "bad.ir").status().message(); };
+  auto err = [](const std::string& text) {
+    return serialize::parseProgram(text, "bad.ir").status().message();
+  };
   CHECK(err("input %x: f33[4] user_input\n") == "bad.ir:1: unknown dtype 'f33'");
   CHECK(err("input %x: f32[4] user_input\n%y: f32[4] = aten.neg.default(self=%z)\n") ==
         "bad.ir:2: unknown value %z");

@@ -17,6 +17,7 @@
 #include "program/Writer.h"
 #include "pt2/Archive.h"
 #include "schema/PlacementSchema.h"
+#include "serialize/ToText.h"
 
 namespace spmd::program {
 namespace {
@@ -495,7 +496,8 @@ TEST_CASE("an archive's weights are written sharded and read back", "[program][w
   REQUIRE(writeProgram(dir.file("mlp.spmd"), p, source).isOk());
   auto loaded = readProgram(dir.file("mlp.spmd"));
   REQUIRE(loaded.hasValue());
-  CHECK(ir::printProgram(loaded->program().graph) == testing::withoutTies(ir::printProgram(p.graph)));
+  CHECK(serialize::printProgram(loaded->program().graph) ==
+        testing::withoutTies(serialize::printProgram(p.graph)));
   CHECK(dumpProgram(loaded->program()) == dumpProgram(p));
   const WeightEntry* w = loaded->weight("fc1.weight");
   REQUIRE(w);
@@ -536,7 +538,8 @@ TEST_CASE("every test model survives a write and a read", "[program][writer][rea
     auto loaded = readProgram(out);
     INFO(loaded.status().message());
     REQUIRE(loaded.hasValue());
-    CHECK(ir::printProgram(loaded->program().graph) == testing::withoutTies(ir::printProgram(p.graph)));
+    CHECK(serialize::printProgram(loaded->program().graph) ==
+          testing::withoutTies(serialize::printProgram(p.graph)));
     CHECK(dumpProgram(loaded->program()) == dumpProgram(p));
   }
 }

@@ -12,7 +12,7 @@
 #include <map>
 
 #include "RuleTestUtil.h"
-#include "ir/Parser.h"
+#include "serialize/FromText.h"
 
 using namespace spmd;
 using namespace spmd::testing;
@@ -50,7 +50,7 @@ std::vector<std::pair<std::string, ir::ExportedProgram>> litRulePrograms() {
     if (e.path().extension() != ".ir") continue;
     std::ifstream in(e.path());
     std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-    auto p = ir::parseProgram(text, e.path().string());
+    auto p = serialize::parseProgram(text, e.path().string());
     INFO(p.status().message());
     REQUIRE(p.hasValue());
     programs.emplace_back(e.path().filename().string(), std::move(*p));

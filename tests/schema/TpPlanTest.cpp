@@ -7,7 +7,6 @@
 //   "layers.*.mlp" governs model.layers.0.mlp (plans are relative to the base model)
 #include "../TestCatch.h"
 
-#include "TestPrograms.h"
 #include "schema/PlacementSchema.h"
 #include "schema/Resolve.h"
 #include "schema/TpPlan.h"
@@ -116,42 +115,6 @@ TEST_CASE("without nn_module_stack (joint train steps) a weight's readers tell C
   CHECK(types["wte"] == "Embedding");
   CHECK_FALSE(types.count("layers.0.q_proj"));  // read transposed: nn.Linear, the default
   CHECK(tpPlacement("colwise", types["h.0.attn.c_attn"], "weight", 2).str() == "S(1)");
-}
-
-TEST_CASE("a plan that matches no module is an error; a plan on a 2-D mesh needs the tp axis",
-          "[schema][tp][bad]") {
-  auto s = parsePlacementSchema(
-      R"js({"version": 1, "mesh": {"shape": [2]}, "tp_plan": {"blocks.*.attn": "colwise"}})js", "s.json");
-  REQUIRE(s.hasValue());
-  auto r = resolvePlacements(*s, testing::mlpTrainProgram(), std::nullopt);
-  REQUIRE_FALSE(r.hasValue());
-  CHECK(r.status().message().find("s.json: /tp_plan: no module of the program matches any of its 1 globs") ==
-        0);
-  auto s2 = parsePlacementSchema(
-      R"js({"version": 1, "mesh": {"shape": [2, 2]}, "tp_plan": {"fc1": "colwise"}})js", "s.json");
-  REQUIRE(s2.hasValue());
-  CHECK(resolvePlacements(*s2, testing::mlpTrainProgram(), std::nullopt).status().message() ==
-        "s.json: /tp_plan: the mesh 2x2 (d0, d1) has no axis named tp; name one in \"mesh\": {\"axes\": "
-        "[...]} or "
-        "give \"tp_axis\"");
-}
-
-TEST_CASE("a plan places a module's weight and bias; rules win over it; fsdp keeps the tp shard",
-          "[schema][tp]") {
-  auto s = parsePlacementSchema(
-      R"js({"version": 1, "preset": "fsdp", "mesh": {"shape": [2, 2], "axes": ["dp", "tp"]},
-      "tp_plan": {"fc1": "colwise", "fc2": "rowwise"},
-      "params": [{"match": "*fc2.bias", "placements": {"tp": "S(0)"}}]})js",
-      "s.json");
-  REQUIRE(s.hasValue());
-  auto r = resolvePlacements(*s, testing::mlpTrainProgram(), std::nullopt);
-  INFO(r.status().message());
-  REQUIRE(r.hasValue());
-  CHECK(r->inputs[0].str() == "[S(0), S(0)]");  // fc1.weight: fsdp on dp, colwise on tp
-  REQUIRE(r->gathered[0].has_value());
-  CHECK(r->gathered[0]->str() == "[R, S(0)]");  // gathered on dp only
-  CHECK(r->inputs[2].str() == "[S(0), S(1)]");  // fc2.weight: rowwise
-  CHECK(r->inputs[3].str() == "[R, S(0)]");     // fc2.bias: the rule's, not the plan's R
 }
 
 TEST_CASE("a schema's op rules are parsed when it is read; a bad one names its target", "[schema][rules]") {

@@ -13,6 +13,7 @@
 #include "program/WeightSource.h"
 #include "program/Writer.h"
 #include "schema/Resolve.h"
+#include "serialize/ToText.h"
 #include "sharding/DeviceProfile.h"
 #include "support/File.h"
 #include "support/Strings.h"
@@ -43,25 +44,14 @@ spmd::Expected<spmd::passes::CompileOptions> baseOptions(const CompileArgs& a) {
     std::cout << "// after " << pass << "\n" << spmd::program::dumpProgram(p);
   };
   opts.onPrintGraphAfter = [](const std::string& pass, const spmd::ir::ExportedProgram& p) {
-    std::cout << "// after " << pass << "\n" << spmd::ir::printProgram(p);
+    std::cout << "// after " << pass << "\n" << spmd::serialize::printProgram(p);
   };
   return opts;
 }
 
 spmd::Expected<spmd::sharding::Mesh> autoMesh(const CompileArgs& a) {
   if (a.mesh.empty()) return spmd::Status::error("--schema auto needs --mesh (e.g. --mesh 2x4 --axes dp,tp)");
-  auto shape = spmd::sharding::Mesh::parseShape(a.mesh);
-  if (!shape) return shape.status().withContext("--mesh " + a.mesh);
-  std::vector<std::string> axes;
-  for (size_t start = 0; !a.axes.empty() && start <= a.axes.size();) {
-    size_t end = a.axes.find(',', start);
-    if (end == std::string::npos) end = a.axes.size();
-    axes.push_back(a.axes.substr(start, end - start));
-    start = end + 1;
-  }
-  auto mesh = spmd::sharding::Mesh::create(*shape, axes);
-  if (!mesh) return mesh.status().withContext("--mesh " + a.mesh + " --axes " + a.axes);
-  return mesh;
+  return meshFromFlags(a.mesh, a.axes);
 }
 
 // The auto-sharding run behind --schema auto.
@@ -118,6 +108,21 @@ spmd::Expected<spmd::passes::CompileResult> compileSchema(const CompileArgs& a,
 
 }  // namespace
 
+spmd::Expected<spmd::sharding::Mesh> meshFromFlags(const std::string& meshFlag, const std::string& axesFlag) {
+  auto shape = spmd::sharding::Mesh::parseShape(meshFlag);
+  if (!shape) return shape.status().withContext("--mesh " + meshFlag);
+  std::vector<std::string> axes;
+  for (size_t start = 0; !axesFlag.empty() && start <= axesFlag.size();) {
+    size_t end = axesFlag.find(',', start);
+    if (end == std::string::npos) end = axesFlag.size();
+    axes.push_back(axesFlag.substr(start, end - start));
+    start = end + 1;
+  }
+  auto mesh = spmd::sharding::Mesh::create(*shape, axes);
+  if (!mesh) return mesh.status().withContext("--mesh " + meshFlag + " --axes " + axesFlag);
+  return mesh;
+}
+
 int fail(const spmd::Status& s) {
   std::fprintf(stderr, "error: %s\n", s.message().c_str());
   return kExitBadInput;
@@ -133,7 +138,7 @@ int runOpt(const CompileArgs& a, bool debugInfo) {
   if (a.schema.empty()) {
     auto archive = spmd::pt2::readModel(a.model, {.loadWeights = false});
     if (!archive) return fail(archive.status());
-    std::cout << spmd::ir::printProgram(archive->program, {.debugInfo = debugInfo});
+    std::cout << spmd::serialize::printProgram(archive->program, {.debugInfo = debugInfo});
     return 0;
   }
   std::optional<spmd::pt2::Archive> archive;

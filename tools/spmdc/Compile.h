@@ -44,6 +44,10 @@ void addCompileOptions(CLI::App* cmd, CompileArgs& c);
 /// --pin, --write-schema (auto-sharding) and --embed-weights.
 void addAutoOptions(CLI::App* cmd, CompileArgs& c);
 
+/// The mesh of --mesh ("2x4") and --axes ("dp,tp"; empty: default names).
+/// Errors name the flags.
+spmd::Expected<spmd::sharding::Mesh> meshFromFlags(const std::string& meshFlag, const std::string& axesFlag);
+
 /// Prints "error: <message>" and returns the bad-input exit status.
 int fail(const spmd::Status& s);
 

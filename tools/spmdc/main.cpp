@@ -14,6 +14,7 @@
 
 #include "Allocator.h"
 #include "Compile.h"
+#include "Layouts.h"
 #include "explain/Explain.h"
 #include "passes/Pipeline.h"
 #include "passes/Report.h"
@@ -23,7 +24,10 @@
 #include "pt2/Archive.h"
 #include "pt2/Inspect.h"
 #include "schema/FromHf.h"
+#include "schema/PlacementSchema.h"
+#include "serialize/ToText.h"
 #include "sharding/RuleRegistry.h"
+#include "sharding/RuleText.h"
 #include "support/File.h"
 #include "support/Log.h"
 #include "support/Version.h"
@@ -39,16 +43,25 @@ int runInspect(const std::string& path, const std::string& format, bool ir) {
   auto archive = spmd::pt2::readArchive(path, {.loadWeights = false});
   if (!archive) return fail(archive.status());
   if (ir)
-    std::cout << spmd::ir::printProgram(archive->program);
+    std::cout << spmd::serialize::printProgram(archive->program);
   else
     std::cout << (format == "json" ? spmd::pt2::inspectJson(*archive) : spmd::pt2::inspectText(*archive));
   return 0;
 }
 
-int runRules(const std::string& path) {
+// Each node's rule: the built-in ones, and a schema's own op rules (custom
+// ops) on top when --schema names one.
+int runRules(const std::string& path, const std::string& schemaArg) {
   auto archive = spmd::pt2::readModel(path, {.loadWeights = false});
   if (!archive) return fail(archive.status());
-  std::cout << spmd::sharding::printNodeRules(archive->program.graph, spmd::sharding::defaultRuleRegistry());
+  spmd::sharding::RuleRegistry registry = spmd::sharding::defaultRuleRegistry();
+  if (!schemaArg.empty()) {
+    auto schema = spmd::schema::loadSchemaOrPreset(schemaArg);
+    if (!schema) return fail(schema.status());
+    for (const auto& [target, rule] : schema->opRules)
+      registry.set(target, spmd::sharding::ruleFromTemplate(rule));
+  }
+  std::cout << spmd::sharding::printNodeRules(archive->program.graph, registry);
   return 0;
 }
 
@@ -215,6 +228,14 @@ int main(int argc, char** argv) {
   std::string rulesPath;
   auto* rules = app.add_subcommand("rules", "Print each node's sharding rule in the factor notation");
   rules->add_option("model", rulesPath, "torch.export archive (.pt2) or IR text (.ir)")->required();
+  std::string rulesSchema;
+  rules->add_option("--schema", rulesSchema,
+                    "placement schema whose \"rules\" (custom ops' rules) join the built-in ones");
+
+  spmdc::PlacementsArgs pl;
+  auto* placements = spmdc::addPlacementsCommand(app, pl);
+  spmdc::ReshardArgs rs;
+  auto* reshard = spmdc::addReshardCommand(app, rs);
 
   FromHfArgs h;
   auto* schemaCmd = app.add_subcommand("schema", "Write placement schemas");
@@ -266,7 +287,9 @@ int main(int argc, char** argv) {
   if (*inspect) return runInspect(inspectPath, format, printIr);
   if (*compile) return spmdc::runCompile(c);
   if (*opt) return spmdc::runOpt(o, debugInfo);
-  if (*rules) return runRules(rulesPath);
+  if (*rules) return runRules(rulesPath, rulesSchema);
+  if (*placements) return spmdc::runPlacements(pl);
+  if (*reshard) return spmdc::runReshard(rs);
   if (*fromHf) return runFromHf(h);
   if (*dump) return runDump(dumpPath);
   if (*diff) return runDiff(diffA, diffB);

@@ -9,16 +9,16 @@
 //
 // Every value name read must be defined earlier (graph input or node
 // output); its type comes from graph.tensor_values / sym_int_values.
-#include <simdjson.h>
+#include "serialize/FromExportJson.h"
 
 #include <cmath>
 #include <limits>
 #include <unordered_map>
 
-#include "pt2/Archive.h"
-#include "pt2/JsonUtil.h"
+#include "ir/Verify.h"
+#include "serialize/JsonUtil.h"
 
-namespace spmd::pt2 {
+namespace spmd::serialize {
 namespace {
 
 using ir::Argument;
@@ -536,6 +536,16 @@ Expected<ir::ExportedProgram> buildProgram(const simdjson::dom::element& root, s
   return p;
 }
 
+Status verifyProgram(const ir::ExportedProgram& program, const StorageOffsets& offsets) {
+  ir::VerifyOptions options;
+  if (!offsets.empty())
+    options.storageOffset = [&offsets](const ir::Value& v) {
+      auto it = offsets.find(v.name());
+      return it == offsets.end() ? int64_t{0} : it->second;
+    };
+  return ir::verifyProgram(program, options);
+}
+
 Expected<ir::ExportedProgram> parseExportedProgram(std::string_view json, std::string name) {
   simdjson::dom::parser parser;
   simdjson::dom::element root;
@@ -548,4 +558,4 @@ Expected<ir::ExportedProgram> parseExportedProgram(std::string_view json, std::s
   return p;
 }
 
-}  // namespace spmd::pt2
+}  // namespace spmd::serialize

@@ -1,10 +1,10 @@
 // simdjson accessors with error messages (see JsonUtil.h).
-#include "pt2/JsonUtil.h"
+#include "serialize/JsonUtil.h"
 
 #include <cmath>
 #include <limits>
 
-namespace spmd::pt2 {
+namespace spmd::serialize {
 
 using simdjson::SUCCESS;
 using simdjson::dom::array;
@@ -189,4 +189,4 @@ Expected<ir::TensorType> parseTensorMeta(object meta, std::string_view where) {
   return t;
 }
 
-}  // namespace spmd::pt2
+}  // namespace spmd::serialize

@@ -1,22 +1,22 @@
-// IR -> torch.export JSON (see IrToJson.h).
+// IR -> torch.export JSON (see ToExportJson.h).
 //
 //   input %x: f32[s52, 64] user_input
 //   -> graph.inputs: [{"as_tensor": {"name": "x"}}],
 //      graph.tensor_values.x: {"dtype": 7, "sizes": [{"as_expr": {...}}, {"as_int": 64}], ...},
 //      signature.input_specs: [{"user_input": {"arg": {"as_tensor": {"name": "x"}}}}]
 //
-// Every field pt2's reader consumes is written; fields the IR does not keep
+// Every field FromExportJson.cpp consumes is written; fields the IR does not keep
 // (opset_version, module_call_graph, custom object classes) get neutral
 // values. The text is streamed straight from the IR (no JSON tree); the
 // tree-returning functions parse it back.
-#include "program/IrToJson.h"
+#include "serialize/ToExportJson.h"
 
 #include <charconv>
 #include <cmath>
 #include <iterator>
 #include <limits>
 
-namespace spmd::program {
+namespace spmd::serialize {
 namespace {
 
 using ir::Argument;
@@ -555,4 +555,4 @@ Expected<std::string> exportedProgramToJsonText(const ir::ExportedProgram& p) {
   return text;
 }
 
-}  // namespace spmd::program
+}  // namespace spmd::serialize

@@ -1,5 +1,5 @@
 // The IR text parser's reading position within one line, and the literals
-// it reads (Parser.cpp):
+// it reads (FromText.cpp):
 //
 //   Cursor c("[%x, none, 2]", 7, "m.ir");
 //   Literal l = *c.literal();   // a List of a Ref, a None and an Int
@@ -14,7 +14,7 @@
 #include "ir/SymExpr.h"
 #include "support/Status.h"
 
-namespace spmd::ir {
+namespace spmd::serialize {
 
 /// One value as written, before it is given an argument kind.
 struct Literal {
@@ -81,9 +81,9 @@ class Cursor {
 
 /// `d` with its hint evaluated from the symbols' `hints` (0 where one is
 /// missing); a static dim as it is.
-Dim withHint(const Dim& d, const std::map<std::string, int64_t>& hints);
+ir::Dim withHint(const ir::Dim& d, const std::map<std::string, int64_t>& hints);
 
 /// Splits `text` at commas outside brackets and parentheses; items trimmed.
 std::vector<std::string> splitTopLevel(std::string_view text);
 
-}  // namespace spmd::ir
+}  // namespace spmd::serialize

@@ -1,6 +1,6 @@
 // The IR text form, one line per symbol, tie, input, node and output; every
-// argument named, every attribute of the IR spelled, so that ir::parseProgram
-// (Parser.cpp) reads it back to a program that prints the same:
+// argument named, every attribute of the IR spelled, so that parseProgram
+// (FromText.cpp) reads it back to a program that prints the same:
 //
 //   program mlp (schema 8.17, torch 2.11.0+cu130)
 //   input %x: f32[32, 64] user_input
@@ -8,7 +8,8 @@
 //   m.py:37 output %addmm_1 user_output
 //
 // A type spells only what differs from the default: strides that are not
-// row-major (none recorded reads as row-major), a device other than the CPU, requires_grad. An argument whose
+// row-major (none recorded reads as row-major), a device other than the
+// CPU, requires_grad. An argument whose
 // kind the text does not imply (an optional tensor, a list of SymInts with
 // only constants) carries its kind: `optional_tensor(%x)`, `sym_ints([2, 3])`.
 // Keyword-only arguments follow a `*`. The trailing comment is the node's
@@ -18,10 +19,12 @@
 #include <cmath>
 #include <set>
 
-#include "ir/Graph.h"
-#include "ir/TextForm.h"
+#include "serialize/TextForm.h"
+#include "serialize/ToText.h"
 
-namespace spmd::ir {
+namespace spmd::serialize {
+
+using namespace ir;  // NOLINT: the IR types throughout
 namespace {
 
 std::string printFloat(double v) {
@@ -265,4 +268,4 @@ std::string printProgram(const ExportedProgram& p, const PrintOptions& options) 
   return s;
 }
 
-}  // namespace spmd::ir
+}  // namespace spmd::serialize

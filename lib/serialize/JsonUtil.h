@@ -1,4 +1,5 @@
-// Small simdjson helpers for the .pt2 reader: every accessor returns an
+// Small simdjson helpers for reading export JSON (FromExportJson.cpp, the
+// .pt2 reader's payload configs, the program reader): every accessor returns an
 // Expected with a message naming the missing/mistyped field.
 //
 //   SPMD_ASSIGN_OR_RETURN(object g, getObject(root, "graph"));
@@ -7,7 +8,6 @@
 
 #include <simdjson.h>
 
-#include <map>
 #include <string>
 #include <string_view>
 #include <utility>
@@ -15,7 +15,7 @@
 #include "ir/Graph.h"
 #include "support/Status.h"
 
-namespace spmd::pt2 {
+namespace spmd::serialize {
 
 /// A field `key` of `obj` that must be an object.
 Expected<simdjson::dom::object> getObject(simdjson::dom::object obj, std::string_view key);
@@ -49,15 +49,4 @@ Expected<ir::TensorType> parseTensorMeta(simdjson::dom::object meta, std::string
 /// A Device ({"type": "cpu", "index": null}).
 Expected<ir::Device> parseDevice(simdjson::dom::element e);
 
-/// Storage offsets (elements) of graph tensor values by name, as the model
-/// JSON's tensor_values give them (values absent: offset 0).
-using StorageOffsets = std::map<std::string, int64_t, std::less<>>;
-
-/// Builds the program from a parsed model JSON document (not yet verified);
-/// records non-zero storage offsets of tensor values in `offsets` when given.
-Expected<ir::ExportedProgram> buildProgram(const simdjson::dom::element& root, std::string name,
-                                           StorageOffsets* offsets = nullptr);
-/// Runs ir::verifyProgram with the storage offsets the model JSON gave.
-Status verifyProgram(const ir::ExportedProgram& program, const StorageOffsets& offsets);
-
-}  // namespace spmd::pt2
+}  // namespace spmd::serialize

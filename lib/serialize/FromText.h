@@ -1,4 +1,4 @@
-// Reads the IR text form (Printer.cpp) back into a program:
+// Reads the IR text form (ToText.cpp) back into a program:
 //
 //   auto p = parseProgram(printProgram(original), "mlp.ir");
 //   printProgram(*p) == printProgram(original)     // for every program
@@ -16,14 +16,14 @@
 #include "ir/Graph.h"
 #include "support/Status.h"
 
-namespace spmd::ir {
+namespace spmd::serialize {
 
 /// Parses a whole program. Errors read "<source>:<line>: <what>" and name
 /// the value, node or token at fault.
-Expected<ExportedProgram> parseProgram(std::string_view text, std::string_view source = "<text>");
+Expected<ir::ExportedProgram> parseProgram(std::string_view text, std::string_view source = "<text>");
 
 /// Parses a size as Dim::str() prints it ("64", "8*s52", "max(s0, 2)");
 /// `hints` gives the symbols' trace-time values for the dim's hint.
-Expected<Dim> parseDim(std::string_view text, const std::map<std::string, int64_t>& hints = {});
+Expected<ir::Dim> parseDim(std::string_view text, const std::map<std::string, int64_t>& hints = {});
 
-}  // namespace spmd::ir
+}  // namespace spmd::serialize

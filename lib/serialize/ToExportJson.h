@@ -1,4 +1,4 @@
-// IR -> torch.export JSON: the inverse of pt2::parseExportedProgram.
+// IR -> torch.export JSON: the inverse of parseExportedProgram (FromExportJson.h).
 //
 //   %permute: f32[64, 256] = aten.permute.default(%p_w, [1, 0])
 //   becomes the node
@@ -10,8 +10,8 @@
 //   8*s52 (hint 16) is written {"as_expr": {"expr_str":
 //   "Mul(Integer(8), Symbol('s52', positive=True, integer=True))", "hint": {"as_int": 16}}}.
 //
-// Reading the result back with pt2::parseExportedProgram gives a program
-// whose ir::printProgram text is identical. Keys are emitted in a fixed
+// Reading the result back with parseExportedProgram gives a program
+// whose printProgram text (ToText.h) is identical. Keys are emitted in a fixed
 // order, so identical programs give identical JSON.
 //
 // The text is streamed by a JsonWriter (the write* functions); the
@@ -24,16 +24,16 @@
 #include <string>
 
 #include "ir/Graph.h"
-#include "program/JsonWriter.h"
+#include "serialize/JsonWriter.h"
 #include "support/Status.h"
 
-namespace spmd::program {
+namespace spmd::serialize {
 
 /// JSON with keys kept in insertion order (deterministic output).
 using Json = nlohmann::ordered_json;
 
 /// The sympy srepr of `e`: "Mul(Integer(8), Symbol('s52', positive=True,
-/// integer=True))"; pt2's parseSymExpr reads it back to the same tree.
+/// integer=True))"; FromExportJson.cpp reads it back to the same tree.
 std::string symExprSrepr(const ir::SymExpr& e);
 
 /// A SymInt as the export schema writes it: {"as_int": 64}, or
@@ -79,4 +79,4 @@ Status writeExportedProgram(JsonWriter& w, const ir::ExportedProgram& program);
 /// "builtins.*" and "torch.*" stay as they are.
 std::string exportTarget(const std::string& target);
 
-}  // namespace spmd::program
+}  // namespace spmd::serialize

@@ -1,12 +1,14 @@
 // Spellings and kind inference shared by the IR text's printer and parser
 // (see TextForm.h).
-#include "ir/TextForm.h"
+#include "serialize/TextForm.h"
 
 #include <algorithm>
 #include <array>
 #include <charconv>
 
-namespace spmd::ir {
+namespace spmd::serialize {
+
+using namespace ir;  // NOLINT: the IR types throughout
 namespace {
 
 constexpr std::array<std::string_view, 5> kMemoryFormats = {
@@ -234,4 +236,4 @@ Argument::Kind definedKind(const Argument& a) {
   return refKind(*a.values[0]);
 }
 
-}  // namespace spmd::ir
+}  // namespace spmd::serialize

@@ -13,7 +13,8 @@
 // (std::to_chars) where nlohmann's Grisu2 now and then prints one digit
 // more or another last digit (both read back to the same double). The
 // caller is responsible for well-formed nesting and unique keys.
-// Header-only (inline), so it needs no entry in spmd_program's sources.
+// Header-only (inline): the IR -> export JSON writer (ToExportJson.h) and
+// the program JSON writer (lib/program) both stream through it.
 #pragma once
 
 #include <charconv>
@@ -26,7 +27,7 @@
 
 #include "support/Status.h"
 
-namespace spmd::program {
+namespace spmd::serialize {
 
 /// Appends `s` as a JSON string literal: quotes, `"` and `\` and control
 /// characters escaped (\n, \t, ..., else \u00XX), other bytes as they are;
@@ -387,4 +388,4 @@ inline JsonWriter& JsonWriter::strings(const std::vector<std::string>& values) {
   return endArray();
 }
 
-}  // namespace spmd::program
+}  // namespace spmd::serialize

@@ -1,4 +1,4 @@
-// Reads the IR text form back (see Parser.h). One line at a time, by
+// Reads the IR text form back (see FromText.h). One line at a time, by
 // recursive descent over a Cursor:
 //
 //   %add: f32[2, s0] = aten.add.Tensor(self=%x, other=%y, *, alpha=2)  # m.py:3
@@ -8,16 +8,18 @@
 // word, call or list) and then given a kind: the one the literal implies
 // (TextForm.h's rules, which the printer follows), or the one its
 // `kind(...)` wrapper names.
-#include "ir/Parser.h"
+#include "serialize/FromText.h"
 
 #include <charconv>
 #include <cmath>
 #include <limits>
 
-#include "ir/ParseCursor.h"
-#include "ir/TextForm.h"
+#include "serialize/ParseCursor.h"
+#include "serialize/TextForm.h"
 
-namespace spmd::ir {
+namespace spmd::serialize {
+
+using namespace ir;  // NOLINT: the IR types throughout
 namespace {
 
 using K = Argument::Kind;
@@ -576,4 +578,4 @@ Expected<ExportedProgram> parseProgram(std::string_view text, std::string_view s
   return ProgramReader(text, source).read();
 }
 
-}  // namespace spmd::ir
+}  // namespace spmd::serialize

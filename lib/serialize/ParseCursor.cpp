@@ -1,16 +1,18 @@
 // Reading primitives of the IR text parser (see ParseCursor.h), and the
 // infix size expressions of types ("8*s52", "(s0 + 1) // 2", "max(s0, 2)").
-#include "ir/ParseCursor.h"
+#include "serialize/ParseCursor.h"
 
 #include <cctype>
 #include <charconv>
 #include <cmath>
 #include <limits>
 
-#include "ir/Parser.h"
 #include "ir/SymExpr.h"
+#include "serialize/FromText.h"
 
-namespace spmd::ir {
+namespace spmd::serialize {
+
+using namespace ir;  // NOLINT: the IR types throughout
 namespace {
 
 bool nameChar(char c) { return std::isalnum(static_cast<unsigned char>(c)) || c == '_' || c == '.'; }
@@ -394,4 +396,4 @@ std::vector<std::string> splitTopLevel(std::string_view text) {
   return out;
 }
 
-}  // namespace spmd::ir
+}  // namespace spmd::serialize
