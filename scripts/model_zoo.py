@@ -318,7 +318,8 @@ def _encoders():
     model("bert_train", "transformers", kind="train", note=untied)(lambda: hf_train("BertConfig", "BertForMaskedLM", **BERT))
     model("qwen2_train", "transformers", kind="train")(lambda: hf_train("Qwen2Config", "Qwen2ForCausalLM", **GQA))
     model("mixtral_train", "transformers", kind="train")(lambda: hf_train(
-        "MixtralConfig", "MixtralForCausalLM", **dict(GQA, num_local_experts=4, num_experts_per_tok=2, sliding_window=None)))
+        "MixtralConfig", "MixtralForCausalLM",
+        **dict(GQA, num_local_experts=4, num_experts_per_tok=2, sliding_window=None)))
 
 
 def _timm():

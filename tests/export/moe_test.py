@@ -152,8 +152,8 @@ def case_blocks(name):
                 if routing == "imbalanced":
                     imbalance(b, x)
                 n += check_block(f"{name} {type(b).__name__} ({label}, {routing} routing)", b, x)
-    print(f"ok   {name}: {len(blocks)} block(s), outputs (router logits included) and {n} parameter gradients match the "
-          f"original's", flush=True)
+    print(f"ok   {name}: {len(blocks)} block(s), outputs (router logits included) and {n} parameter gradients "
+          f"match the original's", flush=True)
 
 
 # ----------------------------------------------------------------- whole model
