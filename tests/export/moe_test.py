@@ -152,7 +152,8 @@ def case_blocks(name):
                 if routing == "imbalanced":
                     imbalance(b, x)
                 n += check_block(f"{name} {type(b).__name__} ({label}, {routing} routing)", b, x)
-    print(f"ok   {name}: {len(blocks)} block(s), outputs (router logits included) and {n} parameter gradients "
+    print(f"ok   {name}: {len(blocks)} block(s), outputs (router logits where the block returns them) and {n} "
+          f"parameter gradients "
           f"match the original's", flush=True)
 
 
