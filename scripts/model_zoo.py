@@ -190,6 +190,11 @@ def _decoders():
                            shared_expert_intermediate_size=64)),
         "qwen3_moe": ("Qwen3MoeConfig", "Qwen3MoeForCausalLM",
                       dict(GQA, head_dim=16, num_experts=4, num_experts_per_tok=2, moe_intermediate_size=64)),
+        "olmoe": ("OlmoeConfig", "OlmoeForCausalLM", dict(LL, num_experts=8, num_experts_per_tok=2)),
+        "deepseek_v3": ("DeepseekV3Config", "DeepseekV3ForCausalLM",
+                        dict(LL, moe_intermediate_size=64, kv_lora_rank=32, q_lora_rank=32, qk_rope_head_dim=8,
+                             qk_nope_head_dim=8, v_head_dim=16, n_routed_experts=8, n_shared_experts=1,
+                             num_experts_per_tok=2, n_group=2, topk_group=1, first_k_dense_replace=1)),
         "olmo": ("OlmoConfig", "OlmoForCausalLM", LL),
         "olmo2": ("Olmo2Config", "Olmo2ForCausalLM", LL),
         "granite": ("GraniteConfig", "GraniteForCausalLM", LL),
@@ -312,6 +317,9 @@ def _encoders():
         "GPT2Config", "GPT2LMHeadModel", vocab_size=VOCAB, n_embd=64, n_layer=2, n_head=4, n_positions=64))
     model("bert_train", "transformers", kind="train", note=untied)(lambda: hf_train("BertConfig", "BertForMaskedLM", **BERT))
     model("qwen2_train", "transformers", kind="train")(lambda: hf_train("Qwen2Config", "Qwen2ForCausalLM", **GQA))
+    model("mixtral_train", "transformers", kind="train")(lambda: hf_train(
+        "MixtralConfig", "MixtralForCausalLM",
+        **dict(GQA, num_local_experts=4, num_experts_per_tok=2, sliding_window=None)))
 
 
 def _timm():
@@ -469,7 +477,8 @@ def export_one(name, out):
     def build():  # seeded per model: the same weights and inputs each time
         torch.manual_seed(zlib.crc32(name.encode()))
         mod, inputs = spec["build"]()
-        # transformers 5's MoE experts on their ATen path, as the export helper sets them
+        # transformers 5's MoE experts on their ATen path, 4.x's MoE blocks routed by dense dispatch (moe.py),
+        # as the export helper sets them
         from spmdc_export import fixups
         fixups.aten_experts(mod, lambda msg: info.setdefault("notes", []).append(msg))
         for m in mod.modules():

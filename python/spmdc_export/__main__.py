@@ -169,7 +169,8 @@ def parse(argv):
     ap.add_argument("--seed", type=int, default=0, help="torch.manual_seed before building (default 0)")
     hf = ap.add_argument_group("Hugging Face models (nothing downloaded; needs transformers)")
     hf.add_argument("--hf", metavar="NAME|PATH",
-                    help="NAME: a small model with random weights, llama, mistral, qwen2, gpt2 or bert; PATH: a "
+                    help="NAME: a small model with random weights (llama, mistral, qwen2, the MoE mixtral, qwen2_moe, "
+                         "qwen3_moe, olmoe, deepseek_v3, gpt2, bert); PATH: a "
                          "local checkpoint folder (config.json and model.safetensors or "
                          "model.safetensors.index.json), exported by reference: parameters on meta in model.pt2, "
                          "their file and tensor in its extra/spmdc_weights.json, the weights never read")

@@ -7,6 +7,8 @@
 * transformers' MoE experts: `config._experts_implementation` other than
   "batched_mm" exports Python-only ops (grouped_mm_fallback) or a
   data-dependent loop, so it is set to "batched_mm" for the export;
+  transformers 4.x's MoE blocks (a loop over a ModuleList of experts with
+  data-dependent sizes) get moe.py's dense-dispatch routing instead;
 * Python-only ops: an op registered from Python (a torch.library custom op
   with no C++ kernel) cannot run in spmd-run: it is replaced by its
   registered decomposition, or the export fails naming it;
@@ -17,6 +19,8 @@ import copy
 import inspect
 
 import torch
+
+from . import moe
 
 BATCHED_MM = "batched_mm"
 _KERNEL_KEYS = ("CPU", "CUDA", "XPU", "MPS", "HIP", "CompositeExplicitAutograd",
@@ -160,8 +164,10 @@ def aten_experts(module, log):
     """Sets `_experts_implementation` to "batched_mm" on every config that
     has one and holds another value (transformers 5's MoE; its default path
     exports transformers::grouped_mm_fallback, registered from Python, and
-    "eager" loops over the experts a batch routes to). Returns the undo."""
-    undos = []
+    "eager" loops over the experts a batch routes to), and gives
+    transformers 4.x's MoE blocks static-shape routing (moe.static_routing).
+    Returns the undo."""
+    undos = [moe.static_routing(module, log)]
     for cfg in _configs(module):
         if not hasattr(cfg, "_experts_implementation"):
             continue

@@ -13,18 +13,46 @@ from .core import ExportError
 VOCAB = 256
 
 
-def _decoder(cfg, model, kv_heads_half=False, **extra):
+def _decoder(cfg, model, kv_heads_half=False, sized=None, **extra):
+    """(config class, model class, kw(layers, hidden, heads, vocab, seq) -> config keywords); sized(hidden,
+    heads) gives the keywords that depend on the width (an MoE's expert sizes)."""
     def kw(layers, hidden, heads, vocab, seq):
         kv = heads // 2 if kv_heads_half and heads % 2 == 0 else heads
         return dict(vocab_size=vocab, hidden_size=hidden, intermediate_size=2 * hidden, num_hidden_layers=layers,
-                    num_attention_heads=heads, num_key_value_heads=kv, max_position_embeddings=max(64, seq), **extra)
+                    num_attention_heads=heads, num_key_value_heads=kv, max_position_embeddings=max(64, seq),
+                    **(sized(hidden, heads) if sized else {}), **extra)
     return cfg, model, kw
+
+
+def _expert_sizes(hidden, heads):
+    return dict(moe_intermediate_size=hidden)
+
+
+def _shared_expert_sizes(hidden, heads):
+    return dict(moe_intermediate_size=hidden, shared_expert_intermediate_size=hidden)
+
+
+def _deepseek_sizes(hidden, heads):
+    head = hidden // heads
+    return dict(moe_intermediate_size=hidden, kv_lora_rank=hidden // 2, q_lora_rank=hidden // 2,
+                qk_rope_head_dim=max(2, head // 2 // 2 * 2), qk_nope_head_dim=max(1, head // 2), v_head_dim=head)
 
 
 MODELS = {
     "llama": _decoder("LlamaConfig", "LlamaForCausalLM"),
     "mistral": _decoder("MistralConfig", "MistralForCausalLM", kv_heads_half=True, sliding_window=None),
     "qwen2": _decoder("Qwen2Config", "Qwen2ForCausalLM", kv_heads_half=True),
+    # MoE decoders: transformers 4.x routes them through moe.py's dense dispatch for the export
+    "mixtral": _decoder("MixtralConfig", "MixtralForCausalLM", kv_heads_half=True, sliding_window=None,
+                        num_local_experts=4, num_experts_per_tok=2),
+    "qwen2_moe": _decoder("Qwen2MoeConfig", "Qwen2MoeForCausalLM", kv_heads_half=True, sized=_shared_expert_sizes,
+                          num_experts=4, num_experts_per_tok=2),
+    "qwen3_moe": _decoder("Qwen3MoeConfig", "Qwen3MoeForCausalLM", kv_heads_half=True, sized=_expert_sizes,
+                          num_experts=4, num_experts_per_tok=2, norm_topk_prob=True),
+    "olmoe": _decoder("OlmoeConfig", "OlmoeForCausalLM", num_experts=8, num_experts_per_tok=2),
+    "deepseek_v3": _decoder("DeepseekV3Config", "DeepseekV3ForCausalLM", sized=_deepseek_sizes,
+                            n_routed_experts=8, n_shared_experts=1, num_experts_per_tok=2, n_group=2, topk_group=1,
+                            first_k_dense_replace=1),
     "gpt2": ("GPT2Config", "GPT2LMHeadModel",
              lambda layers, hidden, heads, vocab, seq: dict(vocab_size=vocab, n_embd=hidden, n_layer=layers,
                                                             n_head=heads, n_positions=max(64, seq))),
