@@ -38,6 +38,7 @@ PROG = "python -m spmdc_export"
 FUNCS = ("randint", "randn", "rand", "ones", "zeros", "full", "arange")
 DTYPES = ("float16", "bfloat16", "float32", "float64", "float", "double", "half", "int8", "int16", "int32",
           "int64", "long", "int", "uint8", "bool")
+MP_DTYPES = ("bf16", "bfloat16", "fp16", "float16", "fp32", "float32")  # precision.NAMES, without torch
 _NODES = (ast.Expression, ast.Call, ast.Name, ast.Load, ast.Constant, ast.Tuple, ast.List, ast.keyword,
           ast.UnaryOp, ast.USub, ast.UAdd, ast.BinOp, ast.Add, ast.Sub, ast.Mult, ast.FloorDiv, ast.Div)
 
@@ -205,6 +206,10 @@ def parse(argv):
         ap.error("--mixed-precision and --reduce-dtype are for --train")
     if a.reduce_dtype and not a.mixed_precision:
         ap.error("--reduce-dtype needs --mixed-precision")
+    for flag, v, ok in (("--mixed-precision", a.mixed_precision, MP_DTYPES[:4]), ("--reduce-dtype", a.reduce_dtype,
+                                                                                 MP_DTYPES)):
+        if v and v not in ok:
+            ap.error(f"{flag} {v}: not one of {', '.join(ok)}")
     if a.mixed_precision and a.torch_joint:
         ap.error("--mixed-precision: the step is traced in one pass only; leave out --torch-joint")
     if a.target and not a.loss:

@@ -34,8 +34,9 @@ Checked:
    to the same program as the flag;
 5. bad input, each one line on stderr, exit 2 and no program written:
    --mixed-precision bf16 on a float32 export (testdata's llama_train),
-   --reduce-dtype bf16 against the archive's float32, and a flag that
-   differs from the schema's field.
+   --reduce-dtype bf16 against the archive's float32, a flag that
+   differs from the schema's field; spmdc_export's --mixed-precision
+   without --train, and with a dtype it does not know.
 Exit 1 on any failure (77, a skip, without transformers or FSDP2:
 scripts/test.sh turns it into a failure under CI).
 """
@@ -226,6 +227,14 @@ def check_field_and_refusals(a, d, failures):
                                        "--reduce-dtype", "bf16"], "differs from the policy the step was exported"),
              ("flag against field", [d / "model.pt2", "--schema", field, "--mixed-precision", "fp16"],
               "differs from the schema's mixed_precision")]
+    env = dict(os.environ, PYTHONPATH=str(ROOT / "python"))
+    for what, args, text in (("export without --train", ["--mixed-precision", "bf16"], "are for --train"),
+                             ("export to fp8", ["--train", "--mixed-precision", "fp8"], "--mixed-precision fp8")):
+        r = subprocess.run([sys.executable, "-m", "spmdc_export", "--hf", "llama", "-o", str(d / "bad"), *args],
+                           capture_output=True, text=True, env=env)
+        err = r.stderr.strip()
+        if r.returncode != 2 or text not in err or len(err.splitlines()) != 1 or (d / "bad").exists():
+            failures.append(f"{what}: exit {r.returncode}, stderr {err!r} (want exit 2, one line with {text!r})")
     for what, args, text in cases:
         out = d / "bad.spmd"
         r = run([a.spmdc, "compile", *args, "--mesh", 2, "-o", out], ok=False)
