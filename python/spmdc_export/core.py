@@ -393,7 +393,8 @@ def export_train_step(module, example_inputs, out_dir, loss_fn=None, targets=(),
     pass (joint.py; meta.json's joint_route says "make_fx") unless strict
     export is asked for or the step needs torch's route (a note says why);
     fast=False always takes torch.export's route. precision (a
-    precision.Policy) traces the step in mixed precision as FSDP2 runs it
+    precision.Policy, or a param dtype name such as "bf16" with a float32
+    reduce_dtype) traces the step in mixed precision as FSDP2 runs it
     (precision.py): expected.safetensors then holds that step's eager loss
     and float32 gradients and meta.json its "mixed_precision". Returns the
     joint ExportedProgram."""
@@ -406,6 +407,11 @@ def export_train_step(module, example_inputs, out_dir, loss_fn=None, targets=(),
     if loss_fn is not None and not callable(loss_fn):
         raise ExportError(f"loss_fn must be callable, not {type(loss_fn).__name__}")
     _joint_exporter()
+    if isinstance(precision, str):
+        try:
+            precision = mixed.policy(precision)
+        except ValueError as e:
+            raise ExportError(str(e).replace("--mixed-precision", "precision")) from None
     notes = []
     say = _logger(log, notes)
     undos = []
