@@ -30,9 +30,11 @@ Checked:
    size the numbers alone do not tell bf16 from float32 compute (eager
    float32 is within 1.2e-2 of the bf16 step's gradients), so these
    checks are what shows the step runs in bf16;
-4. the schema field ("mixed_precision": {"param_dtype": "bf16"}) compiles
+4. fsdp with --bucket-mb 0 prefetches each bf16 gather one ahead (not all
+   at the step's start) and computes the same step as with buckets;
+5. the schema field ("mixed_precision": {"param_dtype": "bf16"}) compiles
    to the same program as the flag;
-5. bad input, each one line on stderr, exit 2 and no program written:
+6. bad input, each one line on stderr, exit 2 and no program written:
    --mixed-precision bf16 on a float32 export (testdata's llama_train),
    --reduce-dtype bf16 against the archive's float32, a flag that
    differs from the schema's field; spmdc_export's --mixed-precision
@@ -214,6 +216,24 @@ def check_dtypes(a, d, failures):
             failures.append(f"{layout}: the report does not give every collective's dtype: {sorted(dtypes)}")
 
 
+def check_unbucketed(a, d, failures):
+    """fsdp with --bucket-mb 0: each bf16 gather (and its cast) is prefetched
+    one ahead, not all at the start, and the step equals the bucketed one."""
+    from safetensors.torch import load_file
+    prog = d / "fsdp_nobucket.spmd"
+    run([a.spmdc, "compile", d / "model.pt2", "--schema", "fsdp", "--mesh", 2, "--mixed-precision", "bf16",
+         "--bucket-mb", 0, "-o", prog, "-q"])
+    lines = run([a.spmdc, "dump", prog]).stdout.splitlines()
+    gathers = [i for i, x in enumerate(lines) if "= spmd.all_gather(" in x]
+    first_mm = next((i for i, x in enumerate(lines) if "= aten.mm.default(" in x), len(lines))
+    if not gathers or gathers[-1] < first_mm:
+        failures.append("fsdp --bucket-mb 0: every all-gather is issued before the first matmul, not one ahead")
+    run([a.spmd_run, "-n", 2, prog, "--inputs", d / "inputs.safetensors", "--output", d / "nobucket.st", "-q"])
+    got, want = load_file(str(d / "nobucket.st")), load_file(str(d / "fsdp.st"))
+    if any(not got[k].equal(v) for k, v in want.items()):
+        failures.append("fsdp --bucket-mb 0: the step differs from the bucketed one")
+
+
 def check_field_and_refusals(a, d, failures):
     field = schema_file(d, "fsdp", {"mixed_precision": {"param_dtype": "bf16"}})
     run([a.spmdc, "compile", d / "model.pt2", "--schema", field, "--mesh", 2, "-o", d / "field.spmd", "-q"])
@@ -277,6 +297,7 @@ def main():
         for layout in a.layouts:
             compile_and_run(a, d, layout, failures, ref, initial)
         check_dtypes(a, d, failures)
+        check_unbucketed(a, d, failures)
         check_field_and_refusals(a, d, failures)
     for f in failures:
         print(f"FAIL {f}")
