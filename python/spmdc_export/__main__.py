@@ -5,6 +5,7 @@
     python -m spmdc_export mypkg.models:make_model --example-input 'randn(32,64)' \\
         --train --loss mse --target 'randn(32,64)' -o out/
     python -m spmdc_export --hf llama --layers 2 --hidden 64 [--train] -o out/
+    python -m spmdc_export --hf llama --train --mixed-precision bf16 [--reduce-dtype float32] -o out/
     python -m spmdc_export --hf path/to/checkpoint-folder [--dtype bfloat16] [--expected] -o out/
 
 The factory is imported and called with no arguments; it returns an

@@ -32,8 +32,9 @@ Checked:
    checks are what shows the step runs in bf16;
 4. fsdp with --bucket-mb 0 prefetches each bf16 gather one ahead (not all
    at the step's start) and computes the same step as with buckets;
-5. the schema field ("mixed_precision": {"param_dtype": "bf16"}) compiles
-   to the same program as the flag;
+5. the schema field (schemas/examples/fsdp_bf16.json: "mixed_precision":
+   {"param_dtype": "bfloat16", "reduce_dtype": "float32"}) compiles to the
+   same program as the flag;
 6. bad input, each one line on stderr, exit 2 and no program written:
    --mixed-precision bf16 on a float32 export (testdata's llama_train),
    --reduce-dtype bf16 against the archive's float32, a flag that
@@ -123,15 +124,14 @@ def fsdp2_reference(d, steps):
     return torch.load(str(d / "fsdp2.pt"))
 
 
-def schema_file(d, layout, extra=None):
+def schema_file(d, layout):
     kind, world = LAYOUTS[layout]
     s = {"version": 1}
     if kind == "tp":
         s.update({"mesh": {"shape": [world], "axes": ["tp"]}, "params": TP_RULES, "outputs": "replicate"})
     else:
         s["preset"] = kind
-    s.update(extra or {})
-    f = d / f"{layout}{'_field' if extra else ''}.json"
+    f = d / f"{layout}.json"
     f.write_text(json.dumps(s))
     return f
 
@@ -235,7 +235,7 @@ def check_unbucketed(a, d, failures):
 
 
 def check_field_and_refusals(a, d, failures):
-    field = schema_file(d, "fsdp", {"mixed_precision": {"param_dtype": "bf16"}})
+    field = ROOT / "schemas" / "examples" / "fsdp_bf16.json"  # "mixed_precision": {"param_dtype": "bfloat16", ...}
     run([a.spmdc, "compile", d / "model.pt2", "--schema", field, "--mesh", 2, "-o", d / "field.spmd", "-q"])
     def dump(prog):  # the provenance line names the schema file
         return [x for x in run([a.spmdc, "dump", prog]).stdout.splitlines() if not x.startswith("provenance")]
