@@ -3,6 +3,9 @@
 // so communication overlaps the computation in between. Collectives of graph
 // inputs (FSDP's parameter gathers) are prefetched one ahead, as FSDP does:
 // each starts at the first reader of the one before, not all at the start.
+// So are gathers of a graph input's cast read by nothing else (mixed
+// precision's bf16 parameters, MixedPrecision.h): the cast moves with its
+// gather.
 //
 //   %h = aten.mm.default(...)                      %h = aten.mm.default(...)
 //   %g = aten.gelu.default(%y)              =>     %r = spmd.all_reduce(%h, "tp", "sum")
@@ -18,16 +21,38 @@
 #include "passes/Passes.h"
 
 namespace spmd::passes {
+namespace {
+
+// The dtype cast of a graph input that only collective `c` reads (a mixed-
+// precision parameter before its gather), or null.
+ir::Node* castOfGraphInput(const ir::Node& c) {
+  if (c.inputValues().empty()) return nullptr;
+  const ir::Value* x = c.inputValues()[0];
+  ir::Node* cast = x->producer();
+  if (cast == nullptr || cast->target() != "aten._to_copy.default" || x->users().size() != 1 ||
+      cast->inputValues().size() != 1 || cast->inputValues()[0]->producer() != nullptr)
+    return nullptr;
+  return cast;
+}
+
+}  // namespace
 
 Status AsyncCollectives::run(program::Program& program) {
   ir::Graph& g = program.graph.graph;
   // 1. Move each collective right after the producer of its input.
   std::unordered_map<const ir::Node*, std::vector<ir::Node*>> after;
+  std::unordered_map<const ir::Node*, ir::Node*> castBefore;  // collective -> the cast that moves with it
+  std::unordered_set<const ir::Node*> movedCasts;
   std::vector<ir::Node*> atStart, order, collectives;
   for (const auto& n : g.nodes()) {
     if (!ir::isCommunicating(n->target())) continue;
     collectives.push_back(n.get());
     ir::Node* producer = n->inputValues().empty() ? nullptr : n->inputValues()[0]->producer();
+    if (ir::Node* cast = castOfGraphInput(*n)) {
+      castBefore[n.get()] = cast;
+      movedCasts.insert(cast);
+      producer = nullptr;
+    }
     (producer ? after[producer] : atStart).push_back(n.get());
   }
   if (collectives.empty()) return Status::ok();
@@ -52,13 +77,14 @@ Status AsyncCollectives::run(program::Program& program) {
     atStart.erase(atStart.begin() + static_cast<std::ptrdiff_t>(i));
   }
   std::function<void(ir::Node*)> place = [&](ir::Node* n) {
+    if (auto it = castBefore.find(n); it != castBefore.end()) order.push_back(it->second);
     order.push_back(n);
     if (auto it = after.find(n); it != after.end())
       for (ir::Node* c : it->second) place(c);
   };
   for (ir::Node* c : atStart) place(c);
   for (const auto& n : g.nodes())
-    if (!ir::isCommunicating(n->target())) place(n.get());
+    if (!ir::isCommunicating(n->target()) && !movedCasts.count(n.get())) place(n.get());
   g.setNodeOrder(order);
   // 2. A wait before each collective's first reader; readers use the wait.
   std::unordered_map<const ir::Node*, std::vector<ir::Node*>> waitsBefore;

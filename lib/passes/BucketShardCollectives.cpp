@@ -1,7 +1,7 @@
 // bucket-shard-collectives: FSDP2's flat buffers. Parameter all-gathers
-// (spmd.all_gather of a stored weight along dim 0) on one mesh axis, of one
-// dtype and one module group, become one all-gather of the concatenated
-// local shards; gradient reduce-scatters along dim 0 (one axis, reduction,
+// (spmd.all_gather of a stored weight, or of its mixed-precision cast, along
+// dim 0) on one mesh axis, of one dtype and one module group, become one
+// all-gather of the concatenated local shards; gradient reduce-scatters along dim 0 (one axis, reduction,
 // dtype and module group) become one reduce-scatter of the gradients laid
 // out rank-major. Split factors, other dims and symbolic shapes are left
 // alone.
@@ -134,12 +134,21 @@ class ShardBucketer {
     const Argument* sf = n.input("split_factor");
     if (!isIntArg(n.input("dim"), 0) || (sf && !isIntArg(sf, 1)) || n.input("async")) return std::nullopt;
     const ir::Value* x = n.inputValues()[0];
-    auto fqn = fqnOfInput_.find(x);
+    auto fqn = fqnOfInput_.find(storedWeight(x));
     if (fqn == fqnOfInput_.end()) return std::nullopt;
     int64_t world = axisSize(n.input("axis"));
     if (!evenDim0(x->type(), n.outputValues()[0]->type(), world)) return std::nullopt;
     return n.input("axis")->strings[0] + "|" + std::string(ir::scalarTypeName(x->type().dtype)) + "|" +
            moduleGroup(fqn->second);
+  }
+
+  // The stored weight `x` is, looking through one dtype cast (mixed
+  // precision gathers the parameter cast to param_dtype: MixedPrecision.h).
+  static const ir::Value* storedWeight(const ir::Value* x) {
+    const ir::Node* p = x->producer();
+    if (p && p->target() == "aten._to_copy.default" && p->inputValues().size() == 1)
+      return p->inputValues()[0];
+    return x;
   }
 
   // "axis|op|dtype|group" for a reduce-scatter along dim 0; the group is

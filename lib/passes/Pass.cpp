@@ -3,6 +3,7 @@
 #include <set>
 
 #include "passes/GraphPass.h"
+#include "passes/MixedPrecision.h"
 #include "passes/Passes.h"
 
 namespace spmd::passes {
@@ -11,6 +12,7 @@ std::vector<std::unique_ptr<GraphPass>> defaultGraphPasses(bool optimizer) {
   std::vector<std::unique_ptr<GraphPass>> out;
   if (optimizer) out.push_back(std::make_unique<AppendOptimizer>());
   out.push_back(std::make_unique<GatherParams>());
+  out.push_back(std::make_unique<MixedPrecision>());
   out.push_back(std::make_unique<SequenceParallel>());
   return out;
 }

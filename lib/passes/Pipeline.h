@@ -40,6 +40,9 @@ struct CompileOptions {
   OptimizerOptions optimizer;
   /// --memory-budget: per-rank bytes a "recompute": "auto" plan must fit.
   std::optional<int64_t> memoryBudget;
+  /// --mixed-precision: the policy the train step must have been exported
+  /// with (passes/MixedPrecision.h); nullopt: the schema's, or the archive's.
+  std::optional<schema::MixedPrecisionRequest> mixedPrecision;
   /// --embed-weights: copy an archive's by-reference weights into the
   /// program instead of pointing at their checkpoint files.
   bool embedWeights = false;

@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <map>
 #include <nlohmann/json.hpp>
 
 #include "ir/Collectives.h"
@@ -227,6 +228,16 @@ MemoryEstimate estimateMemory(const program::Program& program) {
   return m;
 }
 
+namespace {
+
+// The dtype a collective moves ("bf16", "f32"), from the value it produces.
+std::string collectiveDtype(const program::Program& p, const program::CollectiveRecord& c) {
+  const ir::Value* v = p.graph.graph.findValue(c.node);
+  return v ? std::string(ir::scalarTypeName(v->type().dtype)) : "?";
+}
+
+}  // namespace
+
 std::string reportJson(const CompileResult& r, const ReportExtras& extras) {
   const program::Program& p = r.program;
   nlohmann::ordered_json j;
@@ -237,11 +248,14 @@ std::string reportJson(const CompileResult& r, const ReportExtras& extras) {
       counts[n->target().substr(5)] = counts[n->target().substr(5)].get<int>() + 1;
   j["collective_counts"] = counts;
   nlohmann::ordered_json list = nlohmann::ordered_json::array();
+  std::map<std::string, std::map<std::string, int64_t>> byDtype;  // kind -> dtype -> bytes per rank
   for (const auto& c : p.collectives) {
     nlohmann::ordered_json e;
     e["kind"] = c.kind;
     e["mesh_axis"] = c.axis;
+    e["dtype"] = collectiveDtype(p, c);
     e["bytes_per_rank"] = c.bytesPerRank;
+    byDtype[c.kind][collectiveDtype(p, c)] += c.bytesPerRank;
     e["node"] = c.node;
     e["value"] = c.value;
     // The local shape the collective produces ([] for a scalar, such as a
@@ -257,6 +271,7 @@ std::string reportJson(const CompileResult& r, const ReportExtras& extras) {
     list.push_back(e);
   }
   j["collectives"] = list;
+  j["collective_bytes_by_dtype"] = byDtype;
   MemoryEstimate m = estimateMemory(p);
   j["per_rank"] = {{"param_bytes", m.paramBytes}, {"peak_bytes_estimate", m.peakBytes}};
   if (m.peakNode != nullptr) {
@@ -304,8 +319,9 @@ std::string summaryText(const CompileResult& r, const std::string& input, const 
   const size_t kShown = 8;
   for (size_t i = 0; i < p.collectives.size() && i < kShown; ++i) {
     const auto& c = p.collectives[i];
-    out += "  " + c.kind + " " + c.value + " on " + c.axis + ": " + c.from + " -> " + c.to + " for " +
-           c.consumer + (c.sourceLine.empty() ? "" : " (" + c.sourceLine + ")") + "\n";
+    out += "  " + c.kind + " " + c.value + " (" + collectiveDtype(p, c) + ", " + withCommas(c.bytesPerRank) +
+           " B) on " + c.axis + ": " + c.from + " -> " + c.to + " for " + c.consumer +
+           (c.sourceLine.empty() ? "" : " (" + c.sourceLine + ")") + "\n";
   }
   if (p.collectives.size() > kShown)
     out += "  ... " + std::to_string(p.collectives.size() - kShown) + " more (see --report)\n";

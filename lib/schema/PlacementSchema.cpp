@@ -181,11 +181,12 @@ std::string at(std::string_view source, const std::string& pointer) {
 /// The keys an object at `tokens` may have, or empty when unknown.
 std::vector<std::string> allowedKeys(const std::vector<std::string>& tokens) {
   if (tokens.empty())
-    return {"$schema", "comment",           "version",   "preset", "mesh",   "tp_plan", "tp_axis",
-            "rules",   "sequence_parallel", "recompute", "params", "inputs", "outputs", "pipeline"};
+    return {"$schema", "comment",  "version", "preset",          "mesh",   "tp_plan", "tp_axis", "rules",
+            "sequence_parallel", "recompute", "mixed_precision", "params", "inputs", "outputs", "pipeline"};
   if (tokens.size() == 1 && tokens[0] == "pipeline")
     return {"axis", "stages", "schedule", "microbatches", "comment"};
   if (tokens.size() == 1 && tokens[0] == "sequence_parallel") return {"axis", "dim", "comment"};
+  if (tokens.size() == 1 && tokens[0] == "mixed_precision") return {"param_dtype", "reduce_dtype", "comment"};
   if (tokens.size() == 1 && tokens[0] == "mesh") return {"shape", "axes"};
   if (tokens.size() == 2 && tokens[0] == "recompute") return {"save", "comment"};
   if (tokens.size() == 2 && (tokens[0] == "params" || tokens[0] == "inputs" || tokens[0] == "outputs"))
@@ -443,6 +444,14 @@ Expected<PlacementSchema> schemaFrom(const json& doc, std::string_view source) {
       if (how.is_object()) rule.save = how.at("save").get<std::vector<std::string>>();
       s.recompute.push_back(std::move(rule));
     }
+  if (doc.contains("mixed_precision")) {  // names checked by the JSON Schema's enums
+    const json& mp = doc["mixed_precision"];
+    MixedPrecisionRequest r;
+    r.paramDtype = *mixedPrecisionDtype(mp.at("param_dtype").get<std::string>());
+    if (mp.contains("reduce_dtype"))
+      r.reduceDtype = *mixedPrecisionDtype(mp["reduce_dtype"].get<std::string>());
+    s.mixedPrecision = r;
+  }
   if (doc.contains("rules"))
     for (const auto& [target, text] : doc["rules"].items()) {
       auto rule = sharding::parseRuleText(text.get<std::string>());
@@ -461,6 +470,13 @@ Expected<PlacementSchema> schemaFrom(const json& doc, std::string_view source) {
 }
 
 }  // namespace
+
+std::optional<std::string> mixedPrecisionDtype(std::string_view name) {
+  if (name == "bf16" || name == "bfloat16") return "bfloat16";
+  if (name == "fp16" || name == "float16") return "float16";
+  if (name == "fp32" || name == "float32") return "float32";
+  return std::nullopt;
+}
 
 Expected<PlacementSchema> parsePlacementSchema(std::string_view text, std::string_view source) {
   if (text.size() > kMaxSchemaBytes)

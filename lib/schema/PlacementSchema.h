@@ -142,6 +142,25 @@ struct RecomputeRule {
   std::vector<std::string> save;
 };
 
+/// A train step's mixed precision, as FSDP2's MixedPrecisionPolicy
+/// (passes/MixedPrecision.h):
+///
+///   "mixed_precision": {"param_dtype": "bf16"}
+///       -> {paramDtype "bfloat16", reduceDtype "float32"}
+///   "mixed_precision": {"param_dtype": "bfloat16", "reduce_dtype": "bfloat16"}
+///       -> {paramDtype "bfloat16", reduceDtype "bfloat16"}
+struct MixedPrecisionRequest {
+  /// The dtype parameters are cast to before use (bfloat16 or float16).
+  std::string paramDtype;
+  /// The dtype gradients are reduced in (float32 by default).
+  std::string reduceDtype = "float32";
+};
+
+/// The canonical name of a mixed-precision dtype: "bfloat16" for "bf16" or
+/// "bfloat16", "float16" for "fp16" or "float16", "float32" for "fp32" or
+/// "float32"; nullopt for anything else.
+std::optional<std::string> mixedPrecisionDtype(std::string_view name);
+
 /// A parsed placement schema.
 struct PlacementSchema {
   /// Where it came from, as messages name it: the file path, or "preset 'dp'".
@@ -162,6 +181,8 @@ struct PlacementSchema {
   std::optional<PipelineRequest> pipeline;
   /// Activation checkpointing per module glob ("recompute").
   std::vector<RecomputeRule> recompute;
+  /// Mixed precision of a train step ("mixed_precision").
+  std::optional<MixedPrecisionRequest> mixedPrecision;
   /// Op sharding rules the schema brings (custom ops): (target, rule).
   std::vector<std::pair<std::string, sharding::RuleTemplate>> opRules;
   /// Rules over parameter, buffer and tensor-constant FQNs.

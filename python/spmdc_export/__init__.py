@@ -3,6 +3,7 @@
     import spmdc_export
     spmdc_export.export(model, (tokens,), "out/")                  # inference
     spmdc_export.export_train_step(model, (x,), "out/", loss_fn=F.mse_loss, targets=(y,))
+    spmdc_export.export_train_step(model, (x,), "out/", ..., precision="bf16")   # FSDP2-style mixed precision
 
     python -m spmdc_export mypkg.models:make_model --example-input 'randint(0,256,(2,32))' -o out/
     python -m spmdc_export --hf llama --layers 2 --hidden 64 -o out/

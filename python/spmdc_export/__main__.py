@@ -5,6 +5,7 @@
     python -m spmdc_export mypkg.models:make_model --example-input 'randn(32,64)' \\
         --train --loss mse --target 'randn(32,64)' -o out/
     python -m spmdc_export --hf llama --layers 2 --hidden 64 [--train] -o out/
+    python -m spmdc_export --hf llama --train --mixed-precision bf16 [--reduce-dtype float32] -o out/
     python -m spmdc_export --hf path/to/checkpoint-folder [--dtype bfloat16] [--expected] -o out/
 
 The factory is imported and called with no arguments; it returns an
@@ -38,6 +39,7 @@ PROG = "python -m spmdc_export"
 FUNCS = ("randint", "randn", "rand", "ones", "zeros", "full", "arange")
 DTYPES = ("float16", "bfloat16", "float32", "float64", "float", "double", "half", "int8", "int16", "int32",
           "int64", "long", "int", "uint8", "bool")
+MP_DTYPES = ("bf16", "bfloat16", "fp16", "float16", "fp32", "float32")  # precision.NAMES, without torch
 _NODES = (ast.Expression, ast.Call, ast.Name, ast.Load, ast.Constant, ast.Tuple, ast.List, ast.keyword,
           ast.UnaryOp, ast.USub, ast.UAdd, ast.BinOp, ast.Add, ast.Sub, ast.Mult, ast.FloorDiv, ast.Div)
 
@@ -160,6 +162,12 @@ def parse(argv):
     ap.add_argument("--loss", choices=("mse", "cross_entropy"),
                     help="with --train: the loss of the model's output and the --target inputs "
                          "(default: the model's forward returns the loss)")
+    ap.add_argument("--mixed-precision", metavar="DTYPE",
+                    help="with --train: FSDP2's MixedPrecisionPolicy: float32 master parameters cast to DTYPE "
+                         "(bf16 or fp16) before use, gradients reduced in --reduce-dtype and cast back to "
+                         "float32 for the optimizer (python/spmdc_export/precision.py)")
+    ap.add_argument("--reduce-dtype", metavar="DTYPE",
+                    help="with --mixed-precision: the gradients' reduction dtype (default float32)")
     ap.add_argument("--target", action="append", default=[], metavar="EXPR",
                     help="with --loss: a target tensor, as --example-input")
     ap.add_argument("--dynamic-batch", action="store_true",
@@ -196,6 +204,16 @@ def parse(argv):
         ap.error("--hf models make their own inputs and loss; leave out --example-input, --target and --loss")
     if (a.loss or a.torch_joint) and not a.train:
         ap.error("--loss and --torch-joint are for --train")
+    if (a.mixed_precision or a.reduce_dtype) and not a.train:
+        ap.error("--mixed-precision and --reduce-dtype are for --train")
+    if a.reduce_dtype and not a.mixed_precision:
+        ap.error("--reduce-dtype needs --mixed-precision")
+    for flag, v, ok in (("--mixed-precision", a.mixed_precision, MP_DTYPES[:4]), ("--reduce-dtype", a.reduce_dtype,
+                                                                                 MP_DTYPES)):
+        if v and v not in ok:
+            ap.error(f"{flag} {v}: not one of {', '.join(ok)}")
+    if a.mixed_precision and a.torch_joint:
+        ap.error("--mixed-precision: the step is traced in one pass only; leave out --torch-joint")
     if a.target and not a.loss:
         ap.error("--target needs --loss")
     if a.train and (a.dynamic_batch or a.no_decompose):
@@ -213,6 +231,8 @@ def _check_hf(ap, a):
             ap.error(f"{', '.join(given)} shape a random --hf NAME model; a checkpoint folder has its own config")
         if a.torch_joint:
             ap.error("--torch-joint: a checkpoint folder's train step is traced in one pass only")
+        if a.mixed_precision:
+            ap.error("--mixed-precision: a checkpoint folder is not supported yet; export --hf NAME or a factory")
         return
     if a.hf and (os.sep in a.hf or "/" in a.hf or a.hf.startswith(".")):
         ap.error(f"--hf {a.hf}: {'a file, not a folder' if os.path.exists(a.hf) else 'no such folder'} "
@@ -301,6 +321,17 @@ def export_ref(a, module, inputs, targets, loss_fn):
                         log=note, expected=expected)
 
 
+def mixed_policy(a):
+    """The precision.Policy of --mixed-precision / --reduce-dtype, or None."""
+    if not a.mixed_precision:
+        return None
+    from . import precision
+    try:
+        return precision.policy(a.mixed_precision, a.reduce_dtype or "float32")
+    except ValueError as e:
+        raise UsageError(str(e)) from None
+
+
 def export(a, module, inputs, targets, loss_fn):
     """Exports the inference program or the train step as the flags say."""
     from . import core
@@ -309,7 +340,7 @@ def export(a, module, inputs, targets, loss_fn):
     strict = False if a.hf else None  # transformers models trace best without dynamo (torch 2.6's default is strict)
     if a.train:
         return core.export_train_step(module, inputs, a.out, loss_fn=loss_fn, targets=targets, strict=strict,
-                                      untie=True, log=note, fast=not a.torch_joint)
+                                      untie=True, log=note, fast=not a.torch_joint, precision=mixed_policy(a))
     dynamic = dynamic_batch(module, inputs) if a.dynamic_batch else None
     return core.export(module, inputs, a.out, dynamic_shapes=dynamic, decompose=not a.no_decompose, strict=strict,
                        log=note)

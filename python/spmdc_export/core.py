@@ -19,6 +19,7 @@ import torch
 from safetensors.torch import save_file
 
 from . import fixups, joint
+from . import precision as mixed
 
 MIN_TORCH = (2, 6)
 
@@ -311,26 +312,34 @@ def _eager_step(module, inputs, loss_fn, say):
     return expected, unfreeze
 
 
-def _fast_joint(module, inputs, loss, say):
+def _fast_joint(module, inputs, loss, say, precision=None):
     """joint.trace_joint's program, or None (with a note why) where torch's
-    route must trace it."""
+    route must trace it. A mixed-precision step (precision: (Policy, model
+    inputs)) has only this route: ExportError with the reason."""
     try:
         with _math_attention():
-            program, reason = joint.trace_joint(module, inputs, loss)
+            program, reason = joint.trace_joint(module, inputs, loss, precision)
     except Exception as e:  # noqa: BLE001  (torch's route reports its own errors)
         program, reason = None, (str(e).strip().splitlines() or [type(e).__name__])[0]
+    if program is None and precision is not None:
+        raise ExportError(f"--mixed-precision: the step cannot be traced in one pass ({reason}); export it "
+                          f"without --mixed-precision")
     if program is None:
         say(f"joint traced by torch.export (slower): {reason}")
     return program
 
 
-def _joint_program(module, inputs, strict, say, loss=None):
+def _joint_program(module, inputs, strict, say, loss=None, precision=None):
     """The joint forward+backward program of module(*inputs): traced in one
     pass (joint.py) when `loss` (the eager loss) is given and it can be, else
     by torch.export (its Python-only ops replaced first), with the usual cause
-    of torch's failures named. Returns (program, route)."""
+    of torch's failures named. A mixed-precision step (precision: (Policy,
+    model inputs)) is traced in one pass only. Returns (program, route)."""
+    if precision is not None and (loss is None or strict):
+        raise ExportError("--mixed-precision: the step is traced in one pass only; leave out --torch-joint "
+                          "and strict export")
     if loss is not None and not strict:
-        program = _fast_joint(module, inputs, loss, say)
+        program = _fast_joint(module, inputs, loss, say, precision)
         if program is not None:
             return program, "make_fx"
     joint_export = _joint_exporter()
@@ -366,7 +375,7 @@ def _untie(module, say):
 
 
 def export_train_step(module, example_inputs, out_dir, loss_fn=None, targets=(), note="", strict=None,
-                      untie=False, log=None, fast=True):
+                      untie=False, log=None, fast=True, precision=None):
     """Exports one training step as the joint forward+backward graph
     (torch.export.experimental._export_forward_backward): its outputs are the
     loss, then one gradient per parameter. Without loss_fn, module(*inputs)
@@ -383,8 +392,12 @@ def export_train_step(module, example_inputs, out_dir, loss_fn=None, targets=(),
     random: set its p to 0 to compare. fast=True traces the joint in one
     pass (joint.py; meta.json's joint_route says "make_fx") unless strict
     export is asked for or the step needs torch's route (a note says why);
-    fast=False always takes torch.export's route. Returns the joint
-    ExportedProgram."""
+    fast=False always takes torch.export's route. precision (a
+    precision.Policy, or a param dtype name such as "bf16" with a float32
+    reduce_dtype) traces the step in mixed precision as FSDP2 runs it
+    (precision.py): expected.safetensors then holds that step's eager loss
+    and float32 gradients and meta.json its "mixed_precision". Returns the
+    joint ExportedProgram."""
     check_torch()
     _check_module(module)
     inputs = _as_inputs(example_inputs)
@@ -394,12 +407,18 @@ def export_train_step(module, example_inputs, out_dir, loss_fn=None, targets=(),
     if loss_fn is not None and not callable(loss_fn):
         raise ExportError(f"loss_fn must be callable, not {type(loss_fn).__name__}")
     _joint_exporter()
+    if isinstance(precision, str):
+        try:
+            precision = mixed.policy(precision)
+        except ValueError as e:
+            raise ExportError(str(e).replace("--mixed-precision", "precision")) from None
     notes = []
     say = _logger(log, notes)
     undos = []
     was_training = module.training
     buffers = fixups.snapshot_buffers(module)
     try:
+        n_model = len(inputs)
         if loss_fn is not None:
             n_inputs, restore = _with_loss(module, loss_fn)
             undos.append(restore)
@@ -412,12 +431,18 @@ def export_train_step(module, example_inputs, out_dir, loss_fn=None, targets=(),
         expected, unfreeze = _eager_step(module, inputs, loss_fn, say)
         undos.append(unfreeze)
         fixups.restore_buffers(buffers)
-        joint, route = _joint_program(module, inputs, strict, say, expected["loss"] if fast else None)
+        mp = (precision, n_model) if precision is not None else None
+        if mp is not None:
+            expected = mixed.eager_step(module, inputs, n_model, precision)
+            fixups.restore_buffers(buffers)
+        joint, route = _joint_program(module, inputs, strict, say, expected["loss"] if fast else None, mp)
     finally:
         module.train(was_training)
         fixups.undo_all(undos)
         fixups.restore_buffers(buffers)
-    save_case(out_dir, joint, inputs, expected,
-              {"kind": "train_step_joint", "joint_route": route, "note": note, "notes": notes})
+    meta = {"kind": "train_step_joint", "joint_route": route, "note": note, "notes": notes}
+    if precision is not None:
+        meta["mixed_precision"] = precision.as_dict()
+    save_case(out_dir, joint, inputs, expected, meta)
     write_tp_plan(module, out_dir)
     return joint

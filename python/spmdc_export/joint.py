@@ -34,6 +34,7 @@ from torch.func import functional_call
 from torch.utils import _pytree as pytree
 
 from . import fixups
+from . import precision as mixed
 
 
 def input_names(module, n):
@@ -53,8 +54,10 @@ def input_names(module, n):
     return names[:n]
 
 
-def _trace(module, inputs, trainable):
-    """make_fx of one step: (params, buffers, *inputs) -> (loss, *grads)."""
+def _trace(module, inputs, trainable, precision=None):
+    """make_fx of one step: (params, buffers, *inputs) -> (loss, *grads).
+    precision: (precision.Policy, number of model inputs) for a mixed-
+    precision step (precision.py), or None."""
     from torch._decomp import core_aten_decompositions
     from torch.fx.experimental.proxy_tensor import make_fx
 
@@ -62,7 +65,11 @@ def _trace(module, inputs, trainable):
     buffers = dict(module.named_buffers())
 
     def step(params, buffers, *batch):
-        loss = functional_call(module, {**params, **buffers}, tuple(batch))
+        used = params
+        if precision is not None:
+            used = mixed.cast_params(params, precision[0])
+            batch = mixed.cast_inputs(batch, precision[1], precision[0])
+        loss = functional_call(module, {**used, **buffers}, tuple(batch))
         _mark_backward(loss)
         return (loss, *torch.autograd.grad(loss, [params[k] for k in trainable]))
 
@@ -228,17 +235,19 @@ def _call_graph(inputs, loss, names):
     return [ModuleCallEntry(fqn="", signature=sig)]
 
 
-def trace_joint(module, inputs, loss):
+def trace_joint(module, inputs, loss, precision=None):
     """(ExportedProgram, None) for the joint program of module(*inputs) in
     train mode, traced once; (None, reason) where it would differ from
     torch.export's. `loss` is an eager loss of the same step (its pytree
-    spec becomes the program's out_spec)."""
+    spec becomes the program's out_spec). precision: (precision.Policy,
+    number of model inputs) traces the step in mixed precision, the policy
+    recorded on the parameters' casts."""
     shared = fixups.shared_parameters(module)
     if shared:  # before the trace: it is the expensive part
         return None, f"parameters share a tensor ({', '.join(shared[0])})"
     trainable = [k for k, p in module.named_parameters() if p.requires_grad]
     names = input_names(module, len(inputs))
-    gm = _trace(module, inputs, trainable)
+    gm = _trace(module, inputs, trainable, precision)
     _outplace(gm)
     for node in list(gm.graph.nodes):  # an element of a multi-output op that came out None (convolution_backward)
         if node.target is operator.getitem and not node.users and "val" not in node.meta:
@@ -248,6 +257,8 @@ def trace_joint(module, inputs, loss):
         return None, reason
     state_dict = module.state_dict(keep_vars=True)  # parameters and persistent buffers
     signature = _signature(module, gm, names, trainable, state_dict)
+    if precision is not None and mixed.tag(gm, precision[0]) == 0:
+        return None, "no parameter is cast to the mixed-precision dtype (no floating-point parameters?)"
     gm.graph.lint()
     gm.recompile()
     constants = {k: b for k, b in module.named_buffers() if k not in state_dict}

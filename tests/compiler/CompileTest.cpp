@@ -90,8 +90,9 @@ TEST_CASE("--list-passes lists every pass in pipeline order, the graph passes ma
   for (std::string line; std::getline(in, line);) lines.push_back(line.substr(0, line.find(':')));
   CHECK(lines == std::vector<std::string>{
                      "append-optimizer (before propagation)", "gather-params (before propagation)",
-                     "sequence-parallel (before propagation)", "dedup-collectives", "dead-code-elimination",
-                     "recompute", "bucket-collectives", "bucket-shard-collectives", "async-collectives"});
+                     "mixed-precision (before propagation)", "sequence-parallel (before propagation)",
+                     "dedup-collectives", "dead-code-elimination", "recompute", "bucket-collectives",
+                     "bucket-shard-collectives", "async-collectives"});
 }
 
 TEST_CASE("--print-after a graph pass prints the graph after it, before propagation") {

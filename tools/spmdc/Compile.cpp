@@ -40,6 +40,15 @@ spmd::Expected<spmd::passes::CompileOptions> baseOptions(const CompileArgs& a) {
     opts.optimizer.beta1 = a.betas[0];
     opts.optimizer.beta2 = a.betas[1];
   }
+  if (!a.reduceDtype.empty() && a.mixedPrecision.empty())
+    return spmd::Status::error("--reduce-dtype " + a.reduceDtype + " needs --mixed-precision (e.g. bf16)");
+  if (!a.mixedPrecision.empty()) {
+    spmd::schema::MixedPrecisionRequest mp;
+    mp.paramDtype = spmd::schema::mixedPrecisionDtype(a.mixedPrecision).value_or("");
+    if (!a.reduceDtype.empty())
+      mp.reduceDtype = spmd::schema::mixedPrecisionDtype(a.reduceDtype).value_or("");
+    opts.mixedPrecision = mp;
+  }
   opts.onPrintAfter = [](const std::string& pass, const spmd::program::Program& p) {
     std::cout << "// after " << pass << "\n" << spmd::program::dumpProgram(p);
   };
@@ -212,6 +221,13 @@ void addCompileOptions(CLI::App* cmd, CompileArgs& c) {
   cmd->add_option("--betas", c.betas, "adamw betas, e.g. --betas 0.9 0.999")->expected(2);
   cmd->add_option("--eps", c.optimizer.eps, "adamw epsilon");
   cmd->add_option("--weight-decay", c.optimizer.weightDecay, "weight decay (adamw: decoupled)");
+  cmd->add_option("--mixed-precision", c.mixedPrecision,
+                  "train steps: FSDP2's MixedPrecisionPolicy param_dtype (bf16 or fp16); the step must be "
+                  "exported with it (spmdc_export --train --mixed-precision)")
+      ->check(CLI::IsMember({"bf16", "bfloat16", "fp16", "float16"}));
+  cmd->add_option("--reduce-dtype", c.reduceDtype,
+                  "with --mixed-precision: the gradients' reduction dtype (default float32)")
+      ->check(CLI::IsMember({"fp32", "float32", "bf16", "bfloat16", "fp16", "float16"}));
 }
 
 void addAutoOptions(CLI::App* cmd, CompileArgs& c) {

@@ -17,6 +17,9 @@ struct CompileArgs {
   std::string model, schema, output, report, mesh;
   spmd::passes::OptimizerOptions optimizer;
   std::vector<double> betas;
+  /// --mixed-precision / --reduce-dtype (empty: not given).
+  std::string mixedPrecision;
+  std::string reduceDtype;
   std::vector<std::string> printAfter;
   bool replicateUnknown = false, noAsync = false, quiet = false, embedWeights = false;
   double bucketMb = 25;

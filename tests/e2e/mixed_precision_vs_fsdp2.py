@@ -1,0 +1,309 @@
+#!/usr/bin/env python3
+"""Mixed-precision train steps against PyTorch FSDP2's MixedPrecisionPolicy.
+
+Usage:
+    mixed_precision_vs_fsdp2.py SPMDC SPMD_RUN [--steps 3]
+
+A transformers LlamaForCausalLM (2 layers, hidden 64, random weights, seed
+0, batch 4 x 16 tokens) is exported as one train step with
+`python -m spmdc_export --hf llama --train --mixed-precision bf16`
+(reduce_dtype float32). The reference is PyTorch FSDP2 itself on the CPU
+with Gloo, 2 processes: fully_shard per decoder layer and on the root with
+MixedPrecisionPolicy(param_dtype=bfloat16, reduce_dtype=float32), each rank
+on its half of the batch, the same weights (the archive's) and inputs, and
+torch.optim.AdamW on the sharded float32 masters. spmdc compiles the step
+under dp, fsdp and Megatron TP at 2 ranks and hsdp at 2x2 (4 workers).
+Checked:
+1. one step (no optimizer): the loss within 5e-3 (relative) of FSDP2's
+   mean loss over ranks, and every gradient (float32) within 2e-2 of
+   FSDP2's (norm of the difference over the norm of FSDP2's);
+2. --steps AdamW steps (--optimizer adamw): every step's loss within 5e-3
+   of FSDP2's, and the float32 parameters after the last step agree with
+   FSDP2's to within 10% of how far the update moved them (all parameters
+   together; 25% for each one: the update's size is lr per element, and
+   bf16 noise flips the sign of a few tiny gradients, which Adam turns
+   into a full-size step: one flip in a 64-element norm weight is ~8%);
+3. from `spmdc dump` and `--report`: every aten.mm (the linear layers,
+   forward and backward) computes in bf16; under fsdp and hsdp every
+   all-gather moves bf16 and every reduce-scatter f32; under dp every
+   all-reduce is f32; the report gives each collective's dtype. At this
+   size the numbers alone do not tell bf16 from float32 compute (eager
+   float32 is within 1.2e-2 of the bf16 step's gradients), so these
+   checks are what shows the step runs in bf16;
+4. fsdp with --bucket-mb 0 prefetches each bf16 gather one ahead (not all
+   at the step's start) and computes the same step as with buckets;
+5. the schema field (schemas/examples/fsdp_bf16.json: "mixed_precision":
+   {"param_dtype": "bfloat16", "reduce_dtype": "float32"}) compiles to the
+   same program as the flag;
+6. bad input, each one line on stderr, exit 2 and no program written:
+   --mixed-precision bf16 on a float32 export (testdata's llama_train),
+   --reduce-dtype bf16 against the archive's float32, a flag that
+   differs from the schema's field; spmdc_export's --mixed-precision
+   without --train, and with a dtype it does not know.
+Exit 1 on any failure (77, a skip, without transformers or FSDP2:
+scripts/test.sh turns it into a failure under CI).
+"""
+import argparse
+import json
+import os
+import re
+import socket
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(ROOT / "python"))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from hf_llama_sp_lp import TP_RULES  # noqa: E402  (the same Megatron split of the same model)
+
+BATCH, LR, WD = 4, 1e-3, 0.01
+LOSS_TOL, GRAD_TOL, UPDATE_TOL, PARAM_UPDATE_TOL = 5e-3, 2e-2, 0.1, 0.25
+LAYOUTS = {"dp": ("dp", 2), "fsdp": ("fsdp", 2), "tp": ("tp", 2), "hsdp": ("hsdp", "2x2")}
+
+
+def run(cmd, ok=True):
+    r = subprocess.run([str(c) for c in cmd], capture_output=True, text=True)
+    if ok and r.returncode != 0:
+        sys.exit(f"mixed_precision_vs_fsdp2: {' '.join(map(str, cmd))} exited {r.returncode}:\n{r.stdout}{r.stderr}")
+    return r
+
+
+def fsdp2_worker(rank, world, port, d, steps):
+    """One FSDP2 rank: the step's loss and gradients, then `steps` AdamW
+    steps; rank 0 saves {"loss", "grad.<fqn>", "losses", "param.<fqn>"}."""
+    import torch
+    import torch.distributed as dist
+    from safetensors.torch import load_file
+    from torch.distributed.fsdp import MixedPrecisionPolicy, fully_shard
+    from spmdc_export import hf
+    os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port))
+    dist.init_process_group("gloo", rank=rank, world_size=world)
+    torch.manual_seed(0)
+    m = hf.build("llama", layers=2, hidden=64, batch=BATCH, seq=16, train=True)
+    state = torch.export.load(str(d / "model.pt2")).state_dict
+    m.module.load_state_dict({k: v for k, v in state.items()}, strict=False)
+    m.module.train()
+    policy = MixedPrecisionPolicy(param_dtype=torch.bfloat16, reduce_dtype=torch.float32)
+    for layer in m.module.model.layers:
+        fully_shard(layer, mp_policy=policy)
+    fully_shard(m.module, mp_policy=policy)
+    inputs = load_file(str(d / "inputs.safetensors"))
+    rows = slice(rank * BATCH // world, (rank + 1) * BATCH // world)
+    ids, labels = inputs["input.0"][rows], inputs["input.1"][rows]
+    opt = torch.optim.AdamW(m.module.parameters(), lr=LR, weight_decay=WD)
+    out, losses = {}, []
+    for step in range(steps):
+        opt.zero_grad()
+        loss = m.loss_fn(m.module(ids), labels)
+        loss.backward()
+        mean = loss.detach().clone()
+        dist.all_reduce(mean)
+        losses.append(float(mean) / world)
+        if step == 0:
+            out["loss"] = mean / world
+            for k, p in m.module.named_parameters():
+                out[f"grad.{k}"] = p.grad.full_tensor().clone()
+        opt.step()
+    for k, p in m.module.named_parameters():
+        out[f"param.{k}"] = p.detach().full_tensor().clone()
+    if rank == 0:
+        out["losses"] = torch.tensor(losses, dtype=torch.float64)
+        torch.save(out, str(d / "fsdp2.pt"))
+    dist.destroy_process_group()
+
+
+def fsdp2_reference(d, steps):
+    import torch
+    import torch.multiprocessing as mp
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    mp.spawn(fsdp2_worker, args=(2, port, d, steps), nprocs=2)
+    return torch.load(str(d / "fsdp2.pt"))
+
+
+def schema_file(d, layout):
+    kind, world = LAYOUTS[layout]
+    s = {"version": 1}
+    if kind == "tp":
+        s.update({"mesh": {"shape": [world], "axes": ["tp"]}, "params": TP_RULES, "outputs": "replicate"})
+    else:
+        s["preset"] = kind
+    f = d / f"{layout}.json"
+    f.write_text(json.dumps(s))
+    return f
+
+
+def rel(a, b):
+    return float((a.double() - b.double()).norm()) / max(1e-12, float(b.double().norm()))
+
+
+def compile_and_run(a, d, layout, failures, ref, initial):
+    """Compiles `layout` twice (one step; --optimizer adamw) and compares each run with FSDP2."""
+    from safetensors.torch import load_file
+    world = LAYOUTS[layout][1]
+    n = 4 if world == "2x2" else 2
+    sfile = schema_file(d, layout)
+    common = ["compile", d / "model.pt2", "--schema", sfile, "--mesh", world, "--mixed-precision", "bf16", "-q"]
+    run([a.spmdc, *common, "-o", d / f"{layout}.spmd", "--report", d / f"{layout}.report.json"])
+    run([a.spmd_run, "-n", n, d / f"{layout}.spmd", "--inputs", d / "inputs.safetensors", "--output",
+         d / f"{layout}.st", "-q"])
+    got = load_file(str(d / f"{layout}.st"))
+    err = abs(float(got["loss"]) - float(ref["loss"])) / abs(float(ref["loss"]))
+    if err > LOSS_TOL:
+        failures.append(f"{layout}: loss {float(got['loss']):.6f} vs FSDP2 {float(ref['loss']):.6f}")
+    worst = max((rel(got[k], v), k) for k, v in ref.items() if k.startswith("grad."))
+    print(f"{layout}: loss {float(got['loss']):.6f} (FSDP2 {float(ref['loss']):.6f}), worst gradient "
+          f"{worst[1]} at {worst[0]:.2e}")
+    if worst[0] > GRAD_TOL:
+        failures.append(f"{layout}: {worst[1]} differs from FSDP2's by {worst[0]:.3g} (tolerance {GRAD_TOL})")
+    if any(got[k].dtype != ref[k].dtype for k in ref if k.startswith("grad.")):
+        failures.append(f"{layout}: gradients are not float32")
+    opt = d / f"{layout}_adamw.spmd"
+    run([a.spmdc, *common, "-o", opt, "--optimizer", "adamw", "--lr", LR, "--weight-decay", WD])
+    log = d / f"{layout}.losses.jsonl"
+    run([a.spmd_run, "-n", n, opt, "--inputs", d / "inputs.safetensors", "--steps", a.steps, "--loss-log", log,
+         "--output", d / f"{layout}_adamw.st", "-q"])
+    losses = [json.loads(line)["loss"] for line in log.read_text().splitlines()]
+    want = ref["losses"].tolist()
+    if len(losses) != len(want) or any(abs(x - y) > LOSS_TOL * abs(y) for x, y in zip(losses, want)):
+        failures.append(f"{layout}: AdamW losses {losses} vs FSDP2 {want}")
+    after = load_file(str(d / f"{layout}_adamw.st"))
+    diff2 = moved2 = 0.0
+    worst = (0.0, "")
+    for k, w in ref.items():
+        if not k.startswith("param."):
+            continue
+        g = after.get(f"parameter.{k[6:]}")
+        if g is None or g.dtype != w.dtype:
+            failures.append(f"{layout}: no float32 parameter.{k[6:]} after the AdamW steps")
+            return
+        diff = float((g.double() - w.double()).norm())
+        moved = float((w.double() - initial[k[6:]].double()).norm())
+        diff2, moved2 = diff2 + diff * diff, moved2 + moved * moved
+        worst = max(worst, (diff / max(moved, 1e-30), k[6:]))
+    total = (diff2 / max(moved2, 1e-30)) ** 0.5
+    print(f"{layout}: after {a.steps} AdamW steps the parameters differ from FSDP2's by {total:.1%} of the "
+          f"update (worst {worst[1]}: {worst[0]:.1%})")
+    if total > UPDATE_TOL or worst[0] > PARAM_UPDATE_TOL:
+        failures.append(f"{layout}: after {a.steps} AdamW steps the parameters differ from FSDP2's by {total:.1%} "
+                        f"of the update, {worst[1]} by {worst[0]:.1%} (tolerances {UPDATE_TOL:.0%}, "
+                        f"{PARAM_UPDATE_TOL:.0%})")
+
+
+def check_dtypes(a, d, failures):
+    """The collectives' dtypes from spmdc dump and the report."""
+    for layout in a.layouts:
+        text = run([a.spmdc, "dump", d / f"{layout}.spmd"]).stdout
+        kinds = {}
+        for m in re.finditer(r"^%\S+: (\w+)\[[^\]]*\] = spmd\.(all_gather|reduce_scatter|all_reduce)\(", text, re.M):
+            kinds.setdefault(m.group(2), set()).add(m.group(1))
+        mms = set(re.findall(r"^%\S+: (\w+)\[[^\]]*\] = aten\.mm\.default\(", text, re.M))
+        if mms != {"bf16"}:  # the linear layers, forward and backward
+            failures.append(f"{layout}: spmdc dump's aten.mm results are {sorted(mms)}, want bf16 only")
+        report = json.loads((d / f"{layout}.report.json").read_text())
+        dtypes = {c["dtype"] for c in report["collectives"]}
+        print(f"{layout}: collectives by dtype {report['collective_bytes_by_dtype']}")
+        want = {"all_gather": {"bf16"}, "reduce_scatter": {"f32"}} if layout in ("fsdp", "hsdp") else {}
+        if layout == "dp":
+            want = {"all_reduce": {"f32"}}
+        for kind, dt in want.items():
+            if kinds.get(kind) != dt:
+                failures.append(f"{layout}: spmdc dump's {kind}s move {sorted(kinds.get(kind, []))}, want {sorted(dt)}")
+        if not dtypes or "?" in dtypes:
+            failures.append(f"{layout}: the report does not give every collective's dtype: {sorted(dtypes)}")
+
+
+def check_unbucketed(a, d, failures):
+    """fsdp with --bucket-mb 0: each bf16 gather (and its cast) is prefetched
+    one ahead, not all at the start, and the step equals the bucketed one."""
+    from safetensors.torch import load_file
+    prog = d / "fsdp_nobucket.spmd"
+    run([a.spmdc, "compile", d / "model.pt2", "--schema", "fsdp", "--mesh", 2, "--mixed-precision", "bf16",
+         "--bucket-mb", 0, "-o", prog, "-q"])
+    lines = run([a.spmdc, "dump", prog]).stdout.splitlines()
+    gathers = [i for i, x in enumerate(lines) if "= spmd.all_gather(" in x]
+    first_mm = next((i for i, x in enumerate(lines) if "= aten.mm.default(" in x), len(lines))
+    if not gathers or gathers[-1] < first_mm:
+        failures.append("fsdp --bucket-mb 0: every all-gather is issued before the first matmul, not one ahead")
+    run([a.spmd_run, "-n", 2, prog, "--inputs", d / "inputs.safetensors", "--output", d / "nobucket.st", "-q"])
+    got, want = load_file(str(d / "nobucket.st")), load_file(str(d / "fsdp.st"))
+    if any(not got[k].equal(v) for k, v in want.items()):
+        failures.append("fsdp --bucket-mb 0: the step differs from the bucketed one")
+
+
+def check_field_and_refusals(a, d, failures):
+    field = ROOT / "schemas" / "examples" / "fsdp_bf16.json"  # "mixed_precision": {"param_dtype": "bfloat16", ...}
+    run([a.spmdc, "compile", d / "model.pt2", "--schema", field, "--mesh", 2, "-o", d / "field.spmd", "-q"])
+    def dump(prog):  # the provenance line names the schema file
+        return [x for x in run([a.spmdc, "dump", prog]).stdout.splitlines() if not x.startswith("provenance")]
+    if dump(d / "field.spmd") != dump(d / "fsdp.spmd"):
+        failures.append("the schema's mixed_precision field compiles to another program than --mixed-precision")
+    fp32 = ROOT / "testdata" / "pt2" / "llama_train" / "model.pt2"
+    cases = [("a float32 export", [fp32, "--schema", "fsdp", "--mixed-precision", "bf16"], "not exported with it"),
+             ("another reduce dtype", [d / "model.pt2", "--schema", "fsdp", "--mixed-precision", "bf16",
+                                       "--reduce-dtype", "bf16"], "differs from the policy the step was exported"),
+             ("flag against field", [d / "model.pt2", "--schema", field, "--mixed-precision", "fp16"],
+              "differs from the schema's mixed_precision")]
+    env = dict(os.environ, PYTHONPATH=str(ROOT / "python"))
+    for what, args, text in (("export without --train", ["--mixed-precision", "bf16"], "are for --train"),
+                             ("export to fp8", ["--train", "--mixed-precision", "fp8"], "--mixed-precision fp8")):
+        r = subprocess.run([sys.executable, "-m", "spmdc_export", "--hf", "llama", "-o", str(d / "bad"), *args],
+                           capture_output=True, text=True, env=env)
+        err = r.stderr.strip()
+        if r.returncode != 2 or text not in err or len(err.splitlines()) != 1 or (d / "bad").exists():
+            failures.append(f"{what}: exit {r.returncode}, stderr {err!r} (want exit 2, one line with {text!r})")
+    for what, args, text in cases:
+        out = d / "bad.spmd"
+        r = run([a.spmdc, "compile", *args, "--mesh", 2, "-o", out], ok=False)
+        err = r.stderr.strip()
+        if r.returncode != 2 or text not in err or len(err.splitlines()) != 1 or out.exists():
+            failures.append(f"{what}: exit {r.returncode}, stderr {err!r} (want exit 2, one line with {text!r})")
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("spmdc")
+    ap.add_argument("spmd_run")
+    ap.add_argument("--steps", type=int, default=3)
+    ap.add_argument("--layouts", default=",".join(LAYOUTS), help="a comma-separated subset (fsdp is always run)")
+    a = ap.parse_args()
+    a.layouts = sorted(set(a.layouts.split(",")) | {"fsdp"}, key=list(LAYOUTS).index)
+    if not set(a.layouts) <= set(LAYOUTS):
+        ap.error(f"--layouts: choose from {', '.join(LAYOUTS)}")
+    try:
+        import torch
+        import transformers  # noqa: F401
+        from torch.distributed.fsdp import MixedPrecisionPolicy, fully_shard  # noqa: F401
+    except ImportError as e:
+        print(f"mixed_precision_vs_fsdp2: skipped: {e}")
+        return 77
+    failures = []
+    with tempfile.TemporaryDirectory() as tmp:
+        d = Path(tmp)
+        env = dict(os.environ, PYTHONPATH=str(ROOT / "python"))
+        r = subprocess.run([sys.executable, "-m", "spmdc_export", "--hf", "llama", "--layers", "2", "--hidden", "64",
+                            "--batch", str(BATCH), "--train", "--mixed-precision", "bf16", "-o", str(d)],
+                           capture_output=True, text=True, env=env)
+        if r.returncode != 0:
+            sys.exit(f"mixed_precision_vs_fsdp2: the export failed:\n{r.stdout}{r.stderr}")
+        if json.loads((d / "meta.json").read_text()).get("mixed_precision") != {"param_dtype": "bfloat16",
+                                                                                 "reduce_dtype": "float32"}:
+            failures.append("meta.json does not record the policy")
+        initial = {k: v.detach().clone() for k, v in torch.export.load(str(d / "model.pt2")).state_dict.items()}
+        ref = fsdp2_reference(d, a.steps)
+        for layout in a.layouts:
+            compile_and_run(a, d, layout, failures, ref, initial)
+        check_dtypes(a, d, failures)
+        check_unbucketed(a, d, failures)
+        check_field_and_refusals(a, d, failures)
+    for f in failures:
+        print(f"FAIL {f}")
+    print("mixed_precision_vs_fsdp2: " + ("ok" if not failures else f"{len(failures)} failure(s)"))
+    return 1 if failures else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
