@@ -46,6 +46,7 @@ class Placer {
 
   Expected<std::vector<PipelinePlace>> run() {
     for (const auto& n : g_.nodes()) SPMD_RETURN_IF_ERROR(classify(*n));
+    SPMD_RETURN_IF_ERROR(moveParameterOnlyToStep());
     markForward();
     for (const auto& n : g_.nodes()) SPMD_RETURN_IF_ERROR(assignStage(*n));
     SPMD_RETURN_IF_ERROR(checkOutputs());
@@ -80,7 +81,7 @@ class Placer {
       if (f.bound) accumulations_.insert(&n);
     } else if (f.acc) {
       for (const ir::Value* v : n.inputValues())
-        if (flags_[v].micro || (flags_[v].bound && !flags_[v].acc && v->producer()))
+        if (flags_[v].micro)
           return Status::error(nodeRef(n) + " runs after the gradients are summed over the microbatches but " +
                                "reads %" + v->name() + ", a value of one microbatch");
       phase = Phase::Step;
@@ -90,6 +91,28 @@ class Placer {
     }
     place(n).phase = phase;
     for (const ir::Value* v : n.outputValues()) flags_[v] = out;
+    return Status::ok();
+  }
+
+  // A value of parameters alone (weight decay's p * (1 - lr * wd)) that
+  // only the optimizer reads is part of the step, not of every microbatch.
+  Status moveParameterOnlyToStep() {
+    const auto& nodes = g_.nodes();
+    for (auto it = nodes.rbegin(); it != nodes.rend(); ++it) {
+      const ir::Node& n = **it;
+      if (place(n).phase != Phase::Backward) continue;
+      bool micro = false, step = false, other = false;
+      for (const ir::Value* v : n.outputValues()) {
+        micro |= flags_[v].micro;
+        for (const ir::Node* u : v->users()) (place(*u).phase == Phase::Step ? step : other) = true;
+      }
+      if (micro || !step) continue;
+      if (other)
+        return Status::error(nodeRef(n) + " is read both by the microbatches and by the optimizer step: a " +
+                             "pipeline cannot share it; compute it in one of them");
+      place(n).phase = Phase::Step;
+      for (const ir::Value* v : n.outputValues()) flags_[v].acc = true;
+    }
     return Status::ok();
   }
 
@@ -117,11 +140,11 @@ class Placer {
   Status assignStage(const ir::Node& n) {
     PipelinePlace& pl = place(n);
     if (pl.phase == Phase::Free || pl.phase == Phase::Prologue) return Status::ok();
-    int64_t direct = -1, fromGrad = INT64_MAX, any = -1;
+    int64_t direct = -1, param = -1, fromGrad = INT64_MAX, any = -1;
     for (const ir::Value* v : n.inputValues()) {
       auto ps = paramStage_.find(v);
       const PipelinePlace* src = producerPlace(v);
-      if (ps != paramStage_.end()) direct = std::max(direct, ps->second);
+      if (ps != paramStage_.end()) direct = std::max(direct, ps->second), param = std::max(param, ps->second);
       if (!src || src->stage < 0) continue;
       any = std::max(any, src->stage);
       if (src->phase == Phase::Forward) direct = std::max(direct, src->stage);
@@ -130,7 +153,7 @@ class Placer {
     if (pl.phase == Phase::Forward)
       pl.stage = std::max(direct, any) < 0 ? 0 : std::max(direct, any);
     else if (pl.phase == Phase::Backward)
-      pl.stage = direct >= 0 ? direct : fromGrad != INT64_MAX ? fromGrad : 0;
+      pl.stage = param >= 0 ? param : std::max(direct, fromGrad != INT64_MAX ? fromGrad : int64_t{0});
     else
       pl.stage = std::max(direct, any) < 0 ? 0 : std::max(direct, any);
     for (const ir::Value* v : n.inputValues()) {
@@ -142,8 +165,8 @@ class Placer {
                              "move the stage boundary");
       const PipelinePlace* src = producerPlace(v);
       if (pl.phase == Phase::Step && src && src->phase == Phase::Step && src->stage != pl.stage)
-        return Status::error(nodeRef(n) + " in the optimizer step reads values of stages " +
-                             std::to_string(src->stage) + " and " + std::to_string(pl.stage) +
+        return Status::error(nodeRef(n) + " in the optimizer step of stage " + std::to_string(pl.stage) +
+                             " reads %" + v->name() + " of stage " + std::to_string(src->stage) +
                              " (e.g. a global gradient-norm clip): a pipelined step updates each stage alone");
     }
     return Status::ok();

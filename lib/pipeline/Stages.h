@@ -11,8 +11,10 @@
 //
 // Forward nodes are the loss's ancestors that read a parameter (directly or
 // not); each runs on the highest stage among the parameters and forward
-// values it reads. A backward node runs on the stage of the parameters and
-// forward values it reads, else where the gradients it reads were made.
+// values it reads. A backward node runs on the stage of the parameters it
+// reads, else on the highest stage among the forward values it reads and
+// the lowest of the gradients it reads (a weight's gradient lands on its
+// weight's stage).
 // An all-reduce over the microbatch axis is an accumulation (S) when its
 // input depends on parameters, else a prologue sum (P) over every
 // microbatch before the first (a loss's token count). What follows an

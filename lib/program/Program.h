@@ -141,6 +141,7 @@ struct PipelinePlan {
   std::vector<PipelinePlace> places;
   /// One list per stage.
   std::vector<std::vector<PipelineAction>> actions;
+  bool operator==(const PipelinePlan&) const = default;
 };
 
 /// A compiled distributed program.

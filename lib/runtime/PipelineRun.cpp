@@ -81,7 +81,8 @@ class StageRunner {
       const ir::Node& n = *graphs_.prologue[k].second;
       at::Tensor sum;
       for (int64_t i = 0; i < microbatches_; ++i) {
-        SPMD_ASSIGN_OR_RETURN(std::vector<at::Tensor> out, run(prologue_[k], i, micro, prologue, {}, accum));
+        Values none;
+        SPMD_ASSIGN_OR_RETURN(std::vector<at::Tensor> out, run(prologue_[k], i, micro, prologue, none, accum));
         sum = i == 0 ? out[0].clone() : sum.add_(out[0]);
       }
       const ir::Argument* op = n.input("op");
@@ -101,7 +102,8 @@ class StageRunner {
     for (auto& [name, t] : accum)
       if (avg_.count(name)) t.div_(microbatches_);
     comm_.setMicrobatch(0);
-    SPMD_ASSIGN_OR_RETURN(std::vector<at::Tensor> out, run(step_, 0, micro, prologue, {}, accum));
+    Values none;
+    SPMD_ASSIGN_OR_RETURN(std::vector<at::Tensor> out, run(step_, 0, micro, prologue, none, accum));
     SPMD_RETURN_IF_ERROR(finishSends());
     Values result;
     for (size_t j = 0; j < out.size(); ++j) result[step_.outputNames[j]] = out[j];
@@ -142,11 +144,19 @@ class StageRunner {
     const PipelinePlace& at = p_.pipeline->places[static_cast<size_t>(n.index())];
     if (at.phase == Phase::Prologue) return Source{From::Prologue, name};
     if (pipeline::isAccumulation(p_, n)) return Source{From::Accum, name};
+    // A forward value the backward reads: kept from this stage's forward,
+    // or from its receipt there (a value crosses once per microbatch).
     if (at.stage == stage_ && at.phase == Phase::Forward && phase == Phase::Backward)
       return Source{From::Stash, name};
+    if (phase == Phase::Backward && forwardReceived_.count(name)) {
+      keepReceived_.insert(name);
+      return Source{From::Stash, name};
+    }
     auto it = transferIndex_.find({name, stage_});
-    if (at.stage != stage_ && it != transferIndex_.end())
+    if (at.stage != stage_ && it != transferIndex_.end()) {
+      if (phase == Phase::Forward) forwardReceived_.insert(name);
       return Source{From::Recv, name, at.stage, static_cast<int64_t>(it->second)};
+    }
     return Status::error("node %" + n.name() + " (" + program::placeText(at) + ") cannot feed stage " +
                          std::to_string(stage_));
   }
@@ -201,11 +211,12 @@ class StageRunner {
   }
 
   Expected<std::vector<at::Tensor>> run(Part& part, int64_t mb, const std::vector<TensorMap>& micro,
-                                        const Values& prologue, const Values& stash, const Values& accum) {
+                                        const Values& prologue, Values& stash, const Values& accum) {
     comm_.setMicrobatch(mb);
     std::vector<c10::IValue> in;
     for (const Source& s : part.inputs) {
       SPMD_ASSIGN_OR_RETURN(at::Tensor t, input(s, mb, micro, prologue, stash, accum));
+      if (s.from == Source::From::Recv && keepReceived_.count(s.key)) stash[s.key] = t;
       in.emplace_back(std::move(t));
     }
     SPMD_ASSIGN_OR_RETURN(std::vector<c10::IValue> out, part.exec->run(std::move(in)));
@@ -252,6 +263,7 @@ class StageRunner {
   int64_t microbatches_ = 1;
   std::map<std::pair<std::string, int64_t>, size_t> transferIndex_;
   std::set<std::string> avg_;
+  std::set<std::string> forwardReceived_, keepReceived_;
   pipeline::StageGraphs graphs_;
   Part forward_, backward_, step_;
   std::vector<Part> prologue_;

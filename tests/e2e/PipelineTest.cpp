@@ -1,0 +1,178 @@
+// Pipeline parallelism end to end: train steps cut into stages, run on
+// simulated ranks with point-to-point sends, give one device's loss and
+// gradients (expected.safetensors, from PyTorch eager) under pp alone and
+// with dp, fsdp and Megatron TP inside the stages, for GPipe and 1F1B; the
+// verifier refuses a schedule that deadlocks; bad requests are one line.
+#include "../TestUtil.h"
+#include "E2eUtil.h"
+#include "passes/Pipeline.h"
+#include "pipeline/Verify.h"
+#include "program/ProgramJson.h"
+#include "program/Reader.h"
+#include "program/Writer.h"
+#include "runtime/TensorIO.h"
+#include "runtime/Worker.h"
+#include "schema/PlacementSchema.h"
+
+using namespace spmd;
+using spmd::testing::modelDir;
+using spmd::testing::TempDir;
+
+namespace {
+
+Expected<passes::CompileResult> compileWith(const std::string& model, const std::string& schemaJson,
+                                            const passes::OptimizerOptions& optimizer = {}) {
+  auto archive = pt2::readArchive(modelDir(model) + "/model.pt2");
+  if (!archive) return archive.status();
+  SPMD_ASSIGN_OR_RETURN(schema::PlacementSchema s, schema::parsePlacementSchema(schemaJson, "pp.json"));
+  passes::CompileOptions opts;
+  opts.optimizer = optimizer;
+  return passes::compile(*archive, s, opts);
+}
+
+runtime::RankResult compileAndRun(const std::string& model, const std::string& schemaJson, int steps = 1,
+                                  const passes::OptimizerOptions& optimizer = {}) {
+  auto r = compileWith(model, schemaJson, optimizer);
+  if (!r) FAIL(r.status().message());
+  REQUIRE(r->program.pipeline.has_value());
+  TempDir dir;
+  auto archive = pt2::readArchive(modelDir(model) + "/model.pt2");
+  REQUIRE(archive.hasValue());
+  program::ArchiveWeightSource archiveWeights(*archive);
+  passes::OptimizerWeightSource weights(archiveWeights, r->program);
+  Status st = program::writeProgram(dir.file("p.spmd"), r->program, weights);
+  if (!st.isOk()) FAIL(st.message());
+  auto program = program::readProgram(dir.file("p.spmd"));
+  REQUIRE(program.hasValue());
+  REQUIRE(program->program().pipeline == r->program.pipeline);
+  auto in = runtime::readTensors(modelDir(model) + "/inputs.safetensors");
+  REQUIRE(in.hasValue());
+  runtime::RankOptions opts;
+  opts.steps = steps;
+  auto out = runtime::runThreaded(*program, *in, opts);
+  if (!out) FAIL(out.status().message());
+  return std::move(*out);
+}
+
+std::string schemaText(const std::string& mesh, const std::string& axes, const std::string& pipeline,
+                       const std::string& rest = "") {
+  return R"({"version": 1, "mesh": {"shape": )" + mesh + R"(, "axes": )" + axes + "}, " + rest +
+         R"("pipeline": )" + pipeline + "}";
+}
+
+const char* kLlamaTp =
+    R"js("params": [{"match": "*layers.*.w[qkv13].weight", "placements": {"tp": "S(0)"}},
+                    {"match": "*layers.*.w[o2].weight", "placements": {"tp": "S(1)"}}], )js";
+
+}  // namespace
+
+TEST_CASE("pipelined train steps give one device's loss and gradients") {
+  struct Case {
+    std::string model, schema;
+  };
+  std::vector<Case> cases = {
+      {"llama_train", schemaText("[2]", R"(["pp"])", R"({"microbatches": 2, "schedule": "1f1b"})")},
+      {"llama_train", schemaText("[2]", R"(["pp"])", R"({"microbatches": 2, "schedule": "gpipe"})")},
+      {"llama_train", schemaText("[2, 2]", R"(["pp", "tp"])", R"({"microbatches": 2})", kLlamaTp)},
+      {"mlp_train", schemaText("[2]", R"(["pp"])", R"({"microbatches": 4, "stages": ["mlp.fc2"]})")},
+      {"mlp_train", schemaText("[2, 2]", R"(["pp", "dp"])", R"({"microbatches": 4, "stages": ["mlp.fc2"]})",
+                               R"("preset": "dp", )")},
+      {"mlp_train", schemaText("[2, 2]", R"(["pp", "dp"])",
+                               R"({"microbatches": 2, "stages": ["mlp.fc2"], "schedule": "gpipe"})",
+                               R"("preset": "fsdp", )")},
+      {"resmlp_train", schemaText("[2]", R"(["pp"])", R"({"microbatches": 4})")},
+  };
+  for (const auto& c : cases) {
+    INFO(c.model << " " << c.schema);
+    runtime::RankResult r = compileAndRun(c.model, c.schema);
+    auto expected = runtime::readTensors(modelDir(c.model) + "/expected.safetensors");
+    REQUIRE(expected.hasValue());
+    spmd::testing::checkOutputs(r.outputs, *expected, 1e-5);
+    REQUIRE(r.losses.size() == 1);
+    CHECK(std::abs(r.losses[0] - expected->at("loss").item<double>()) <= 1e-5);
+  }
+}
+
+TEST_CASE("four stages of a 32-layer Llama give one device's gradients") {
+  runtime::RankResult r =
+      compileAndRun("llama_deep_train", schemaText("[4]", R"(["pp"])", R"({"microbatches": 2, "stages": 4})"));
+  auto expected = runtime::readTensors(modelDir("llama_deep_train") + "/expected.safetensors");
+  REQUIRE(expected.hasValue());
+  spmd::testing::checkOutputs(r.outputs, *expected, 1e-5);
+}
+
+TEST_CASE("five AdamW steps through 1F1B stages give one worker's losses and weights") {
+  passes::OptimizerOptions adamw;
+  adamw.kind = "adamw";
+  adamw.lr = 1e-2;
+  adamw.weightDecay = 1e-2;
+  runtime::RankResult piped =
+      compileAndRun("llama_train", schemaText("[2]", R"(["pp"])", R"({"microbatches": 2})"), 5, adamw);
+  TempDir dir;
+  spmd::testing::compileTo("llama_train", "dp", {1}, dir.file("one.spmd"), adamw);
+  auto one = program::readProgram(dir.file("one.spmd"));
+  REQUIRE(one.hasValue());
+  auto in = runtime::readTensors(modelDir("llama_train") + "/inputs.safetensors");
+  REQUIRE(in.hasValue());
+  runtime::RankOptions opts;
+  opts.steps = 5;
+  auto single = runtime::runThreaded(*one, *in, opts);
+  REQUIRE(single.hasValue());
+  REQUIRE(piped.losses.size() == 5);
+  for (size_t i = 0; i < 5; ++i) {
+    INFO("step " << i);
+    CHECK(std::abs(piped.losses[i] - single->losses[i]) <= 1e-5 * std::abs(single->losses[i]));
+  }
+  CHECK(piped.losses.back() < piped.losses.front());
+  spmd::testing::checkOutputs(piped.outputs, single->outputs, 1e-5);
+}
+
+TEST_CASE("the pipeline verifier refuses a schedule that deadlocks, naming stages and actions") {
+  auto r = compileWith("llama_train", schemaText("[2]", R"(["pp"])", R"({"microbatches": 2})"));
+  REQUIRE(r.hasValue());
+  using Kind = program::PipelineAction::Kind;
+  program::Program& p = r->program;
+  CHECK(pipeline::verifyPipeline(p).isOk());
+  // Stage 0 waits for B0 from stage 1, which waits for F1 from stage 0.
+  p.pipeline->actions[0] = {{Kind::Forward, 0}, {Kind::Backward, 0}, {Kind::Forward, 1}, {Kind::Backward, 1}};
+  p.pipeline->actions[1] = {{Kind::Forward, 0}, {Kind::Forward, 1}, {Kind::Backward, 0}, {Kind::Backward, 1}};
+  Status st = pipeline::verifyPipeline(p);
+  REQUIRE_FALSE(st.isOk());
+  CHECK_THAT(st.message(), Catch::Contains("deadlocks: stage 0 waits at B0 for B0 of stage 1; "
+                                                              "stage 1 waits at F1 for F1 of stage 0"));
+  // A plan that skips a microbatch's backward, or runs it first.
+  p.pipeline->actions[1] = {{Kind::Forward, 0}, {Kind::Forward, 1}, {Kind::Backward, 0}};
+  CHECK_THAT(pipeline::verifyPipeline(p).message(), Catch::Contains("does not run"));
+  p.pipeline->actions[1] = {{Kind::Backward, 0}, {Kind::Forward, 0}, {Kind::Forward, 1}, {Kind::Backward, 1}};
+  CHECK_THAT(pipeline::verifyPipeline(p).message(),
+             Catch::Contains("stage 1 action B0 comes before the forward"));
+  // The plan survives the program's JSON.
+  auto json = program::programToJsonText(p);
+  REQUIRE(json.hasValue());
+  auto back = program::programFromJson(*json);
+  REQUIRE(back.hasValue());
+  CHECK(back->pipeline == p.pipeline);
+}
+
+TEST_CASE("bad pipeline requests are one line naming what to change") {
+  auto error = [](const std::string& model, const std::string& schema) {
+    auto r = compileWith(model, schema);
+    REQUIRE_FALSE(r.hasValue());
+    CHECK(r.status().message().find('\n') == std::string::npos);
+    return r.status().message();
+  };
+  CHECK_THAT(error("llama_train", schemaText("[2]", R"(["pp"])", R"({"microbatches": 4})")),
+             Catch::Contains("input 'tokens' has 2 rows"));
+  CHECK_THAT(error("llama_train", schemaText("[2]", R"(["dp"])", R"({"microbatches": 2})")),
+             Catch::Contains("has no axis 'pp'"));
+  CHECK_THAT(error("llama_train", schemaText("[2]", R"(["pp"])", R"({"microbatches": 2, "stages": ["model.nope"]})")),
+             Catch::Contains("stage boundary 'model.nope': no parameter"));
+  CHECK_THAT(error("llama_train", schemaText("[2]", R"(["pp"])", R"({"microbatches": 2, "stages": 4})")),
+             Catch::Contains("\"stages\": 4 but axis 'pp' has size 2"));
+  CHECK_THAT(error("llama_train", schemaText("[4]", R"(["pp"])", R"({"microbatches": 2})")),
+             Catch::Contains("4 stages, but the model has 2 layers under 'model.layers'"));
+  CHECK_THAT(error("mlp", schemaText("[2]", R"(["pp"])", R"({"microbatches": 2, "stages": ["fc2"]})")),
+             Catch::Contains("no loss output"));
+  CHECK_THAT(error("cnn_train", schemaText("[2]", R"(["pp"])", R"({"microbatches": 2, "stages": ["net.conv2"]})")),
+             Catch::Contains("across the microbatches"));
+}
