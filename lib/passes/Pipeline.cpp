@@ -11,8 +11,8 @@
 #include "passes/GraphPass.h"
 #include "passes/Passes.h"
 #include "passes/PipelineStages.h"
-#include "pipeline/Verify.h"
 #include "passes/Report.h"
+#include "pipeline/Verify.h"
 #include "program/ProgramJson.h"
 #include "schema/ForeignOps.h"
 #include "schema/Resolve.h"
@@ -129,10 +129,9 @@ Expected<schema::ResolvedPlacements> runGraphPasses(pt2::Archive& archive,
   auto place = [&]() -> Status {
     SPMD_ASSIGN_OR_RETURN(placements, schema::resolvePlacements(schema, archive.program, options.mesh));
     if (pipeline)
-      SPMD_RETURN_IF_ERROR(
-          addMicrobatchAxis(*placements, archive.program, pipeline->request, pipeline->microbatches,
-                            pipeline->microbatchIndex)
-              .withContext(schema.source));
+      SPMD_RETURN_IF_ERROR(addMicrobatchAxis(*placements, archive.program, pipeline->request,
+                                             pipeline->microbatches, pipeline->microbatchIndex)
+                               .withContext(schema.source));
     alignOptimizerStates(archive.program, *placements);
     context.placements = &*placements;
     timer.done("placement");
@@ -183,6 +182,7 @@ Expected<CompileResult> compile(pt2::Archive& archive, const schema::PlacementSc
   if (!plan) return plan.status().withContext(archive.path);
   r.program.pipeline = std::move(*plan);
   SPMD_RETURN_IF_ERROR(pipeline::verifyPipeline(r.program).withContext(archive.path));
+  r.notes.push_back(pipelineNote(r.program));
   r.program.provenance.emplace_back("schema", schema.source.substr(schema.source.rfind('/') + 1));
   return r;
 }
@@ -243,9 +243,9 @@ Expected<CompileResult> compileOne(pt2::Archive& archive, const schema::Placemen
   }
   // File names only: provenance must not depend on where the files live.
   auto base = [](const std::string& path) { return path.substr(path.rfind('/') + 1); };
-  r.program.provenance = {{"source", base(archive.path)},
-                          {"compiler", "spmdc " + std::string(kVersion)}};
-  if (!pipeline) r.program.provenance.insert(r.program.provenance.begin() + 1, {"schema", base(schema.source)});
+  r.program.provenance = {{"source", base(archive.path)}, {"compiler", "spmdc " + std::string(kVersion)}};
+  if (!pipeline)
+    r.program.provenance.insert(r.program.provenance.begin() + 1, {"schema", base(schema.source)});
   return r;
 }
 

@@ -3,6 +3,7 @@
 
 #include <algorithm>
 
+#include "pipeline/StageGraphs.h"
 #include "support/Strings.h"
 
 namespace spmd::passes {
@@ -23,8 +24,8 @@ Expected<PipelineSetup> pipelineSetup(const schema::PlacementSchema& s,
   out.request.boundaries = pp.boundaries;
   out.request.schedule = pp.schedule;
   if (pp.stageCount > 0 && pp.stageCount != out.request.stages)
-    return Status::error(s.source + ": pipeline: \"stages\": " + std::to_string(pp.stageCount) + " but axis '" +
-                         pp.axis + "' has size " + std::to_string(out.request.stages));
+    return Status::error(s.source + ": pipeline: \"stages\": " + std::to_string(pp.stageCount) +
+                         " but axis '" + pp.axis + "' has size " + std::to_string(out.request.stages));
   std::string mb = "mb";
   while (full.axisIndex(mb) >= 0) mb += "_";
   out.request.microbatchAxis = mb;
@@ -59,31 +60,50 @@ Status addMicrobatchAxis(schema::ResolvedPlacements& r, const ir::ExportedProgra
     bool batch = in.kind == ir::InputKind::UserInput && in.value && in.value->isTensor() &&
                  !in.value->type().sizes.empty();
     auto& placements = r.inputs[i].placements;
-    if (placements.empty()) placements.assign(static_cast<size_t>(before.numAxes()), sharding::Placement::replicate());
+    if (placements.empty())
+      placements.assign(static_cast<size_t>(before.numAxes()), sharding::Placement::replicate());
     if (batch) {
       int64_t split = microbatches;
       for (size_t a = 0; a < placements.size(); ++a)
         if (placements[a].isShard() && placements[a].dim == 0) split *= before.size(static_cast<int64_t>(a));
       const ir::Dim& rows = in.value->type().sizes[0];
       if (!rows.isStatic() || rows.value() % split != 0)
-        return Status::error("pipeline: input '" + in.name + "' has " + rows.str() + " rows (dim 0), which do not " +
-                             "split into " + std::to_string(microbatches) + " microbatches on each of its " +
-                             std::to_string(split / microbatches) + " shards: give a batch that is a multiple of " +
-                             std::to_string(split) + ", or fewer microbatches");
+        return Status::error("pipeline: input '" + in.name + "' has " + rows.str() +
+                             " rows (dim 0), which do not " + "split into " + std::to_string(microbatches) +
+                             " microbatches on each of its " + std::to_string(split / microbatches) +
+                             " shards: give a batch that is a multiple of " + std::to_string(split) +
+                             ", or fewer microbatches");
     }
     insert(placements, batch ? sharding::Placement::shard(0) : sharding::Placement::replicate());
     if (r.gathered[i]) {
       if (r.gathered[i]->placements.empty())
-        r.gathered[i]->placements.assign(static_cast<size_t>(before.numAxes()), sharding::Placement::replicate());
+        r.gathered[i]->placements.assign(static_cast<size_t>(before.numAxes()),
+                                         sharding::Placement::replicate());
       insert(r.gathered[i]->placements, sharding::Placement::replicate());
     }
   }
   for (auto& o : r.outputs)
     if (o) {
-      if (o->placements.empty()) o->placements.assign(static_cast<size_t>(before.numAxes()), sharding::Placement::replicate());
+      if (o->placements.empty())
+        o->placements.assign(static_cast<size_t>(before.numAxes()), sharding::Placement::replicate());
       insert(o->placements, sharding::Placement::replicate());
     }
   return Status::ok();
+}
+
+std::string pipelineNote(const program::Program& p) {
+  const program::PipelinePlan& plan = *p.pipeline;
+  int64_t bytes = 0;
+  std::vector<pipeline::Transfer> transfers = pipeline::stageTransfers(p);
+  for (const auto& t : transfers) {
+    const ir::Value* v = p.graph.graph.findValue(t.value);
+    if (v && v->type().numel()) bytes += *v->type().numel() * ir::elementSize(v->type().dtype);
+  }
+  return "pipeline: " + std::to_string(plan.stages) + " stages over axis '" + plan.axis + "', " +
+         plan.schedule + ", " + std::to_string(p.mesh.size(p.mesh.axisIndex(plan.microbatchAxis))) +
+         " microbatches (mesh axis '" + plan.microbatchAxis +
+         "': its all-reduces sum over microbatches, nothing is sent); stages send each other " +
+         std::to_string(transfers.size()) + " values, " + withCommas(bytes) + " B per microbatch";
 }
 
 }  // namespace spmd::passes

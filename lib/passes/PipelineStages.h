@@ -43,4 +43,9 @@ Expected<PipelineSetup> pipelineSetup(const schema::PlacementSchema& s,
 Status addMicrobatchAxis(schema::ResolvedPlacements& r, const ir::ExportedProgram& g,
                          const pipeline::StageRequest& req, int64_t microbatches, int64_t index);
 
+/// One line on a compiled pipeline: stages, schedule, microbatches, the
+/// values and bytes the stages send each other per microbatch, and that
+/// the all-reduces over the microbatch axis are sums over microbatches.
+std::string pipelineNote(const program::Program& p);
+
 }  // namespace spmd::passes

@@ -69,9 +69,10 @@ class Placer {
     bool overMb = axis == req_.microbatchAxis;
     if (overMb && n.target() != ir::kAllReduce && n.target() != ir::kLocalSlice &&
         n.target() != ir::kZeroPartial && n.target() != ir::kLocalSize)
-      return Status::error(nodeRef(n) + " moves data across the microbatches (axis '" + axis +
-                           "'): the step mixes rows of the batch before the gradients (e.g. BatchNorm in " +
-                           "training, or a batch-global op), which a pipeline cannot split into microbatches");
+      return Status::error(
+          nodeRef(n) + " moves data across the microbatches (axis '" + axis +
+          "'): the step mixes rows of the batch before the gradients (e.g. BatchNorm in " +
+          "training, or a batch-global op), which a pipeline cannot split into microbatches");
     Phase phase = Phase::Free;
     Flags out = f;
     if (overMb && n.target() == ir::kAllReduce) {
@@ -82,8 +83,9 @@ class Placer {
     } else if (f.acc) {
       for (const ir::Value* v : n.inputValues())
         if (flags_[v].micro)
-          return Status::error(nodeRef(n) + " runs after the gradients are summed over the microbatches but " +
-                               "reads %" + v->name() + ", a value of one microbatch");
+          return Status::error(nodeRef(n) +
+                               " runs after the gradients are summed over the microbatches but " + "reads %" +
+                               v->name() + ", a value of one microbatch");
       phase = Phase::Step;
       out.micro = false;
     } else if (f.bound) {
@@ -148,26 +150,27 @@ class Placer {
       if (!src || src->stage < 0) continue;
       any = std::max(any, src->stage);
       if (src->phase == Phase::Forward) direct = std::max(direct, src->stage);
-      if (src->phase == Phase::Backward || src->phase == Phase::Step) fromGrad = std::min(fromGrad, src->stage);
+      if (src->phase == Phase::Backward || src->phase == Phase::Step)
+        fromGrad = std::min(fromGrad, src->stage);
     }
-    if (pl.phase == Phase::Forward)
-      pl.stage = std::max(direct, any) < 0 ? 0 : std::max(direct, any);
-    else if (pl.phase == Phase::Backward)
+    if (pl.phase == Phase::Backward)
       pl.stage = param >= 0 ? param : std::max(direct, fromGrad != INT64_MAX ? fromGrad : int64_t{0});
-    else
-      pl.stage = std::max(direct, any) < 0 ? 0 : std::max(direct, any);
+    else  // forward and step: the highest stage they read
+      pl.stage = std::max({direct, any, int64_t{0}});
     for (const ir::Value* v : n.inputValues()) {
       auto ps = paramStage_.find(v);
       if (ps != paramStage_.end() && ps->second != pl.stage)
-        return Status::error(nodeRef(n) + " runs on stage " + std::to_string(pl.stage) + " but reads parameter '" +
-                             fqn_[v] + "' of stage " + std::to_string(ps->second) +
-                             ": a parameter used on two stages (tied weights?) cannot be pipelined; untie it, or " +
-                             "move the stage boundary");
+        return Status::error(
+            nodeRef(n) + " runs on stage " + std::to_string(pl.stage) + " but reads parameter '" + fqn_[v] +
+            "' of stage " + std::to_string(ps->second) +
+            ": a parameter used on two stages (tied weights?) cannot be pipelined; untie it, or " +
+            "move the stage boundary");
       const PipelinePlace* src = producerPlace(v);
       if (pl.phase == Phase::Step && src && src->phase == Phase::Step && src->stage != pl.stage)
-        return Status::error(nodeRef(n) + " in the optimizer step of stage " + std::to_string(pl.stage) +
-                             " reads %" + v->name() + " of stage " + std::to_string(src->stage) +
-                             " (e.g. a global gradient-norm clip): a pipelined step updates each stage alone");
+        return Status::error(
+            nodeRef(n) + " in the optimizer step of stage " + std::to_string(pl.stage) + " reads %" +
+            v->name() + " of stage " + std::to_string(src->stage) +
+            " (e.g. a global gradient-norm clip): a pipelined step updates each stage alone");
     }
     return Status::ok();
   }
@@ -177,12 +180,14 @@ class Placer {
       const ir::Value* v = p_.graph.signature.outputs[i].arg.value();
       if (!v) continue;
       const PipelinePlace* src = producerPlace(v);
-      bool perMicrobatch = flags_[v].micro || (src && (src->phase == Phase::Forward || src->phase == Phase::Backward));
+      bool perMicrobatch =
+          flags_[v].micro || (src && (src->phase == Phase::Forward || src->phase == Phase::Backward));
       if (perMicrobatch)
-        return Status::error("output %" + v->name() + " is a value of one microbatch (" +
-                             (src ? program::placeText(*src) : std::string("an input")) +
-                             "): a pipelined step returns only what is summed over the microbatches (the loss, " +
-                             "gradients, updated weights)");
+        return Status::error(
+            "output %" + v->name() + " is a value of one microbatch (" +
+            (src ? program::placeText(*src) : std::string("an input")) +
+            "): a pipelined step returns only what is summed over the microbatches (the loss, " +
+            "gradients, updated weights)");
     }
     return Status::ok();
   }
@@ -201,7 +206,8 @@ class Placer {
 
 Expected<program::PipelinePlan> planPipeline(const program::Program& p, const StageRequest& req) {
   int64_t mbAxis = p.mesh.axisIndex(req.microbatchAxis);
-  if (mbAxis < 0) return Status::error("pipeline: the mesh has no microbatch axis '" + req.microbatchAxis + "'");
+  if (mbAxis < 0)
+    return Status::error("pipeline: the mesh has no microbatch axis '" + req.microbatchAxis + "'");
   bool hasLoss = std::any_of(p.graph.signature.outputs.begin(), p.graph.signature.outputs.end(),
                              [](const auto& o) { return o.kind == ir::OutputKind::LossOutput; });
   if (!hasLoss)

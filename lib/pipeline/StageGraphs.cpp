@@ -23,7 +23,8 @@ bool isOutput(const program::Program& p, const ir::Value* v) {
 }
 
 // `selected` plus the free nodes they read (transitively), in node order.
-std::vector<const ir::Node*> withFreeAncestors(const program::Program& p, std::vector<const ir::Node*> selected) {
+std::vector<const ir::Node*> withFreeAncestors(const program::Program& p,
+                                               const std::vector<const ir::Node*>& selected) {
   std::set<int> chosen;
   std::vector<const ir::Node*> work = selected;
   for (const ir::Node* n : selected) chosen.insert(n->index());
@@ -37,6 +38,7 @@ std::vector<const ir::Node*> withFreeAncestors(const program::Program& p, std::v
     }
   }
   std::vector<const ir::Node*> out;
+  out.reserve(chosen.size());
   for (int i : chosen) out.push_back(p.graph.graph.nodes()[static_cast<size_t>(i)].get());
   return out;
 }
@@ -67,7 +69,7 @@ Expected<Subgraph> part(const program::Program& p, int64_t stage, Phase phase) {
     }
     if (!freeOutput || any) nodes.push_back(n.get());
   }
-  return extractSubgraph(withFreeAncestors(p, std::move(nodes)), outputs);
+  return extractSubgraph(withFreeAncestors(p, nodes), outputs);
 }
 
 }  // namespace
@@ -89,7 +91,8 @@ std::vector<Transfer> stageTransfers(const program::Program& p) {
       for (const ir::Node* u : v->users()) {
         const PipelinePlace& to = placeOf(p, *u);
         if ((to.phase != Phase::Forward && to.phase != Phase::Backward) || to.stage == from.stage) continue;
-        if (sent.insert(to.stage).second) out.push_back({v->name(), from.stage, to.stage, from.phase, to.phase});
+        if (sent.insert(to.stage).second)
+          out.push_back({v->name(), from.stage, to.stage, from.phase, to.phase});
       }
     }
   }

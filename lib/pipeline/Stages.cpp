@@ -47,9 +47,10 @@ Expected<std::vector<std::string>> evenBoundaries(const ir::ExportedProgram& g, 
     if (!best || set.size() > best->size()) best = &set, bestPrefix = prefix;
   int64_t count = best ? static_cast<int64_t>(best->size()) : 0;
   if (count < stages)
-    return Status::error("pipeline: " + std::to_string(stages) + " stages, but the model has " +
-                         (best ? std::to_string(count) + " layers under '" + bestPrefix + "'" : "no numbered layers") +
-                         ": give fewer stages, or the module boundaries as \"stages\": [\"fc2\", ...]");
+    return Status::error(
+        "pipeline: " + std::to_string(stages) + " stages, but the model has " +
+        (best ? std::to_string(count) + " layers under '" + bestPrefix + "'" : "no numbered layers") +
+        ": give fewer stages, or the module boundaries as \"stages\": [\"fc2\", ...]");
   std::vector<int64_t> order(best->begin(), best->end());
   std::vector<std::string> out;
   int64_t begin = 0;
@@ -74,8 +75,9 @@ Expected<std::vector<int64_t>> parameterStages(const ir::ExportedProgram& g, con
   }
   if (static_cast<int64_t>(cuts.size()) != req.stages - 1)
     return Status::error("pipeline: " + std::to_string(cuts.size()) + " module boundaries make " +
-                         std::to_string(cuts.size() + 1) + " stages, but the mesh's '" + req.axis + "' axis has " +
-                         std::to_string(req.stages) + ": give one boundary fewer than the stages");
+                         std::to_string(cuts.size() + 1) + " stages, but the mesh's '" + req.axis +
+                         "' axis has " + std::to_string(req.stages) +
+                         ": give one boundary fewer than the stages");
   std::unordered_map<const ir::Value*, int> firstUse;
   for (const auto& n : g.graph.nodes())
     for (const ir::Value* v : n->inputValues()) firstUse.try_emplace(v, n->index());

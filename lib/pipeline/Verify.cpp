@@ -39,8 +39,9 @@ Status checkShape(const program::Program& p, int64_t microbatches) {
         return Status::error(where + " comes before the forward of its microbatch");
     }
     if (static_cast<int64_t>(seen.size()) != 2 * microbatches)
-      return Status::error("pipeline: stage " + std::to_string(s) + " does not run the forward and backward of " +
-                           "every one of the " + std::to_string(microbatches) + " microbatches");
+      return Status::error("pipeline: stage " + std::to_string(s) +
+                           " does not run the forward and backward of " + "every one of the " +
+                           std::to_string(microbatches) + " microbatches");
   }
   return Status::ok();
 }

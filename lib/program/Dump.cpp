@@ -110,7 +110,8 @@ std::string header(const Program& p) {
   if (p.pipeline) {
     const PipelinePlan& pp = *p.pipeline;
     s += "pipeline axis " + pp.axis + "=" + std::to_string(pp.stages) + ", schedule " + pp.schedule +
-         ", microbatches over mesh axis " + pp.microbatchAxis + ", " + std::to_string(worldSize(p)) + " ranks\n";
+         ", microbatches over mesh axis " + pp.microbatchAxis + ", " + std::to_string(worldSize(p)) +
+         " ranks\n";
     s += scheduleTable(pp);
   }
   s += "graph schema " + std::to_string(p.graph.schemaMajor) + "." + std::to_string(p.graph.schemaMinor) +

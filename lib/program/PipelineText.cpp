@@ -40,7 +40,8 @@ Expected<PipelinePlace> parsePlace(std::string_view text) {
   if (text == "-") return PipelinePlace{};
   if (text == "P") return PipelinePlace{Phase::Prologue, -1};
   if (text.empty() || (text[0] != 'F' && text[0] != 'B' && text[0] != 'S'))
-    return Status::error("pipeline place '" + std::string(text) + "' is not F<stage>, B<stage>, S<stage>, P or -");
+    return Status::error("pipeline place '" + std::string(text) +
+                         "' is not F<stage>, B<stage>, S<stage>, P or -");
   SPMD_ASSIGN_OR_RETURN(int64_t stage, trailingIndex(text, "place"));
   Phase phase = text[0] == 'F' ? Phase::Forward : text[0] == 'B' ? Phase::Backward : Phase::Step;
   return PipelinePlace{phase, stage};

@@ -364,7 +364,8 @@ Expected<PipelinePlan> readPipeline(element e) {
     if (list.get_array().get(items) != SUCCESS) return fieldError(where, "actions", "a list of lists");
     for (element item : items) {
       std::string_view s;
-      if (item.get_string().get(s) != SUCCESS) return fieldError(where, "actions", "a list of lists of strings");
+      if (item.get_string().get(s) != SUCCESS)
+        return fieldError(where, "actions", "a list of lists of strings");
       SPMD_ASSIGN_OR_RETURN(PipelineAction a, parseAction(s));
       plan.actions.back().push_back(a);
     }

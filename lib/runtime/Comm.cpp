@@ -71,8 +71,9 @@ Expected<std::unique_ptr<MeshComm>> MeshComm::create(const c10::intrusive_ptr<c1
 
 Expected<std::unique_ptr<MeshComm>> MeshComm::createPipelined(const c10::intrusive_ptr<c10d::Store>& store,
                                                               const sharding::Mesh& mesh,
-                                                              const std::string& microbatchAxis, int64_t stages,
-                                                              int64_t rank, const CommOptions& options) {
+                                                              const std::string& microbatchAxis,
+                                                              int64_t stages, int64_t rank,
+                                                              const CommOptions& options) {
   int64_t mb = mesh.axisIndex(microbatchAxis);
   std::vector<int64_t> shape = {stages};
   std::vector<std::string> names = {"pipeline"};

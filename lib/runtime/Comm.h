@@ -63,8 +63,9 @@ class MeshComm {
   /// other axes' ranks) + rank among them; pipelineGroup() links the stages.
   static Expected<std::unique_ptr<MeshComm>> createPipelined(const c10::intrusive_ptr<c10d::Store>& store,
                                                              const sharding::Mesh& mesh,
-                                                             const std::string& microbatchAxis, int64_t stages,
-                                                             int64_t rank, const CommOptions& options);
+                                                             const std::string& microbatchAxis,
+                                                             int64_t stages, int64_t rank,
+                                                             const CommOptions& options);
   /// Sets the microbatch axis's coordinate (pipelined programs).
   void setMicrobatch(int64_t i) { coords_[static_cast<size_t>(microbatchAxis_)] = i; }
   /// The group of this rank's copies over the stages (group rank = stage).

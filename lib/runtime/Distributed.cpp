@@ -158,7 +158,8 @@ int runDistributed(const DistributedOptions& o, std::ostream& out, std::ostream&
   Status intact = program->verifyWeights();
   if (!intact.isOk()) return fail(err, kBadInput, intact.message());
   const program::Program& p = program->program();
-  if (Status plan = pipeline::verifyPipeline(p); !plan.isOk()) return fail(err, kBadInput, o.program + ": " + plan.message());
+  if (Status plan = pipeline::verifyPipeline(p); !plan.isOk())
+    return fail(err, kBadInput, o.program + ": " + plan.message());
   int64_t ranks = program::worldSize(p);
   if (static_cast<int64_t>(o.nproc) * o.nnodes != ranks)
     return fail(err, kBadInput,
@@ -166,8 +167,7 @@ int runDistributed(const DistributedOptions& o, std::ostream& out, std::ostream&
                     (p.pipeline ? " in " + std::to_string(p.pipeline->stages) + " pipeline stages (axis " +
                                       p.pipeline->microbatchAxis + ": microbatches, not ranks)"
                                 : std::string()) +
-                    " needs " + std::to_string(ranks) +
-                    " ranks, but -n " + std::to_string(o.nproc) +
+                    " needs " + std::to_string(ranks) + " ranks, but -n " + std::to_string(o.nproc) +
                     (o.nnodes > 1 ? " x --nnodes " + std::to_string(o.nnodes) : "") + " starts " +
                     std::to_string(o.nproc * o.nnodes) + "; pass -n " +
                     std::to_string(ranks / std::max(o.nnodes, 1)));

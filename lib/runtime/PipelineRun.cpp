@@ -82,7 +82,8 @@ class StageRunner {
       at::Tensor sum;
       for (int64_t i = 0; i < microbatches_; ++i) {
         Values none;
-        SPMD_ASSIGN_OR_RETURN(std::vector<at::Tensor> out, run(prologue_[k], i, micro, prologue, none, accum));
+        SPMD_ASSIGN_OR_RETURN(std::vector<at::Tensor> out,
+                              run(prologue_[k], i, micro, prologue, none, accum));
         sum = i == 0 ? out[0].clone() : sum.add_(out[0]);
       }
       const ir::Argument* op = n.input("op");
@@ -95,8 +96,10 @@ class StageRunner {
       Part& part = fwd ? forward_ : backward_;
       auto& mine = stash[static_cast<size_t>(a.microbatch)];
       auto out = run(part, a.microbatch, micro, prologue, mine, accum);
-      if (!out) return out.status().withContext("stage " + std::to_string(stage_) + " " + program::actionText(a));
-      for (size_t j = 0; j < out->size(); ++j) deliver(part.outputs[j], part.outputNames[j], (*out)[j], a, mine, accum);
+      if (!out)
+        return out.status().withContext("stage " + std::to_string(stage_) + " " + program::actionText(a));
+      for (size_t j = 0; j < out->size(); ++j)
+        deliver(part.outputs[j], part.outputNames[j], (*out)[j], a, mine, accum);
       if (!fwd) mine.clear();
     }
     for (auto& [name, t] : accum)
@@ -185,7 +188,8 @@ class StageRunner {
   Expected<at::Tensor> input(const Source& s, int64_t mb, const std::vector<TensorMap>& micro,
                              const Values& prologue, const Values& stash, const Values& accum) {
     using From = Source::From;
-    const Values* table = s.from == From::Prologue ? &prologue : s.from == From::Stash ? &stash
+    const Values* table = s.from == From::Prologue ? &prologue
+                          : s.from == From::Stash  ? &stash
                           : s.from == From::Accum  ? &accum
                                                    : nullptr;
     if (table) {
@@ -201,7 +205,9 @@ class StageRunner {
     SPMD_ASSIGN_OR_RETURN(c10::ScalarType dtype, toC10ScalarType(t.dtype));
     std::vector<at::Tensor> buf = {at::empty(shape, at::TensorOptions().dtype(dtype).device(device_))};
     try {
-      comm_.pipelineGroup().recv(buf, static_cast<int>(s.stage), static_cast<int>(s.tag * microbatches_ + mb))->wait();
+      comm_.pipelineGroup()
+          .recv(buf, static_cast<int>(s.stage), static_cast<int>(s.tag * microbatches_ + mb))
+          ->wait();
     } catch (const std::exception& e) {
       std::string what = e.what();
       return Status::error("receiving %" + s.key + " from stage " + std::to_string(s.stage) +
@@ -221,7 +227,8 @@ class StageRunner {
     }
     SPMD_ASSIGN_OR_RETURN(std::vector<c10::IValue> out, part.exec->run(std::move(in)));
     std::vector<at::Tensor> tensors;
-    for (auto& v : out) tensors.push_back(v.isTensor() ? v.toTensor() : at::scalar_tensor(v.toInt(), at::kLong));
+    for (auto& v : out)
+      tensors.push_back(v.isTensor() ? v.toTensor() : at::scalar_tensor(v.toInt(), at::kLong));
     return tensors;
   }
 
@@ -238,7 +245,7 @@ class StageRunner {
     for (const auto& [to, k] : use.sends) {
       std::vector<at::Tensor> buf = {t.contiguous()};
       auto work = comm_.pipelineGroup().send(buf, static_cast<int>(to),
-                                            static_cast<int>(k * microbatches_ + a.microbatch));
+                                             static_cast<int>(k * microbatches_ + a.microbatch));
       sends_.emplace_back(std::move(work), std::move(buf));
     }
   }
@@ -249,7 +256,8 @@ class StageRunner {
     } catch (const std::exception& e) {
       std::string what = e.what();
       sends_.clear();
-      return Status::error("stage " + std::to_string(stage_) + ": a send failed: " + what.substr(0, what.find('\n')));
+      return Status::error("stage " + std::to_string(stage_) +
+                           ": a send failed: " + what.substr(0, what.find('\n')));
     }
     sends_.clear();
     return Status::ok();
@@ -296,7 +304,8 @@ Status gatherOutputs(const program::Program& p, MeshComm& comm, const Values& mi
     int tag = static_cast<int>(tagBase + static_cast<int64_t>(i));
     if (owner == comm.stage()) {
       auto it = mine.find(v->name());
-      if (it == mine.end()) return Status::error("stage " + std::to_string(owner) + " did not compute output %" + v->name());
+      if (it == mine.end())
+        return Status::error("stage " + std::to_string(owner) + " did not compute output %" + v->name());
       at::Tensor g = toGlobal(it->second, p.outputs[i].spec, p.outputs[i].globalType, comm).contiguous();
       if (!first) continue;
       if (owner == 0) {
@@ -309,7 +318,9 @@ Status gatherOutputs(const program::Program& p, MeshComm& comm, const Values& mi
       std::vector<int64_t> shape;
       for (const auto& d : p.outputs[i].globalType.sizes) shape.push_back(d.value());
       SPMD_ASSIGN_OR_RETURN(c10::ScalarType dtype, toC10ScalarType(p.outputs[i].globalType.dtype));
-      std::vector<at::Tensor> buf = {at::empty(shape, at::TensorOptions().dtype(dtype).device(mine.empty() ? c10::Device(c10::kCPU) : mine.begin()->second.device()))};
+      std::vector<at::Tensor> buf = {at::empty(
+          shape, at::TensorOptions().dtype(dtype).device(mine.empty() ? c10::Device(c10::kCPU)
+                                                                      : mine.begin()->second.device()))};
       comm.pipelineGroup().recv(buf, static_cast<int>(owner), tag)->wait();
       result.outputs.emplace(names[i], buf[0].cpu());
     }
@@ -348,14 +359,16 @@ Expected<RankResult> runPipelineRank(const program::LoadedProgram& lp, int64_t r
   auto where = [&](const Status& s) { return s.withContext("rank " + std::to_string(rank)); };
   SPMD_RETURN_IF_ERROR(pipeline::verifyPipeline(p));
   if (!options.resume.empty() || !options.save.empty())
-    return Status::error("checkpoints of pipelined programs are not supported yet: run without --save/--resume");
+    return Status::error(
+        "checkpoints of pipelined programs are not supported yet: run without --save/--resume");
   selectDevice(options.device);
   RankMemoryProbe memory(options.device);
   SPMD_ASSIGN_OR_RETURN(auto comm, MeshComm::createPipelined(store, p.mesh, p.pipeline->microbatchAxis,
                                                              p.pipeline->stages, rank, options.comm));
   int64_t mbAxis = p.mesh.axisIndex(p.pipeline->microbatchAxis);
   auto loadStart = std::chrono::steady_clock::now();
-  SPMD_ASSIGN_OR_RETURN(TensorMap weights, loadRankWeights(lp, p.mesh.rankAt(comm->coords()), options.device));
+  SPMD_ASSIGN_OR_RETURN(TensorMap weights,
+                        loadRankWeights(lp, p.mesh.rankAt(comm->coords()), options.device));
   double loadSeconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - loadStart).count();
   StageRunner runner(p, *comm, weights, options.device);
   if (Status st = runner.prepare(); !st.isOk()) return where(st);
@@ -393,7 +406,8 @@ Expected<RankResult> runPipelineRank(const program::LoadedProgram& lp, int64_t r
       if (it == last.end()) continue;
       bool mutation = o.kind == ir::OutputKind::ParameterMutation || o.kind == ir::OutputKind::BufferMutation;
       if (mutation && weights.count(o.target)) weights.at(o.target).copy_(it->second);
-      if (o.kind == ir::OutputKind::LossOutput && std::isnan(loss)) loss = it->second.to(at::kDouble).sum().item<double>();
+      if (o.kind == ir::OutputKind::LossOutput && std::isnan(loss))
+        loss = it->second.to(at::kDouble).sum().item<double>();
     }
     SPMD_ASSIGN_OR_RETURN(loss, shareLoss(p, *comm, loss, static_cast<int>(runner.tagBase_ + 512)));
     synchronizeDevice(options.device);
@@ -410,8 +424,8 @@ Expected<RankResult> runPipelineRank(const program::LoadedProgram& lp, int64_t r
     synchronizeDevice(options.device);
   } catch (const std::exception& e) {
     std::string what = e.what();
-    return Status::error("rank " + std::to_string(rank) + ": gathering outputs failed: " +
-                         what.substr(0, what.find('\n')));
+    return Status::error("rank " + std::to_string(rank) +
+                         ": gathering outputs failed: " + what.substr(0, what.find('\n')));
   }
   result.stats = comm->stats();
   return result;

@@ -181,8 +181,9 @@ std::string at(std::string_view source, const std::string& pointer) {
 /// The keys an object at `tokens` may have, or empty when unknown.
 std::vector<std::string> allowedKeys(const std::vector<std::string>& tokens) {
   if (tokens.empty())
-    return {"$schema", "comment",  "version", "preset",          "mesh",   "tp_plan", "tp_axis", "rules",
-            "sequence_parallel", "recompute", "mixed_precision", "params", "inputs", "outputs", "pipeline"};
+    return {"$schema", "comment",           "version",   "preset",          "mesh",   "tp_plan", "tp_axis",
+            "rules",   "sequence_parallel", "recompute", "mixed_precision", "params", "inputs",  "outputs",
+            "pipeline"};
   if (tokens.size() == 1 && tokens[0] == "pipeline")
     return {"axis", "stages", "schedule", "microbatches", "comment"};
   if (tokens.size() == 1 && tokens[0] == "sequence_parallel") return {"axis", "dim", "comment"};

@@ -94,8 +94,8 @@ TEST_CASE("pipelined train steps give one device's loss and gradients") {
 }
 
 TEST_CASE("four stages of a 32-layer Llama give one device's gradients") {
-  runtime::RankResult r =
-      compileAndRun("llama_deep_train", schemaText("[4]", R"(["pp"])", R"({"microbatches": 2, "stages": 4})"));
+  runtime::RankResult r = compileAndRun(
+      "llama_deep_train", schemaText("[4]", R"(["pp"])", R"({"microbatches": 2, "stages": 4})"));
   auto expected = runtime::readTensors(modelDir("llama_deep_train") + "/expected.safetensors");
   REQUIRE(expected.hasValue());
   spmd::testing::checkOutputs(r.outputs, *expected, 1e-5);
@@ -139,7 +139,7 @@ TEST_CASE("the pipeline verifier refuses a schedule that deadlocks, naming stage
   Status st = pipeline::verifyPipeline(p);
   REQUIRE_FALSE(st.isOk());
   CHECK_THAT(st.message(), Catch::Contains("deadlocks: stage 0 waits at B0 for B0 of stage 1; "
-                                                              "stage 1 waits at F1 for F1 of stage 0"));
+                                           "stage 1 waits at F1 for F1 of stage 0"));
   // A plan that skips a microbatch's backward, or runs it first.
   p.pipeline->actions[1] = {{Kind::Forward, 0}, {Kind::Forward, 1}, {Kind::Backward, 0}};
   CHECK_THAT(pipeline::verifyPipeline(p).message(), Catch::Contains("does not run"));
@@ -165,7 +165,8 @@ TEST_CASE("bad pipeline requests are one line naming what to change") {
              Catch::Contains("input 'tokens' has 2 rows"));
   CHECK_THAT(error("llama_train", schemaText("[2]", R"(["dp"])", R"({"microbatches": 2})")),
              Catch::Contains("has no axis 'pp'"));
-  CHECK_THAT(error("llama_train", schemaText("[2]", R"(["pp"])", R"({"microbatches": 2, "stages": ["model.nope"]})")),
+  CHECK_THAT(error("llama_train",
+                   schemaText("[2]", R"(["pp"])", R"({"microbatches": 2, "stages": ["model.nope"]})")),
              Catch::Contains("stage boundary 'model.nope': no parameter"));
   CHECK_THAT(error("llama_train", schemaText("[2]", R"(["pp"])", R"({"microbatches": 2, "stages": 4})")),
              Catch::Contains("\"stages\": 4 but axis 'pp' has size 2"));
@@ -173,6 +174,7 @@ TEST_CASE("bad pipeline requests are one line naming what to change") {
              Catch::Contains("4 stages, but the model has 2 layers under 'model.layers'"));
   CHECK_THAT(error("mlp", schemaText("[2]", R"(["pp"])", R"({"microbatches": 2, "stages": ["fc2"]})")),
              Catch::Contains("no loss output"));
-  CHECK_THAT(error("cnn_train", schemaText("[2]", R"(["pp"])", R"({"microbatches": 2, "stages": ["net.conv2"]})")),
-             Catch::Contains("across the microbatches"));
+  CHECK_THAT(
+      error("cnn_train", schemaText("[2]", R"(["pp"])", R"({"microbatches": 2, "stages": ["net.conv2"]})")),
+      Catch::Contains("across the microbatches"));
 }

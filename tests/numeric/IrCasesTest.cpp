@@ -22,8 +22,8 @@
 #include <sstream>
 
 #include "NumericUtil.h"
-#include "serialize/FromText.h"
 #include "runtime/TypeMap.h"
+#include "serialize/FromText.h"
 
 using namespace spmd;
 using numeric::CheckStats;
