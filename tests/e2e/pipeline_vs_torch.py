@@ -62,17 +62,10 @@ def adamw(params):
 
 
 def eager(steps):
-    m = load_model()
-    tokens, labels = batch()
-    opt = adamw(m.parameters())
-    losses = []
-    for _ in range(steps):
-        opt.zero_grad()
-        loss = m(tokens, labels)
-        loss.backward()
-        losses.append(loss.item())
-        opt.step()
-    return losses, {k: p.detach().clone() for k, p in m.named_parameters()}
+    """One device, whole batch, torch.optim.AdamW (optim_vs_torch.py's reference)."""
+    sys.path.insert(0, str(Path(__file__).resolve().parent))
+    from optim_vs_torch import torch_reference
+    return torch_reference("adamw", HP, steps)
 
 
 def stage_modules(m):
