@@ -1,12 +1,13 @@
 // Helpers for the op-rule tests: real archives (read once, without
-// weights), hand-built graphs, rule text and propagation on a 1-D mesh.
+// weights), hand-built graphs (only for nodes IR text cannot hold or the IR
+// verifier refuses), rule text and propagation on a 1-D mesh.
 //
 //   TestGraph g;
 //   ir::Value* w = g.input("w", {256, 64});
 //   ir::Value* t = g.input("t", {2, 16}, ir::ScalarType::Long);
 //   g.node("aten.embedding.default", {{"weight", T(w)}, {"indices", T(t)}}, {{"out", {2, 16, 64}}});
 //   ruleText(g.last());                       // "([l, k], [i, j]) -> ([i, j, k]) {...}"
-//   placements(g.program(), {{"t", "S(0)"}}, 2).of("out") == "[S(0)]"
+//   Placements(g.program(), {{"t", "S(0)"}}, 2).result()  // sharding::Propagation
 #pragma once
 
 #include "../TestCatch.h"
@@ -39,22 +40,6 @@ inline const ir::ExportedProgram& model(const std::string& name) {
   return slot->program;
 }
 
-/// The node named `name` (without '%').
-inline const ir::Node& nodeNamed(const ir::ExportedProgram& p, const std::string& name) {
-  for (const auto& n : p.graph.nodes())
-    if (n->name() == name) return *n;
-  FAIL("no node named " << name);
-  return *p.graph.nodes().front();
-}
-
-/// The `k`-th node (0-based) whose target is `target`.
-inline const ir::Node& nodeWithTarget(const ir::ExportedProgram& p, const std::string& target, int k = 0) {
-  for (const auto& n : p.graph.nodes())
-    if (n->target() == target && k-- == 0) return *n;
-  FAIL("no node " << target);
-  return *p.graph.nodes().front();
-}
-
 /// The rule text of `node` from the default registry, or "error: <message>".
 inline std::string ruleText(const ir::Node& node) {
   const sharding::RuleFn* fn = sharding::defaultRuleRegistry().find(node.target());
@@ -66,18 +51,8 @@ inline std::string ruleText(const ir::Node& node) {
 
 /// A tensor argument.
 inline ir::Argument T(ir::Value* v) { return ir::Argument::tensor(v); }
-/// An int / int-list / bool argument.
+/// An int argument.
 inline ir::Argument I(int64_t v) { return ir::Argument::integer(v); }
-inline ir::Argument Is(std::vector<int64_t> v) { return ir::Argument::integers(std::move(v)); }
-inline ir::Argument B(bool v) { return ir::Argument::boolean(v); }
-/// A Tensor?[] argument (null entries are None).
-inline ir::Argument optionalTensors(std::vector<ir::Value*> vs) {
-  ir::Argument a;
-  a.kind = ir::Argument::Kind::OptionalTensors;
-  a.values = std::move(vs);
-  return a;
-}
-
 /// One output of a hand-built node: a fresh tensor value, or None (empty name).
 struct Out {
   std::string name;
@@ -136,11 +111,12 @@ class TestGraph {
   ir::ExportedProgram p_;
 };
 
-/// Propagation of a program on a 1-D mesh, queried by value and node name.
+/// Propagation of a program on a 1-D mesh, inputs placed by user input name
+/// or parameter FQN (the rest replicated).
 class Placements {
  public:
-  Placements(const ir::ExportedProgram& p, const std::map<std::string, std::string>& inputs, int64_t meshSize)
-      : p_(p) {
+  Placements(const ir::ExportedProgram& p, const std::map<std::string, std::string>& inputs,
+             int64_t meshSize) {
     auto mesh = sharding::Mesh::create({meshSize});
     REQUIRE(mesh.hasValue());
     std::vector<sharding::ShardingSpec> specs;
@@ -166,26 +142,10 @@ class Placements {
     REQUIRE(r.hasValue());
     r_ = std::move(*r);
   }
-  /// Layout value `name` is produced in ("[S(0)]").
-  std::string of(const std::string& name) const {
-    const ir::Value* v = p_.graph.findValue(name);
-    if (!v) return "no value " + name;
-    return r_.values[static_cast<size_t>(v->id())].str();
-  }
-  /// Required layouts of node `name`'s operands, then "->", then results.
-  std::string node(const std::string& name) const {
-    const ir::Node& n = nodeNamed(p_, name);
-    const sharding::NodeSharding& ns = r_.nodes[static_cast<size_t>(n.index())];
-    std::string s;
-    for (const auto& o : ns.operands) s += (s.empty() ? "" : " ") + o.str();
-    s += " ->";
-    for (const auto& o : ns.results) s += " " + o.str();
-    return s;
-  }
+  /// The layouts of every value and node.
   const sharding::Propagation& result() const { return r_; }
 
  private:
-  const ir::ExportedProgram& p_;
   sharding::Propagation r_;
 };
 
