@@ -15,6 +15,7 @@
 #include "../TestCatch.h"
 
 #include <algorithm>
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <iostream>
@@ -65,13 +66,18 @@ CaseFile readCases(const std::filesystem::path& path) {
   return f;
 }
 
-/// The numbers inside "name(a, b)" or "[a, b, ...]".
+/// The numbers inside "name(a, b)" or "[a, b, ...]" ("inf" and "-inf" too).
 std::vector<double> numbersOf(const std::string& spec) {
   std::vector<double> out;
   std::string s = spec.substr(spec.find_first_of("([") + 1);
   std::replace(s.begin(), s.end(), ',', ' ');
   std::istringstream in(s);
-  for (double d; in >> d;) out.push_back(d);
+  for (std::string word; in >> word;) {
+    char* end = nullptr;
+    double d = std::strtod(word.c_str(), &end);
+    if (end == word.c_str()) break;  // the closing ")" or "]"
+    out.push_back(d);
+  }
   return out;
 }
 
