@@ -121,13 +121,12 @@ TEST_CASE("every rank's measured peak is within 10% of the predicted one; broken
       {"cnn_train", "fsdp", "fsdp"},
   };
   double worstViews = 0, worstGrads = 0;
-  std::unordered_map<std::string, int64_t> predicted;  // label -> peak, for kPaths
   std::printf("| model | layout | predicted B/rank | measured peak B (ranks 0-3) | state B | worst |\n");
   for (const Case& c : cases) {
     INFO(c.model << " " << c.label);
     TempDir dir;
     passes::OptimizerOptions adamw;
-    if (c.model.find("_train") != std::string::npos) adamw.kind = "adamw";
+    if (c.model.ends_with("_train")) adamw.kind = "adamw";  // kPaths: the plain step, so activations peak
     compileTo(c.model, c.schema, c.mesh, dir.file("p.spmd"), adamw);
     auto program = program::readProgram(dir.file("p.spmd"));
     REQUIRE(program.hasValue());
@@ -151,7 +150,11 @@ TEST_CASE("every rank's measured peak is within 10% of the predicted one; broken
       worstGrads = std::max(worstGrads, relative(withoutGradients(p, est.paramBytes), m.peakBytes));
       measured += (r ? " / " : "") + std::to_string(m.peakBytes);
     }
-    if (c.model == kPaths) predicted[c.label] = est.peakBytes;
+    if (c.label.find("+AC") != std::string::npos) {  // the plan was applied: recomputed nodes run
+      const auto& nodes = p.graph.graph.nodes();
+      CHECK(std::any_of(nodes.begin(), nodes.end(),
+                        [](const auto& n) { return n->metadata().other.count("spmd_recompute") > 0; }));
+    }
     const std::string model = c.model == kPaths ? "llama_train_paths" : c.model;
     std::printf("| %s | %s | %lld | %s | %lld | %.1f%% |\n", model.c_str(), c.label.c_str(),
                 static_cast<long long>(est.peakBytes), measured.c_str(),
@@ -159,8 +162,6 @@ TEST_CASE("every rank's measured peak is within 10% of the predicted one; broken
   }
   std::printf("broken predictions' worst misses: views counted %.1f%%, without gradients %.1f%%\n",
               100 * worstViews, 100 * worstGrads);
-  // The checkpointing plans recompute: their peak is below the plain step's.
-  CHECK(predicted.at("dp+AC full") < predicted.at("dp"));
   CHECK(worstViews > kBound);
   CHECK(worstGrads > kBound);
 }
