@@ -20,13 +20,13 @@ const ir::Value* storageOf(const ir::Value* v) {
   return v;
 }
 
+}  // namespace
+
 int64_t localBytes(const ir::Value& v) {
   int64_t n = ir::elementSize(v.type().dtype);
   for (const auto& d : v.type().sizes) n *= d.value();
   return n;
 }
-
-}  // namespace
 
 std::unordered_set<const ir::Node*> forwardNodes(const program::Program& program) {
   std::vector<const ir::Value*> work;

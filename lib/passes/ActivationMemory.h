@@ -25,6 +25,10 @@ struct ActivationEstimate {
   int64_t savedBytes = 0;
 };
 
+/// Bytes of tensor `v` on one rank (its local shape; symbolic sizes at
+/// their hint).
+int64_t localBytes(const ir::Value& v);
+
 /// The forward of a train step: every node a loss output depends on; the
 /// backward (and an optimizer update) is the rest. Empty without a loss.
 std::unordered_set<const ir::Node*> forwardNodes(const program::Program& program);

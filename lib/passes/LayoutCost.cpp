@@ -109,6 +109,25 @@ int64_t LayoutCost::collectives() const {
   return n;
 }
 
+double collectiveSeconds(const ir::Node& node, const sharding::Mesh& mesh, const sharding::CostModel& cm) {
+  const std::string& t = node.target();
+  const ir::Argument* axisArg = node.input("axis");
+  const int64_t axis = axisArg && !axisArg->strings.empty() ? mesh.axisIndex(axisArg->strings[0]) : -1;
+  std::vector<ir::Value*> ins = node.inputValues();
+  std::vector<ir::Value*> outs = node.outputValues();
+  if (!ir::isCommunicating(t) || axis < 0 || ins.empty() || outs.empty()) return 0;
+  static const std::pair<std::string_view, sharding::CollectiveKind> kKinds[] = {
+      {ir::kAllGather, sharding::CollectiveKind::AllGather},
+      {ir::kAllReduce, sharding::CollectiveKind::AllReduce},
+      {ir::kReduceScatter, sharding::CollectiveKind::ReduceScatter},
+      {ir::kAllToAll, sharding::CollectiveKind::AllToAll}};
+  sharding::CollectiveKind kind = sharding::CollectiveKind::AllReduce;
+  for (const auto& [name, k] : kKinds)
+    if (name == t) kind = k;
+  return cm.cost(kind, axis, mesh.size(axis), static_cast<int64_t>(bytesOf(ins[0])),
+                 static_cast<int64_t>(bytesOf(outs[0])));
+}
+
 LayoutCost modelLayout(const program::Program& p, const sharding::DeviceProfile& profile) {
   LayoutCost c;
   const sharding::Mesh& mesh = p.mesh;
@@ -123,16 +142,7 @@ LayoutCost modelLayout(const program::Program& p, const sharding::DeviceProfile&
       const ir::Argument* axisArg = node->input("axis");
       int64_t axis = axisArg && !axisArg->strings.empty() ? mesh.axisIndex(axisArg->strings[0]) : -1;
       if (axis < 0 || ins.empty() || outs.empty()) continue;
-      static const std::pair<std::string_view, sharding::CollectiveKind> kKinds[] = {
-          {ir::kAllGather, sharding::CollectiveKind::AllGather},
-          {ir::kAllReduce, sharding::CollectiveKind::AllReduce},
-          {ir::kReduceScatter, sharding::CollectiveKind::ReduceScatter},
-          {ir::kAllToAll, sharding::CollectiveKind::AllToAll}};
-      sharding::CollectiveKind kind = sharding::CollectiveKind::AllReduce;
-      for (const auto& [name, k] : kKinds)
-        if (name == t) kind = k;
-      double s = cm.cost(kind, axis, mesh.size(axis), static_cast<int64_t>(bytesOf(ins[0])),
-                         static_cast<int64_t>(bytesOf(outs[0])));
+      double s = collectiveSeconds(*node, mesh, cm);
       AxisComm& ac = c.axes[static_cast<size_t>(axis)];
       ac.seconds += s;
       ++ac.collectives;

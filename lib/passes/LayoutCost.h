@@ -53,6 +53,11 @@ struct LayoutCost {
 /// Models `program` (a compiled SPMD program with local shapes) on `profile`.
 LayoutCost modelLayout(const program::Program& program, const sharding::DeviceProfile& profile);
 
+/// Seconds `cm` gives one collective node (all-gather, all-reduce,
+/// reduce-scatter, all-to-all) on its mesh axis and local shapes; 0 for any
+/// other node.
+double collectiveSeconds(const ir::Node& node, const sharding::Mesh& mesh, const sharding::CostModel& cm);
+
 /// FLOPs of one node on its (local) shapes; 0 for ops counted bytes-bound.
 double nodeFlops(const ir::Node& node);
 

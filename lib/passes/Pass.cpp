@@ -18,11 +18,14 @@ std::vector<std::unique_ptr<GraphPass>> defaultGraphPasses(bool optimizer) {
 }
 
 std::vector<std::unique_ptr<Pass>> defaultPasses(bool async, int64_t bucketBytes,
-                                                 std::vector<schema::RecomputeRule> recompute) {
+                                                 std::vector<schema::RecomputeRule> recompute,
+                                                 bool reissueCollectives) {
   std::vector<std::unique_ptr<Pass>> out;
   out.push_back(std::make_unique<DedupCollectives>());
   out.push_back(std::make_unique<DeadCodeElimination>());
-  out.push_back(std::make_unique<Recompute>(std::move(recompute)));
+  out.push_back(std::make_unique<Recompute>(
+      RecomputePlan{std::move(recompute),
+                    reissueCollectives ? RecomputeCollectives::Reissue : RecomputeCollectives::Save}));
   out.push_back(std::make_unique<BucketCollectives>(bucketBytes));
   out.push_back(std::make_unique<BucketShardCollectives>(bucketBytes));
   if (async) out.push_back(std::make_unique<AsyncCollectives>());

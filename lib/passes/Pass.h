@@ -37,9 +37,12 @@ inline constexpr int64_t kDefaultBucketBytes = int64_t{25} * 1024 * 1024;
 
 /// The passes `spmdc compile` runs after expansion, in order; `recompute`:
 /// the schema's activation-checkpointing entries, "auto" ones resolved
-/// (chooseRecompute in Recompute.h).
+/// (chooseRecompute in Recompute.h); `reissueCollectives`: a recomputed
+/// module runs its collectives of activations again instead of saving their
+/// results (RecomputeCollectives::Reissue).
 std::vector<std::unique_ptr<Pass>> defaultPasses(bool async = true, int64_t bucketBytes = kDefaultBucketBytes,
-                                                 std::vector<schema::RecomputeRule> recompute = {});
+                                                 std::vector<schema::RecomputeRule> recompute = {},
+                                                 bool reissueCollectives = false);
 
 /// Copies the graph outputs back into the signature's output specs (passes
 /// edit the graph; the signature mirrors it).

@@ -9,6 +9,7 @@
 #include "passes/Expand.h"
 #include "passes/ExpandLossParallel.h"
 #include "passes/GraphPass.h"
+#include "passes/LayoutCost.h"
 #include "passes/Passes.h"
 #include "passes/PipelineStages.h"
 #include "passes/Report.h"
@@ -65,39 +66,29 @@ void fillWeights(const pt2::Archive& archive, program::Program& p, bool embed) {
   }
 }
 
-std::string recomputeNote(const RecomputeSummary& s, const std::string& choice) {
-  char extra[64] = "";
-  if (s.stepFlops > 0)
-    std::snprintf(extra, sizeof extra, " (%.3g MFLOP, +%.1f%% of the step's)", s.recomputedFlops / 1e6,
-                  100.0 * s.recomputedFlops / s.stepFlops);
-  return "recompute: " + std::to_string(s.recomputedOps) + " ops of " + std::to_string(s.modules) +
-         " checkpointed modules recomputed in the backward" + extra + "; saved activations " +
-         withCommas(s.savedBytesBefore) + " -> " + withCommas(s.savedBytesAfter) + " B/rank" +
-         (choice.empty() ? "" : "; " + choice);
-}
-
 // The schema's recompute entries with "auto" ones chosen for the budget:
 // each plan is tried on a copy of `p` through the passes, then
 // estimateMemory (RecomputeAuto.cpp).
-Expected<std::vector<schema::RecomputeRule>> resolveRecompute(const program::Program& p,
-                                                              const std::vector<schema::RecomputeRule>& rules,
-                                                              const CompileOptions& options,
-                                                              std::string& choice) {
+Expected<RecomputePlan> resolveRecompute(const program::Program& p,
+                                         const std::vector<schema::RecomputeRule>& rules,
+                                         const CompileOptions& options, std::string& choice) {
   if (std::none_of(rules.begin(), rules.end(),
                    [](const auto& r) { return r.mode == schema::RecomputeMode::Auto; }))
-    return rules;
+    return RecomputePlan{rules, options.recomputeCollectives.value_or(RecomputeCollectives::Save)};
   if (!options.memoryBudget)
     return Status::error(
         "recompute: \"auto\" chooses what to recompute for a per-rank memory budget: give --memory-budget "
         "(e.g. 2GiB)");
   SPMD_ASSIGN_OR_RETURN(std::string json, program::programToJsonText(p));
-  PlanPeak peakOf = [&](const std::vector<schema::RecomputeRule>& plan) -> Expected<int64_t> {
+  PlanPeak peakOf = [&](const RecomputePlan& plan) -> Expected<PlanCost> {
     SPMD_ASSIGN_OR_RETURN(program::Program copy, program::programFromJson(json));
-    for (auto& pass : defaultPasses(options.async, options.bucketBytes, plan))
+    for (auto& pass : defaultPasses(options.async, options.bucketBytes, plan.rules,
+                                    plan.collectives == RecomputeCollectives::Reissue))
       SPMD_RETURN_IF_ERROR(pass->run(copy));
-    return estimateMemory(copy).peakBytes;
+    const LayoutCost cost = modelLayout(copy, sharding::defaultDeviceProfile());
+    return PlanCost{cost.peakBytes, cost.stepSeconds()};
   };
-  return chooseRecompute(p, rules, *options.memoryBudget, peakOf, choice);
+  return chooseRecompute(p, rules, *options.memoryBudget, options.recomputeCollectives, peakOf, choice);
 }
 
 // Every --print-after name must be a pass (with --no-async too, the async
@@ -232,7 +223,8 @@ Expected<CompileResult> compileOne(pt2::Archive& archive, const schema::Placemen
   std::string choice;
   auto recompute = resolveRecompute(r.program, schema.recompute, options, choice);
   if (!recompute) return recompute.status().withContext(archive.path);
-  for (auto& pass : defaultPasses(options.async, options.bucketBytes, *recompute)) {
+  for (auto& pass : defaultPasses(options.async, options.bucketBytes, recompute->rules,
+                                  recompute->collectives == RecomputeCollectives::Reissue)) {
     Status st = pass->run(r.program);
     if (!st.isOk()) return st.withContext(archive.path + ": pass " + std::string(pass->name()));
     if (const auto* rc = dynamic_cast<const Recompute*>(pass.get()); rc && !schema.recompute.empty())

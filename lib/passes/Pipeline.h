@@ -13,6 +13,7 @@
 
 #include "passes/Optimizer.h"
 #include "passes/Pass.h"
+#include "passes/Recompute.h"
 #include "program/Program.h"
 #include "pt2/Archive.h"
 #include "schema/PlacementSchema.h"
@@ -40,6 +41,10 @@ struct CompileOptions {
   OptimizerOptions optimizer;
   /// --memory-budget: per-rank bytes a "recompute": "auto" plan must fit.
   std::optional<int64_t> memoryBudget;
+  /// --recompute-collectives: what a recomputed module does with its
+  /// collectives of activations; nullopt: save them, except that "auto"
+  /// under memoryBudget tries both (chooseRecompute).
+  std::optional<RecomputeCollectives> recomputeCollectives;
   /// --mixed-precision: the policy the train step must have been exported
   /// with (passes/MixedPrecision.h); nullopt: the schema's, or the archive's.
   std::optional<schema::MixedPrecisionRequest> mixedPrecision;

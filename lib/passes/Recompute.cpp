@@ -3,7 +3,7 @@
 //
 //   region "layers.0" (rule "layers.*": full)
 //     kept:        values read by a forward op outside the region, graph
-//                  outputs, outputs of random ops, of collectives of
+//                  outputs, outputs of random ops, (Save) of collectives of
 //                  activations and (selective) of the ops the rule saves
 //     recomputed:  the other values the backward reads, with their producers
 //                  inside the region, cloned in program order before the
@@ -21,6 +21,8 @@
 #include "passes/LayoutCost.h"
 #include "passes/Passes.h"
 #include "schema/Glob.h"
+#include "sharding/DeviceProfile.h"
+#include "support/Strings.h"
 
 namespace spmd::passes {
 namespace {
@@ -38,6 +40,14 @@ bool isRandom(const std::string& target) {
                            "poisson", "cauchy", "geometric"})
     if (target.find(word) != std::string::npos) return true;
   return false;
+}
+
+/// A collective whose operand an op made: an activation's, not a stored
+/// parameter's (an FSDP gather, always recomputed).
+bool activationCollective(const ir::Node& n) {
+  if (!ir::isCommunicating(n.target())) return false;
+  const auto ins = n.inputValues();
+  return std::any_of(ins.begin(), ins.end(), [](const ir::Value* v) { return v->producer() != nullptr; });
 }
 
 /// "aten.mm.default" matches "aten.mm", "aten.mm.default" and "aten.m*".
@@ -151,7 +161,7 @@ void inheritRegions(const std::vector<std::unique_ptr<ir::Node>>& nodes, Plan& p
   }
 }
 
-Expected<Plan> planRegions(const program::Program& program, RegionMap& regions) {
+Expected<Plan> planRegions(const program::Program& program, RegionMap& regions, RecomputeCollectives how) {
   Plan plan;
   plan.forward = forwardNodes(program);
   if (plan.forward.empty())
@@ -171,13 +181,7 @@ Expected<Plan> planRegions(const program::Program& program, RegionMap& regions) 
     const schema::RecomputeRule& rule = *regions.region(r).rule;
     if (rule.mode == schema::RecomputeMode::None || isRandom(n->target())) continue;
     if (rule.mode == schema::RecomputeMode::Selective && savedOp(rule, n->target())) continue;
-    if (ir::isCommunicating(n->target())) {
-      // Gathering a stored parameter again is what FSDP does; an activation's
-      // collective is not re-issued.
-      const auto ins = n->inputValues();
-      if (std::any_of(ins.begin(), ins.end(), [](const ir::Value* v) { return v->producer() != nullptr; }))
-        continue;
-    }
+    if (how == RecomputeCollectives::Save && activationCollective(*n)) continue;
     plan.recomputable.insert(n.get());
   }
   SPMD_RETURN_IF_ERROR(regions.checkAllMatched());
@@ -294,12 +298,57 @@ void recordClone(program::Program& program, const ir::Node& original, const ir::
     }
 }
 
+/// The collectives of activations in recomputed regions that the backward
+/// reads through the recomputation (Save: their kept results) or that it
+/// runs again (Reissue: the cloned ones); their bytes and modeled time.
+void countCollectives(const program::Program& program, const Plan& plan, const Needs& needs,
+                      const std::unordered_set<const ir::Node*>& cloned,
+                      const std::unordered_set<const ir::Value*>& outputs, RecomputeSummary& summary) {
+  const sharding::CostModel cm = sharding::costModelFor(sharding::defaultDeviceProfile(), program.mesh);
+  for (const auto& n : program.graph.graph.nodes()) {
+    auto r = plan.region.find(n.get());
+    if (r == plan.region.end() || !needs.values.count(r->second) || !activationCollective(*n)) continue;
+    bool read = cloned.count(n.get()) > 0;
+    for (const ir::Value* v : n->outputValues())
+      if (internal(v, r->second, plan, outputs))
+        for (const ir::Node* u : v->users())
+          read = read || cloned.count(u) ||
+                 (!plan.forward.count(u) && u->index() > plan.lastForward.at(r->second));
+    if (!read) continue;
+    ++summary.collectives;
+    for (const ir::Value* v : n->outputValues()) summary.collectiveBytes += localBytes(*v);
+    summary.collectiveSeconds += collectiveSeconds(*n, program.mesh, cm);
+  }
+}
+
 }  // namespace
+
+std::string recomputeNote(const RecomputeSummary& s, const std::string& choice) {
+  char extra[64] = "";
+  if (s.stepFlops > 0)
+    std::snprintf(extra, sizeof extra, " (%.3g MFLOP, +%.1f%% of the step's)", s.recomputedFlops / 1e6,
+                  100.0 * s.recomputedFlops / s.stepFlops);
+  std::string note = "recompute: " + std::to_string(s.recomputedOps) + " ops of " +
+                     std::to_string(s.modules) + " checkpointed modules recomputed in the backward" + extra +
+                     "; saved activations " + withCommas(s.savedBytesBefore) + " -> " +
+                     withCommas(s.savedBytesAfter) + " B/rank";
+  if (s.collectives > 0) {
+    char us[32];
+    std::snprintf(us, sizeof us, "%.3g us", s.collectiveSeconds * 1e6);
+    const bool saved = s.collectivesTaken == RecomputeCollectives::Save;
+    note += "; " + std::to_string(s.collectives) + " collectives of activations " +
+            (saved ? "saved (" + withCommas(s.collectiveBytes) + " B/rank kept; re-issuing would add " + us +
+                         " modeled)"
+                   : "re-issued (+" + std::string(us) + " modeled; saving would keep " +
+                         withCommas(s.collectiveBytes) + " B/rank)");
+  }
+  return choice.empty() ? note : note + "; " + choice;
+}
 
 Expected<std::vector<RecomputeRegion>> recomputeRegions(const program::Program& program,
                                                         const std::vector<schema::RecomputeRule>& rules) {
   RegionMap regions(rules);
-  SPMD_ASSIGN_OR_RETURN(Plan plan, planRegions(program, regions));
+  SPMD_ASSIGN_OR_RETURN(Plan plan, planRegions(program, regions, RecomputeCollectives::Save));
   std::vector<RecomputeRegion> out;
   std::set<int> seen;
   for (const auto& n : program.graph.graph.nodes())
@@ -308,13 +357,13 @@ Expected<std::vector<RecomputeRegion>> recomputeRegions(const program::Program& 
   return out;
 }
 
-Status applyRecompute(program::Program& program, const std::vector<schema::RecomputeRule>& rules,
-                      RecomputeSummary& summary) {
+Status applyRecompute(program::Program& program, const RecomputePlan& recompute, RecomputeSummary& summary) {
   summary = {};
-  if (rules.empty()) return Status::ok();
+  summary.collectivesTaken = recompute.collectives;
+  if (recompute.rules.empty()) return Status::ok();
   ir::Graph& g = program.graph.graph;
-  RegionMap regions(rules);
-  SPMD_ASSIGN_OR_RETURN(Plan plan, planRegions(program, regions));
+  RegionMap regions(recompute.rules);
+  SPMD_ASSIGN_OR_RETURN(Plan plan, planRegions(program, regions, recompute.collectives));
   summary.savedBytesBefore = summary.savedBytesAfter = estimateSavedActivations(program).savedBytes;
   for (const auto& n : g.nodes()) summary.stepFlops += nodeFlops(*n);
   std::unordered_set<const ir::Value*> outputs;
@@ -326,11 +375,13 @@ Status applyRecompute(program::Program& program, const std::vector<schema::Recom
   for (const auto& n : g.nodes()) originals.push_back(n.get());
   std::unordered_map<ir::Value*, ir::Value*> remap;    // what the backward reads instead
   std::map<int, std::vector<ir::Node*>> clonesBefore;  // node index -> clones run before it
+  std::unordered_set<const ir::Node*> cloned;          // their originals
   for (const auto& [r, values] : needs.values) {
     const std::set<int> clone = recomputeSet(values, r, plan, outputs);
     std::unordered_map<ir::Value*, ir::Value*> local;
     for (int i : clone) {
       const ir::Node& n = *originals[static_cast<size_t>(i)];
+      cloned.insert(&n);
       SPMD_ASSIGN_OR_RETURN(ir::Node * c, cloneNode(g, n, local));
       clonesBefore[needs.insertAt.at(r)].push_back(c);
       summary.recomputedFlops += nodeFlops(n);
@@ -340,6 +391,7 @@ Status applyRecompute(program::Program& program, const std::vector<schema::Recom
     ++summary.modules;
     summary.recomputedOps += static_cast<int64_t>(clone.size());
   }
+  countCollectives(program, plan, needs, cloned, outputs, summary);
   if (remap.empty()) return Status::ok();
   std::vector<ir::Node*> order;
   for (ir::Node* n : originals) {
@@ -356,10 +408,10 @@ Status applyRecompute(program::Program& program, const std::vector<schema::Recom
 }
 
 Status Recompute::run(program::Program& program) {
-  if (std::any_of(rules_.begin(), rules_.end(),
+  if (std::any_of(plan_.rules.begin(), plan_.rules.end(),
                   [](const auto& r) { return r.mode == schema::RecomputeMode::Auto; }))
     return Status::error("recompute: an \"auto\" entry must be resolved first (chooseRecompute)");
-  return applyRecompute(program, rules_, summary_);
+  return applyRecompute(program, plan_, summary_);
 }
 
 }  // namespace spmd::passes

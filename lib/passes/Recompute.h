@@ -16,11 +16,12 @@
 //            %g       = aten.threshold_backward.default(%d, %relu_rc)
 // and %relu dies at its last forward reader instead of living until the
 // backward. Random ops are never recomputed (their outputs are kept, so a
-// recomputed dropout mask equals the forward's), and neither are
-// collectives of activations (a recomputed tensor-parallel region reuses the
-// forward's all-reduced value instead of re-issuing the all-reduce); an
-// FSDP parameter gather is recomputed (gathered again, as FSDP2 does with
-// reshard_after_forward).
+// recomputed dropout mask equals the forward's). A collective of
+// activations (a tensor-parallel all-reduce) is either saved (the
+// recomputed region reads the forward's all-reduced value: memory) or
+// re-issued (cloned with the ops around it: communication time), per
+// RecomputeCollectives; an FSDP parameter gather is always recomputed
+// (gathered again, as FSDP2 does with reshard_after_forward).
 #pragma once
 
 #include <functional>
@@ -33,6 +34,20 @@
 
 namespace spmd::passes {
 
+/// What a checkpointed module does with a collective of activations inside
+/// it (a tensor-parallel all-reduce) that its recomputation reads.
+enum class RecomputeCollectives {
+  Save,     ///< keep the forward's result until the backward (costs its bytes)
+  Reissue,  ///< run the collective again in the backward (costs its time)
+};
+
+/// A resolved recompute plan: the rules (no Auto among them) and what to do
+/// with collectives of activations.
+struct RecomputePlan {
+  std::vector<schema::RecomputeRule> rules;
+  RecomputeCollectives collectives = RecomputeCollectives::Save;
+};
+
 /// What recompute did, for the compile's notes.
 struct RecomputeSummary {
   int64_t modules = 0;           ///< checkpointed modules the backward reads from
@@ -41,7 +56,18 @@ struct RecomputeSummary {
   double stepFlops = 0;          ///< the whole step's before recomputation
   int64_t savedBytesBefore = 0;  ///< saved activations per rank before
   int64_t savedBytesAfter = 0;   ///< and after
+  /// Collectives of activations the recomputation reads (saved) or runs
+  /// again (re-issued); both ways are counted whichever was taken.
+  RecomputeCollectives collectivesTaken = RecomputeCollectives::Save;
+  int64_t collectives = 0;
+  int64_t collectiveBytes = 0;   ///< their results per rank: what saving keeps
+  double collectiveSeconds = 0;  ///< their modeled time: what re-issuing adds
 };
+
+/// One line for the compile's notes: the recomputed ops and FLOPs, the
+/// saved activations before and after, and the collectives of activations
+/// both ways; `choice` (what "auto" chose) is appended when not empty.
+std::string recomputeNote(const RecomputeSummary& summary, const std::string& choice);
 
 /// One checkpoint region: a module and the rule that made it one.
 struct RecomputeRegion {
@@ -54,30 +80,39 @@ struct RecomputeRegion {
 Expected<std::vector<RecomputeRegion>> recomputeRegions(const program::Program& program,
                                                         const std::vector<schema::RecomputeRule>& rules);
 
-/// Applies `rules` (no Auto among them) to `program`; fills `summary`.
-Status applyRecompute(program::Program& program, const std::vector<schema::RecomputeRule>& rules,
-                      RecomputeSummary& summary);
+/// Applies `plan` to `program`; fills `summary`.
+Status applyRecompute(program::Program& program, const RecomputePlan& plan, RecomputeSummary& summary);
 
-/// Applies a plan (rules without Auto) and the passes after it to a copy
-/// of the program; returns the copy's estimated per-rank peak.
-using PlanPeak = std::function<Expected<int64_t>(const std::vector<schema::RecomputeRule>&)>;
+/// A plan's estimated per-rank peak and modeled step time.
+struct PlanCost {
+  int64_t peakBytes = 0;
+  double stepSeconds = 0;
+};
+
+/// Applies a plan and the passes after it to a copy of the program;
+/// returns the copy's estimated per-rank peak and modeled step time.
+using PlanPeak = std::function<Expected<PlanCost>(const RecomputePlan&)>;
 
 /// Replaces each Auto entry of `rules` by one rule per module it matches,
 /// "none", selective (matmuls and attention saved) or "full": the plan
 /// with the least recomputation whose `peakOf` is at most `budget` bytes
 /// per rank. Modules are checkpointed in forward order, first selectively,
-/// then fully. `choice` says what was chosen. Error when even full
-/// recomputation of every module does not fit, with the smallest peak found.
-Expected<std::vector<schema::RecomputeRule>> chooseRecompute(const program::Program& program,
-                                                             const std::vector<schema::RecomputeRule>& rules,
-                                                             int64_t budget, const PlanPeak& peakOf,
-                                                             std::string& choice);
+/// then fully. Collectives of activations: `collectives` when given; else
+/// both ways are tried, and re-issuing is taken only when it lets a plan
+/// with less recomputation fit and that plan's modeled step is faster (or
+/// when only re-issuing fits). `choice` says what was chosen. Error when
+/// even full recomputation of every module does not fit, with the smallest
+/// peak found.
+Expected<RecomputePlan> chooseRecompute(const program::Program& program,
+                                        const std::vector<schema::RecomputeRule>& rules, int64_t budget,
+                                        std::optional<RecomputeCollectives> collectives,
+                                        const PlanPeak& peakOf, std::string& choice);
 
 class Recompute : public Pass {
  public:
-  /// `rules`: the schema's "recompute" entries, "auto" ones resolved
-  /// (chooseRecompute); none: the pass does nothing.
-  explicit Recompute(std::vector<schema::RecomputeRule> rules = {}) : rules_(std::move(rules)) {}
+  /// `plan`: the schema's "recompute" entries, "auto" ones resolved
+  /// (chooseRecompute); no rules: the pass does nothing.
+  explicit Recompute(RecomputePlan plan = {}) : plan_(std::move(plan)) {}
   std::string_view name() const override { return "recompute"; }
   std::string_view description() const override {
     return "activation checkpointing: recompute what a checkpointed module's backward reads";
@@ -89,7 +124,7 @@ class Recompute : public Pass {
   const RecomputeSummary& summary() const { return summary_; }
 
  private:
-  std::vector<schema::RecomputeRule> rules_;
+  RecomputePlan plan_;
   RecomputeSummary summary_;
 };
 

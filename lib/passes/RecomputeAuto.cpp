@@ -8,9 +8,15 @@
 //   level L+1 .. 2L  every module selective, the first k - L of them full
 //
 // Each level is tried on a copy of the program (the plan and the passes
-// after it, then estimateMemory); the peak falls as the level rises, so a binary search finds the
-// lowest level that fits in about log2(2L) + 2 tries.
+// after it, then estimateMemory); the peak falls as the level rises, so a
+// binary search finds the lowest level that fits in about log2(2L) + 2
+// tries. Collectives of activations (tensor-parallel all-reduces) in a
+// recomputed module are saved on that ladder; unless told one way, a
+// second search re-issues them instead, and that plan is taken when it
+// fits at a lower level with a faster modeled step (fewer recomputed ops
+// outweigh the all-reduces run again), or when only it fits.
 #include <algorithm>
+#include <cstdio>
 
 #include "passes/Recompute.h"
 #include "support/Strings.h"
@@ -66,45 +72,90 @@ std::string describe(size_t level, size_t n) {
          std::to_string(full) + " full";
 }
 
+/// The ladder of one way with collectives of activations: the lowest level
+/// whose peak fits `budget`, found by binary search in [lo, hi] (the caller
+/// knows hi fits), with its cost.
+struct Rung {
+  size_t level = 0;
+  PlanCost cost;
+};
+
+Expected<Rung> lowestFitting(const std::function<Expected<PlanCost>(size_t)>& costOf, size_t lo, Rung hi,
+                             int64_t budget) {
+  while (lo < hi.level) {
+    const size_t mid = lo + (hi.level - lo) / 2;
+    SPMD_ASSIGN_OR_RETURN(PlanCost c, costOf(mid));
+    if (c.peakBytes <= budget)
+      hi = {mid, c};
+    else
+      lo = mid + 1;
+  }
+  return hi;
+}
+
+std::string microseconds(double seconds) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.4g us", seconds * 1e6);
+  return buf;
+}
+
 }  // namespace
 
-Expected<std::vector<schema::RecomputeRule>> chooseRecompute(const program::Program& program,
-                                                             const std::vector<schema::RecomputeRule>& rules,
-                                                             int64_t budget, const PlanPeak& peakOf,
-                                                             std::string& choice) {
+Expected<RecomputePlan> chooseRecompute(const program::Program& program,
+                                        const std::vector<schema::RecomputeRule>& rules, int64_t budget,
+                                        std::optional<RecomputeCollectives> collectives,
+                                        const PlanPeak& peakOf, std::string& choice) {
   SPMD_ASSIGN_OR_RETURN(std::vector<RecomputeRegion> regions, recomputeRegions(program, rules));
   std::vector<std::string> modules;
   for (const RecomputeRegion& r : regions)
     if (r.rule->mode == schema::RecomputeMode::Auto) modules.push_back(r.path);
-  const size_t top = 2 * modules.size();
-  auto peak = [&](size_t level) { return peakOf(levelRules(rules, modules, level)); };
-  SPMD_ASSIGN_OR_RETURN(int64_t none, peak(0));
-  SPMD_ASSIGN_OR_RETURN(int64_t most, peak(top));
-  if (most > budget)
-    return Status::error("recompute: no plan fits --memory-budget " + withCommas(budget) +
-                         " B/rank: the smallest estimated peak is " + withCommas(most) + " B/rank, with " +
-                         describe(top, modules.size()) + " (without recomputation " + withCommas(none) +
-                         " B/rank); give a larger budget or shard more");
-  size_t lo = 1, hi = top;  // peak(hi) fits, peak(lo - 1) does not
-  int64_t fits = most;
-  if (none <= budget) {
-    hi = 0;
-    fits = none;
-  }
-  while (lo < hi) {
-    const size_t mid = lo + (hi - lo) / 2;
-    SPMD_ASSIGN_OR_RETURN(int64_t p, peak(mid));
-    if (p <= budget) {
-      hi = mid;
-      fits = p;
+  const size_t n = modules.size(), top = 2 * n;
+  using RC = RecomputeCollectives;
+  auto costAs = [&](RC how) {
+    return [&, how](size_t level) { return peakOf({levelRules(rules, modules, level), how}); };
+  };
+  const RC first = collectives.value_or(RC::Save);  // the way tried first: saving adds no time
+  SPMD_ASSIGN_OR_RETURN(PlanCost none, costAs(first)(0));
+  SPMD_ASSIGN_OR_RETURN(PlanCost most, costAs(first)(top));
+  // Saving fits nowhere: re-issuing (when not ruled out) frees the most.
+  std::optional<Rung> taken;
+  RC how = first;
+  if (most.peakBytes <= budget) {
+    if (none.peakBytes <= budget) {
+      taken = Rung{0, none};
     } else {
-      lo = mid + 1;
+      SPMD_ASSIGN_OR_RETURN(taken, lowestFitting(costAs(first), 1, {top, most}, budget));
     }
   }
-  choice = "auto: " + describe(hi, modules.size()) + ": estimated peak " + withCommas(fits) +
-           " B/rank within --memory-budget " + withCommas(budget) + " (" + withCommas(none) +
-           " B/rank without recomputation)";
-  return levelRules(rules, modules, hi);
+  if (!collectives && (!taken || taken->level != 0)) {
+    // Re-issuing lowers each level's peak: a lower level may fit that way.
+    SPMD_ASSIGN_OR_RETURN(PlanCost most2, costAs(RC::Reissue)(top));
+    if (most2.peakBytes <= budget) {
+      const size_t hi = taken ? taken->level : top;
+      const PlanCost atHi = taken ? PlanCost{} : most2;
+      Rung r{hi, atHi};
+      if (taken) {
+        SPMD_ASSIGN_OR_RETURN(r.cost, costAs(RC::Reissue)(hi));
+      }
+      SPMD_ASSIGN_OR_RETURN(Rung re, lowestFitting(costAs(RC::Reissue), 1, r, budget));
+      if (!taken || (re.level < taken->level && re.cost.stepSeconds < taken->cost.stepSeconds)) {
+        taken = re;
+        how = RC::Reissue;
+      }
+    }
+    most = std::min(most, most2, [](const auto& a, const auto& b) { return a.peakBytes < b.peakBytes; });
+  }
+  if (!taken)
+    return Status::error("recompute: no plan fits --memory-budget " + withCommas(budget) +
+                         " B/rank: the smallest estimated peak is " + withCommas(most.peakBytes) +
+                         " B/rank, with " + describe(top, n) + " (without recomputation " +
+                         withCommas(none.peakBytes) + " B/rank); give a larger budget or shard more");
+  choice = "auto: " + describe(taken->level, n) +
+           (how == RC::Reissue ? ", collectives of activations re-issued" : "") + ": estimated peak " +
+           withCommas(taken->cost.peakBytes) + " B/rank within --memory-budget " + withCommas(budget) + " (" +
+           withCommas(none.peakBytes) + " B/rank without recomputation); modeled step " +
+           microseconds(taken->cost.stepSeconds);
+  return RecomputePlan{levelRules(rules, modules, taken->level), how};
 }
 
 }  // namespace spmd::passes

@@ -1,7 +1,10 @@
 // Predicted against measured memory: every rank's peak live tensor bytes
 // (runtime::RankMemory, MemoryMeter) on 4 simulated ranks is within 10% of
 // passes::estimateMemory's prediction, for inference and AdamW train steps
-// under dp, fsdp and Megatron tp; and two deliberately broken predictions
+// under every preset (dp, its alias ddp, fsdp, hsdp on 2x2), Megatron tp
+// and activation-checkpointing plans (full under dp, selective under fsdp,
+// full under hsdp, of testdata/recompute's Llama train step, whose ops carry
+// module paths); and two deliberately broken predictions
 // (views counted as fresh tensors, gradients left out) miss by more than
 // that somewhere, so the bound can catch a wrong model.
 //
@@ -26,10 +29,14 @@ namespace {
 constexpr double kBound = 0.10;
 
 struct Case {
-  std::string model;
+  std::string model;   // under testdata/pt2/
   std::string schema;  // preset or example schema
   std::string label;
+  std::vector<int64_t> mesh = {4};
 };
+
+// testdata/recompute's train step with module paths, from testdata/pt2/.
+const char* const kPaths = "../recompute/llama_train_paths";
 
 // The largest sum of `ranges` over the nodes, plus the weights.
 int64_t sweep(const std::vector<passes::LiveRange>& ranges, size_t nodes, int64_t weights) {
@@ -95,14 +102,21 @@ double relative(int64_t predicted, int64_t measured) {
 TEST_CASE("every rank's measured peak is within 10% of the predicted one; broken predictions are not") {
   const std::vector<Case> cases = {
       {"mlp", "dp", "dp"},
+      {"mlp", "ddp", "ddp"},
       {"mlp", "fsdp", "fsdp"},
+      {"mlp", "hsdp", "hsdp", {2, 2}},
       {"mlp", "schemas/examples/mlp_tp.json", "tp"},
       {"llama", "dp", "dp"},
       {"llama", "fsdp", "fsdp"},
       {"llama", "schemas/examples/llama_tp.json", "tp"},
       {"llama_train", "dp", "dp"},
       {"llama_train", "fsdp", "fsdp"},
+      {"llama_train", "hsdp", "hsdp", {2, 2}},
       {"llama_train", "schemas/examples/llama_tp.json", "tp"},
+      {kPaths, "dp", "dp"},
+      {kPaths, "testdata/recompute/dp_full.json", "dp+AC full"},
+      {kPaths, "testdata/recompute/fsdp_selective.json", "fsdp+AC sel"},
+      {kPaths, "testdata/recompute/hsdp_full.json", "hsdp+AC full", {2, 2}},
       {"cnn_train", "dp", "dp"},
       {"cnn_train", "fsdp", "fsdp"},
   };
@@ -112,8 +126,8 @@ TEST_CASE("every rank's measured peak is within 10% of the predicted one; broken
     INFO(c.model << " " << c.label);
     TempDir dir;
     passes::OptimizerOptions adamw;
-    if (c.model.ends_with("_train")) adamw.kind = "adamw";
-    compileTo(c.model, c.schema, {4}, dir.file("p.spmd"), adamw);
+    if (c.model.ends_with("_train")) adamw.kind = "adamw";  // kPaths: the plain step, so activations peak
+    compileTo(c.model, c.schema, c.mesh, dir.file("p.spmd"), adamw);
     auto program = program::readProgram(dir.file("p.spmd"));
     REQUIRE(program.hasValue());
     auto in = runtime::readTensors(modelDir(c.model) + "/inputs.safetensors");
@@ -136,7 +150,13 @@ TEST_CASE("every rank's measured peak is within 10% of the predicted one; broken
       worstGrads = std::max(worstGrads, relative(withoutGradients(p, est.paramBytes), m.peakBytes));
       measured += (r ? " / " : "") + std::to_string(m.peakBytes);
     }
-    std::printf("| %s | %s | %lld | %s | %lld | %.1f%% |\n", c.model.c_str(), c.label.c_str(),
+    if (c.label.find("+AC") != std::string::npos) {  // the plan was applied: recomputed nodes run
+      const auto& nodes = p.graph.graph.nodes();
+      CHECK(std::any_of(nodes.begin(), nodes.end(),
+                        [](const auto& n) { return n->metadata().other.count("spmd_recompute") > 0; }));
+    }
+    const std::string model = c.model == kPaths ? "llama_train_paths" : c.model;
+    std::printf("| %s | %s | %lld | %s | %lld | %.1f%% |\n", model.c_str(), c.label.c_str(),
                 static_cast<long long>(est.peakBytes), measured.c_str(),
                 static_cast<long long>((*ranks)[0].memory.stateBytes), 100 * worst);
   }

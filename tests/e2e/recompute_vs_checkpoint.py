@@ -127,27 +127,45 @@ def compare(got, want, tag, failures, tol=1e-6):
             failures.append(f"{tag}: {name} differs from PyTorch by rel {err:.3g}")
 
 
+def collectives_note(notes):
+    """(count, "saved" or "re-issued") of the recompute note's collectives of activations."""
+    for n in notes:
+        m = re.search(r"; (\d+) collectives of activations (saved|re-issued)", n)
+        if m:
+            return int(m.group(1)), m.group(2)
+    return None
+
+
 def check_layout(a, d, layout, refs, failures):
+    """Each policy under `layout`; under Megatron TP also full recompute with
+    the all-reduces re-issued (--recompute-collectives reissue) against the
+    same torch.utils.checkpoint reference."""
     from safetensors.torch import load_file
-    outs, saved = {}, {}
-    for policy in POLICIES:
+    outs, saved, notes = {}, {}, {}
+    variants = [(p, p, []) for p in POLICIES]
+    if layout == "tp":
+        variants.append(("full-reissue", "full", ["--recompute-collectives", "reissue"]))
+    for policy, ref, extra in variants:
         tag = f"{layout}/{policy}"
         sfile, prog, rep, out = (d / f"{layout}_{policy}{ext}" for ext in (".json", ".spmd", ".report.json",
                                                                             ".out.safetensors"))
-        sfile.write_text(json.dumps(schema(layout, a.world, policy)))
+        sfile.write_text(json.dumps(schema(layout, a.world, ref)))
         run([a.spmdc, "compile", d / "model.pt2", "--schema", sfile, "--mesh", a.world, "-o", prog,
-             "--report", rep, "-q"])
+             "--report", rep, "-q", *extra])
         report = json.loads(rep.read_text())
         saved[policy] = saved_bytes(report.get("notes", []))
+        notes[policy] = collectives_note(report.get("notes", []))
         if policy != "none" and saved[policy] is None:
             failures.append(f"{tag}: the compile notes say nothing of recomputation: {report.get('notes')}")
         run([a.spmd_run, "-n", a.world, prog, "--inputs", d / "inputs.safetensors", "--output", out, "-q"])
         outs[policy] = load_file(str(out))
-        compare(outs[policy], refs[policy], tag, failures)
+        compare(outs[policy], refs[ref], tag, failures)
         if policy != "none":
             for name, t in outs["none"].items():
                 if not outs[policy][name].equal(t):
                     failures.append(f"{tag}: {name} is not bit-identical to the run without recompute")
+    if layout == "tp":
+        check_reissue(saved, notes, failures)
     full, sel = saved["full"], saved["selective"]
     if full and sel:
         before = full[0]
@@ -156,6 +174,20 @@ def check_layout(a, d, layout, refs, failures):
             failures.append(f"{layout}: full recompute keeps {full[1]:,} of {before:,} B saved (want <= half)")
         if not full[1] < sel[1] < before:
             failures.append(f"{layout}: selective keeps {sel[1]:,} B, not between full {full[1]:,} and {before:,}")
+
+
+def check_reissue(saved, notes, failures):
+    """Megatron TP: by default a recomputed layer keeps its all-reduced
+    values; re-issued, the same all-reduces run again and keep fewer bytes."""
+    kept, again = notes.get("full"), notes.get("full-reissue")
+    print(f"tp: collectives of activations with full recompute: default {kept}, --recompute-collectives "
+          f"reissue {again}; saved {saved['full'][1]:,} vs {saved['full-reissue'][1]:,} B/rank")
+    if not kept or kept[1] != "saved" or not again or again[1] != "re-issued" or kept[0] != again[0]:
+        failures.append(f"tp: the notes do not count the same all-reduces saved by default and re-issued: "
+                        f"{kept} / {again}")
+    elif not saved["full-reissue"][1] < saved["full"][1]:
+        failures.append(f"tp: re-issuing the all-reduces keeps {saved['full-reissue'][1]:,} B, not less than "
+                        f"saving them ({saved['full'][1]:,} B)")
 
 
 def check_refusals(a, d, failures):

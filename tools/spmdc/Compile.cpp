@@ -36,6 +36,10 @@ spmd::Expected<spmd::passes::CompileOptions> baseOptions(const CompileArgs& a) {
   opts.printAfter = a.printAfter;
   opts.embedWeights = a.embedWeights;
   opts.optimizer = a.optimizer;
+  if (!a.recomputeCollectives.empty())
+    opts.recomputeCollectives = a.recomputeCollectives == "reissue"
+                                    ? spmd::passes::RecomputeCollectives::Reissue
+                                    : spmd::passes::RecomputeCollectives::Save;
   if (a.betas.size() == 2) {
     opts.optimizer.beta1 = a.betas[0];
     opts.optimizer.beta2 = a.betas[1];
@@ -239,6 +243,12 @@ void addAutoOptions(CLI::App* cmd, CompileArgs& c) {
   cmd->add_option(
       "--memory-budget", c.memoryBudget,
       "per-rank peak memory, e.g. 40GiB: for --schema auto, and for a schema's \"recompute\": \"auto\"");
+  cmd->add_option(
+         "--recompute-collectives", c.recomputeCollectives,
+         "a recomputed module's collectives of activations (tensor-parallel all-reduces): save their "
+         "results, or reissue them in the backward; default: save, and under \"auto\" the faster "
+         "plan that fits --memory-budget (docs/RECOMPUTE.md)")
+      ->check(CLI::IsMember({"save", "reissue"}));
   cmd->add_option("--pin", c.pin, "--schema auto: a placement schema whose rules pin what they match");
   cmd->add_option("--write-schema", c.writeSchema,
                   "--schema auto: write the chosen layout as a placement schema");

@@ -25,6 +25,8 @@ struct CompileArgs {
   double bucketMb = 25;
   /// --device-profile, --axes, --memory-budget, --pin, --write-schema.
   std::string deviceProfile, axes, memoryBudget, pin, writeSchema;
+  /// --recompute-collectives: "save" or "reissue" (empty: the default rule).
+  std::string recomputeCollectives;
 };
 
 /// Compiles a.model under a.schema (a file or preset) with the options of `a`.
@@ -44,7 +46,8 @@ int runOpt(const CompileArgs& a, bool debugInfo);
 void addCompileOptions(CLI::App* cmd, CompileArgs& c);
 
 /// The options only compile has: --device-profile, --axes, --memory-budget,
-/// --pin, --write-schema (auto-sharding) and --embed-weights.
+/// --pin, --write-schema (auto-sharding), --recompute-collectives and
+/// --embed-weights.
 void addAutoOptions(CLI::App* cmd, CompileArgs& c);
 
 /// The mesh of --mesh ("2x4") and --axes ("dp,tp"; empty: default names).

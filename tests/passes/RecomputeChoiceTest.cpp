@@ -1,0 +1,131 @@
+// Recompute's collectives of activations (passes/Recompute.h), compiled
+// without execution: a recomputed Megatron-TP layer saves its all-reduced
+// values by default and, told to, re-issues the same all-reduces in the
+// backward; and "auto" (chooseRecompute) counts both ways against a budget
+// and takes re-issuing only when it fits with less recomputation and a
+// faster modeled step, or when only it fits. Numerics: ctest
+// recompute_vs_checkpoint.
+#include <algorithm>
+#include <fstream>
+#include "../TestCatch.h"
+
+#include "../TestUtil.h"
+#include "ir/Collectives.h"
+#include "passes/Pipeline.h"
+#include "passes/Recompute.h"
+#include "pt2/Archive.h"
+#include "schema/PlacementSchema.h"
+
+using namespace spmd;
+using passes::RecomputeCollectives;
+
+namespace {
+
+// testdata/recompute's Llama train step: its ops carry module paths.
+const std::string kModel = std::string(SPMD_TESTDATA_DIR) + "/recompute/llama_train_paths/model.pt2";
+
+passes::CompileResult compileTp(std::optional<RecomputeCollectives> how) {
+  auto archive = pt2::readArchive(kModel);
+  REQUIRE(archive.hasValue());
+  auto s = schema::loadSchemaOrPreset(std::string(SPMD_SOURCE_DIR) + "/schemas/examples/llama_tp.json");
+  REQUIRE(s.hasValue());
+  s->recompute = {{"model.layers.*", schema::RecomputeMode::Full, {}}};
+  passes::CompileOptions opts;
+  opts.mesh = std::vector<int64_t>{2};
+  opts.recomputeCollectives = how;
+  auto r = passes::compile(*archive, *s, opts);
+  if (!r) FAIL(r.status().message());
+  return std::move(*r);
+}
+
+int64_t allReduces(const program::Program& p) {
+  const auto& nodes = p.graph.graph.nodes();
+  return std::count_if(nodes.begin(), nodes.end(),
+                       [](const auto& n) { return n->target() == ir::kAllReduce; });
+}
+
+std::string recomputeNote(const passes::CompileResult& r) {
+  for (const std::string& n : r.notes)
+    if (n.starts_with("recompute:")) return n;
+  return "";
+}
+
+}  // namespace
+
+TEST_CASE("a recomputed TP layer saves its all-reduced values by default and can re-issue them") {
+  const passes::CompileResult saved = compileTp(std::nullopt);
+  const passes::CompileResult again = compileTp(RecomputeCollectives::Reissue);
+  const std::string savedNote = recomputeNote(saved), againNote = recomputeNote(again);
+  INFO(savedNote << "\n" << againNote);
+  // The all-reduces the recomputation reads (a layer's output, read by the
+  // next layer, is kept either way).
+  CHECK(savedNote.find("; 2 collectives of activations saved (") != std::string::npos);
+  CHECK(againNote.find("; 2 collectives of activations re-issued (+") != std::string::npos);
+  CHECK(allReduces(again.program) == allReduces(saved.program) + 2);
+}
+
+TEST_CASE("auto counts saving and re-issuing and takes the faster plan that fits") {
+  auto archive = pt2::readArchive(kModel);
+  REQUIRE(archive.hasValue());
+  auto s = schema::loadSchemaOrPreset("dp");
+  REQUIRE(s.hasValue());
+  passes::CompileOptions opts;
+  opts.mesh = std::vector<int64_t>{2};
+  auto compiled = passes::compile(*archive, *s, opts);
+  REQUIRE(compiled.hasValue());
+  const std::vector<schema::RecomputeRule> rules = {{"model.layers.*", schema::RecomputeMode::Auto, {}}};
+  // A made-up cost: each level (a selective module 1, a full one 2; 2
+  // modules, so 4 levels) frees 100 B and adds 0.1 s; re-issuing frees 150 B
+  // more and adds `reissue` s.
+  double reissue = 0;
+  std::vector<std::string> tried;
+  passes::PlanPeak peakOf = [&](const passes::RecomputePlan& plan) -> Expected<passes::PlanCost> {
+    int level = 0;
+    for (const auto& r : plan.rules)
+      level += r.mode == schema::RecomputeMode::Full ? 2 : r.mode == schema::RecomputeMode::Selective ? 1 : 0;
+    const bool again = plan.collectives == RecomputeCollectives::Reissue && level > 0;
+    tried.push_back(std::to_string(level) + (again ? "r" : "s"));
+    return passes::PlanCost{1000 - 100 * level - (again ? 150 : 0), 1 + 0.1 * level + (again ? reissue : 0)};
+  };
+  auto choose = [&](int64_t budget, std::optional<RecomputeCollectives> how, std::string& choice) {
+    tried.clear();
+    return passes::chooseRecompute(compiled->program, rules, budget, how, peakOf, choice);
+  };
+  std::string choice;
+  SECTION("re-issuing fits two levels lower and is faster: taken") {
+    reissue = 0.1;  // level 2 re-issued: 1.3 s; level 4 saved: 1.4 s
+    auto plan = choose(650, std::nullopt, choice);
+    REQUIRE(plan.hasValue());
+    CHECK(plan->collectives == RecomputeCollectives::Reissue);
+    CHECK(choice.starts_with("auto: 2 of 2 modules selective, 0 full, collectives of activations re-issued"));
+  }
+  SECTION("re-issuing fits lower but is slower: saved") {
+    reissue = 0.5;  // level 2 re-issued: 1.7 s
+    auto plan = choose(650, std::nullopt, choice);
+    REQUIRE(plan.hasValue());
+    CHECK(plan->collectives == RecomputeCollectives::Save);
+    CHECK(choice.starts_with("auto: 0 of 2 modules selective, 2 full: estimated peak 600 B/rank"));
+  }
+  SECTION("only re-issuing fits: taken; below that: refused with the smallest peak") {
+    auto plan = choose(500, std::nullopt, choice);
+    REQUIRE(plan.hasValue());
+    CHECK(plan->collectives == RecomputeCollectives::Reissue);
+    CHECK(choice.find("estimated peak 450 B/rank") != std::string::npos);
+    auto refused = choose(400, std::nullopt, choice);
+    REQUIRE(!refused.hasValue());
+    CHECK(refused.status().message().find("the smallest estimated peak is 450 B/rank") != std::string::npos);
+  }
+  SECTION("told to save: re-issuing is never tried") {
+    reissue = 0.1;
+    auto plan = choose(650, RecomputeCollectives::Save, choice);
+    REQUIRE(plan.hasValue());
+    CHECK(plan->collectives == RecomputeCollectives::Save);
+    CHECK(std::none_of(tried.begin(), tried.end(), [](const auto& t) { return t.ends_with("r"); }));
+  }
+  SECTION("the plain step fits: nothing recomputed, nothing re-issued") {
+    auto plan = choose(1000, std::nullopt, choice);
+    REQUIRE(plan.hasValue());
+    CHECK(plan->collectives == RecomputeCollectives::Save);
+    CHECK(choice.starts_with("auto: 0 of 2 modules selective, 0 full"));
+  }
+}
