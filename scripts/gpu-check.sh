@@ -6,7 +6,8 @@
 # travels with the tree).
 #
 #   scripts/gpu-check.sh                          # on the GPU machine
-#   scripts/gpu-check.sh --device cpu --quick     # the same flow on a CPU (CI)
+#   scripts/gpu-check.sh --device cpu --quick     # the correctness rows on a CPU
+#   scripts/gpu-check.sh --dry-run                # the whole flow on a CPU at tiny sizes (CI)
 #
 # 1. builds spmdc and spmd-run from the bundle against this machine's torch,
 #    with the NCCL path (scripts/gpu-build.sh);
@@ -19,7 +20,13 @@
 #    torch.export.passes.move_to_device_pass); a failing row is reported and
 #    the rest still run;
 # 3. prints a step-time table at 1 rank: spmd-run's median step against
-#    eager's, both synchronized per step.
+#    eager's, both synchronized per step;
+# 4. prints the throughput table (scripts/gpu_throughput.py): a 1B-class
+#    Llama train step (bf16, AdamW) and inference step, spmd-run with and
+#    without --cuda-graph against eager and torch.compile, tokens/s and MFU,
+#    each checked against PyTorch's numbers. Budget: the whole check in 8
+#    minutes on one H100/H200 (build ~3, correctness rows ~1, throughput ~5:
+#    per-row estimates in gpu_throughput.py).
 # Exits non-zero on any failure. Environment: BUNDLE (.deps/gpu-bundle),
 # BUILD_DIR (build-gpu), PYTHON (python3), WORK (a temp folder).
 set -euo pipefail

@@ -1,7 +1,7 @@
 """The end-to-end part of scripts/gpu-check.sh: fresh exports, spmd-run on
 the GPU against PyTorch eager on the same GPU, and a timing table.
 
-    python3 scripts/gpu_check.py SPMDC SPMD_RUN [--device cuda|cpu] [--work DIR] [--quick]
+    python3 scripts/gpu_check.py SPMDC SPMD_RUN [--device cuda|cpu] [--work DIR] [--quick] [--dry-run]
 
 Per model (exported here with this torch by testdata/export_models.py):
   - eager reference on the device (inference models: the exported program
@@ -20,6 +20,14 @@ Every row reports its own failure (a reference or an export that fails
 included) and the table goes on; exits non-zero on any failure. --device
 cpu runs the same flow on the CPU (what CI does, so the script cannot rot
 between GPU runs); --quick leaves out the compute-bound model.
+
+Then the throughput table (gpu_throughput.py): a 1B-class Llama train step
+(bf16 compute, float32 master weights, AdamW) and its inference step on one
+device, spmd-run with and without --cuda-graph against eager PyTorch and
+torch.compile, in tokens/s and MFU. --dry-run (CI, on the CPU) runs the
+whole flow, --quick's correctness rows and the throughput rows at a tiny
+size, every throughput row labelled "dry-run": it proves the script works
+and measures nothing.
 
 reference(model_dir, device) and reference_outputs() are importable; the
 test tests/gpucheck/test_reference.py runs them on the meta device standing
@@ -40,6 +48,8 @@ from safetensors.torch import load_file
 from torch.export.passes import move_to_device_pass
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import gpu_throughput  # noqa: E402: beside this script
 INFER = ["mlp", "gpt_block", "llama"]
 TRAIN = ["llama_train"]
 BIG = "llama_big"
@@ -208,7 +218,11 @@ def main():
     ap.add_argument("--device", default="cuda", choices=["cuda", "cpu"])
     ap.add_argument("--work")
     ap.add_argument("--quick", action="store_true", help="leave out the compute-bound model")
+    ap.add_argument("--dry-run", action="store_true",
+                    help="the whole flow on the CPU at tiny sizes (--device cpu --quick; throughput rows labelled)")
     a = ap.parse_args()
+    if a.dry_run:
+        a.device, a.quick = "cpu", True
     if a.device == "cuda" and not torch.cuda.is_available():
         print("gpu-check: error: torch sees no GPU", file=sys.stderr)
         return 2
@@ -226,8 +240,9 @@ def main():
     print(f"{'model':12s} {'spmd-run ms':>12s} {'eager ms':>10s} {'ratio':>7s}")
     for m, ms, e in timing:
         print(f"{m:12s} {ms:12.3f} {e:10.3f} {ms / e if e == e and e > 0 else float('nan'):7.2f}")
+    throughput = gpu_throughput.table(a, work, sh, FAILURES)
     with open(os.path.join(work, "gpu-check.json"), "w") as f:
-        json.dump({"torch": torch.__version__, "device": a.device, "timing": timing,
+        json.dump({"torch": torch.__version__, "device": a.device, "timing": timing, "throughput": throughput,
                    "failures": FAILURES}, f, indent=1)
     if FAILURES:
         print(f"\ngpu-check: {len(FAILURES)} failed:\n  " + "\n  ".join(FAILURES), file=sys.stderr)

@@ -20,6 +20,8 @@
 #include "launch/WorkerEnv.h"
 #include "runtime/BuildInfo.h"
 #include "runtime/Checkpoint.h"
+#include "runtime/CudaGraph.h"
+#include "runtime/GraphStep.h"
 #include "runtime/LaunchSupport.h"
 #include "runtime/Runner.h"
 #include "runtime/Verify.h"
@@ -128,6 +130,37 @@ Status writeProfile(const DistributedOptions& o, const program::Program& p,
   return writeFileAtomic(o.profile, j.dump(2) + "\n");
 }
 
+// The launcher's check of --cuda-graph, before any worker starts: a bad
+// value, or "on" where rank 0's device or the program rules it out.
+Status checkCudaGraphRequest(const DistributedOptions& o, const program::Program& p) {
+  SPMD_ASSIGN_OR_RETURN(CudaGraphMode mode, parseCudaGraphMode(o.cudaGraph));
+  if (mode != CudaGraphMode::On) return Status::ok();
+  SPMD_ASSIGN_OR_RETURN(c10::Device device, resolveDevice(o.device, 0));
+  bool nccl = device.is_cuda() && ncclCompiled() && o.nproc <= static_cast<int>(at::getNumGPUs());
+  GraphEligibility why = cudaGraphEligibility(p, {device.is_cuda(), nccl});
+  SPMD_RETURN_IF_ERROR(resolveCudaGraph(mode, why, device.is_cuda()).status());
+  return Status::ok();
+}
+
+// A worker's GPU settings: whether the step is captured as a CUDA
+// graph (and the plan's peak that sizes its pool), and on NCCL the check
+// that every async collective has its wait (CudaGraph.h's stream schedule,
+// which c10d's NCCL groups run: each collective on NCCL's stream after an
+// event on ours, our stream waiting on its end event at spmd.wait).
+Status configureGpuStep(const DistributedOptions& o, const program::Program& p, RankOptions& ro) {
+  SPMD_ASSIGN_OR_RETURN(CudaGraphMode mode, parseCudaGraphMode(o.cudaGraph));
+  GraphEligibility why = cudaGraphEligibility(p, {ro.device.is_cuda(), ro.comm.nccl});
+  if (why.eligible && !cudaGraphsCompiled()) why = {false, "this spmd-run was built without the NCCL path"};
+  SPMD_ASSIGN_OR_RETURN(ro.cudaGraph, resolveCudaGraph(mode, why, ro.device.is_cuda()));
+  ro.predictedPeakBytes = o.predictPeakBytes ? o.predictPeakBytes(p) : 0;
+  if (ro.comm.nccl) {
+    SPMD_ASSIGN_OR_RETURN(std::vector<StreamSlot> slots, deriveStreamSchedule(p.graph.graph));
+    logging::debug("worker: ", slots.size(), " collectives on NCCL's stream, CUDA graph ",
+                   ro.cudaGraph ? "on" : "off", why.eligible ? "" : " (" + why.reason + ")");
+  }
+  return Status::ok();
+}
+
 }  // namespace
 
 Expected<std::vector<TensorMap>> readBatches(const std::string& path) {
@@ -183,6 +216,7 @@ int runDistributed(const DistributedOptions& o, std::ostream& out, std::ostream&
     Status st = checkCheckpoint(o.resume, p);
     if (!st.isOk()) return fail(err, kBadInput, st.message());
   }
+  if (Status st = checkCudaGraphRequest(o, p); !st.isOk()) return fail(err, kBadInput, st.message());
   if (o.nodeRank == 0)  // the node that verifies
     if (Status st = checkVerifyOptions(o, p.graph); !st.isOk()) return fail(err, kBadInput, st.message());
   ScratchDir scratch("spmd-run");
@@ -203,6 +237,8 @@ int runDistributed(const DistributedOptions& o, std::ostream& out, std::ostream&
   if (!output.empty()) cfg.workerArgv.insert(cfg.workerArgv.end(), {"--output", output});
   if (!o.bindAddr.empty()) cfg.workerArgv.insert(cfg.workerArgv.end(), {"--bind-addr", o.bindAddr});
   if (o.quiet) cfg.workerArgv.push_back("--quiet");
+  cfg.workerArgv.insert(cfg.workerArgv.end(), {"--cuda-graph", o.cudaGraph});
+  if (o.allowTf32) cfg.workerArgv.push_back("--allow-tf32");
   for (const std::string& lib : o.opLibraries)
     cfg.workerArgv.insert(cfg.workerArgv.end(), {"--load-library", lib});
   auto result = launch::launchWorkers(cfg, out, err);
@@ -300,6 +336,8 @@ int runWorker(const DistributedOptions& o, std::ostream& err) {
   selectDevice(ro.device);
   ro.comm.nccl =
       ro.device.is_cuda() && ncclCompiled() && env->localWorldSize <= static_cast<int64_t>(at::getNumGPUs());
+  Status gpu = configureGpuStep(o, program->program(), ro);
+  if (!gpu.isOk()) return fail(err, kBadInput, who + ": " + gpu.message());
   logging::debug("worker: ", o.program, " on ", ro.device.str(), " over ", ro.comm.nccl ? "NCCL" : "Gloo",
                  ", world size ", env->worldSize);
   auto opened = openRendezvousStore(*env, o.timeoutSeconds);

@@ -66,6 +66,11 @@ struct DistributedOptions {
   /// Where a by-reference program's relative weight files lie, when not
   /// where they were at compile time (--weights-root).
   std::string weightsRoot;
+  /// --cuda-graph: on, off or auto (auto: on where the program and device
+  /// allow it, CudaGraph.h).
+  std::string cudaGraph = "auto";
+  /// --allow-tf32: float32 matmuls and convolutions may use TF32 on GPUs.
+  bool allowTf32 = false;
 };
 
 /// Reads the global inputs: one safetensors file, or a folder of them (one

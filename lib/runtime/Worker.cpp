@@ -14,6 +14,8 @@
 #include "runtime/BuildInfo.h"
 #include "runtime/Checkpoint.h"
 #include "runtime/CollectiveOps.h"
+#include "runtime/CudaGraph.h"
+#include "runtime/GraphStep.h"
 #include "runtime/MemoryMeter.h"
 #include "runtime/PipelineRun.h"
 #include "runtime/Runner.h"
@@ -262,6 +264,8 @@ Expected<RankResult> runRank(const program::LoadedProgram& lp, int64_t rank,
   }
   RankResult result;
   memory.markState();
+  GraphStep step({options.cudaGraph, /*warmup=*/2,
+                  graphPoolBytes(options.predictedPeakBytes, tensorBytes(weights)), options.device});
   Expected<TensorMap> outputs = Status::error("program did not run");
   int runs = std::max(options.repeat, 1) * std::max(options.steps, 1);
   std::vector<double> seconds;
@@ -272,9 +276,8 @@ Expected<RankResult> runRank(const program::LoadedProgram& lp, int64_t rank,
     (*comm)->setSymbols(symbols[batch]);
     // The last step's outputs (new weights, gradients) go before this one runs.
     outputs = Status::error("program did not run");
-    outputs = runner->execute(batches[batch]);
+    outputs = step.run(*runner, batches[batch], **comm);
     if (!outputs) return where(outputs.status());
-    SPMD_RETURN_IF_ERROR(where((*comm)->waitAll()));
     for (auto& [name, weight] : updates) {
       auto it = outputs->find(name);
       if (it != outputs->end()) weight.copy_(it->second);

@@ -49,6 +49,12 @@ struct RankOptions {
   /// Called on every rank after each step with the step number (counting
   /// from the resumed step), the loss (NaN without one) and its seconds.
   std::function<void(int64_t step, double loss, double seconds)> onStep;
+  /// Capture the step as a CUDA graph after warm-up and replay it
+  /// (GraphStep.h; the caller checked eligibility: CudaGraph.h).
+  bool cudaGraph = false;
+  /// The compiler's predicted per-rank peak (0: unknown): sizes the
+  /// graph's memory pool (graphPoolBytes).
+  int64_t predictedPeakBytes = 0;
 };
 
 /// What a rank produced.

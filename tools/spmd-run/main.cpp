@@ -184,6 +184,13 @@ int main(int argc, char** argv) {
   app.add_option(
       "--load-library", d.opLibraries,
       "load a shared library of custom ops (TORCH_LIBRARY) first; every worker loads it (repeatable)");
+  app.add_option("--cuda-graph", d.cudaGraph,
+                 "capture the step as one CUDA graph after warm-up and replay it: on, off, or auto (default: "
+                 "on where the device is a GPU and the program has static shapes and no host syncs)")
+      ->check(CLI::IsMember({"on", "off", "auto"}));
+  app.add_flag("--allow-tf32", d.allowTf32,
+               "let float32 matmuls and convolutions use TF32 on GPUs (faster, "
+               "about 10 mantissa bits)");
   runtime::CalibrateOptions cal;
   bool calibrate = false;
   app.add_flag("--calibrate", calibrate,
@@ -232,7 +239,18 @@ int main(int argc, char** argv) {
     std::cerr << "error: name a program (.pt2 or .spmd), or --consolidate a checkpoint (see --help)\n";
     return kBadInput;
   }
-  if (!worker && !isSpmdProgram(o.model)) return runSingle(o);
+  if (d.allowTf32) {  // every worker is this tool too, passed --allow-tf32
+    at::globalContext().setAllowTF32CuBLAS(true);
+    at::globalContext().setAllowTF32CuDNN(true);
+  }
+  if (!worker && !isSpmdProgram(o.model)) {
+    if (d.cudaGraph == "on") {
+      std::cerr << "error: --cuda-graph on applies to compiled programs (.spmd); " << o.model
+                << " runs eagerly (pass --cuda-graph auto or off)\n";
+      return kBadInput;
+    }
+    return runSingle(o);
+  }
   d.program = o.model;
   d.inputs = o.inputs;
   d.output = o.output;
