@@ -4,8 +4,8 @@
 #include "io/Pickle.h"
 
 #include <bit>
-#include <cstring>
 #include <unordered_map>
+#include <unordered_set>
 
 namespace spmd::io {
 namespace {
@@ -14,6 +14,7 @@ using Kind = PyValue::Kind;
 
 constexpr size_t kMaxValues = size_t{1} << 24;
 constexpr int kMaxDepth = 200;
+constexpr size_t kMaxVisits = size_t{1} << 25;  // cycle checks, all inserts together
 
 PyRef make(Kind k) {
   auto v = std::make_shared<PyValue>();
@@ -108,7 +109,7 @@ class Reader {
       if (digits[i] < '0' || digits[i] > '9') return fail("a malformed text integer");
       v = v * 10 + (digits[i] - '0');
     }
-    return push(PyValue::int_(neg ? -v : v));
+    return push(PyValue::ofInt(neg ? -v : v));
   }
 
   // LONG1/LONG4: `n` bytes of two's complement, little-endian.
@@ -118,7 +119,7 @@ class Reader {
     uint64_t v = 0;
     for (size_t i = s.size(); i-- > 0;) v = (v << 8) | static_cast<uint8_t>(s[i]);
     if (n > 0 && n < 8 && (static_cast<uint8_t>(s[n - 1]) & 0x80)) v |= ~uint64_t{0} << (8 * n);
-    return push(PyValue::int_(static_cast<int64_t>(v)));
+    return push(PyValue::ofInt(static_cast<int64_t>(v)));
   }
 
   Status pushString(Kind kind, int lengthBytes) {
@@ -168,10 +169,34 @@ class Reader {
     return push(PyValue::global(std::move(module), std::move(name)));
   }
 
+  // Errors when inserting `values` into `target` would make a cycle (a
+  // shared_ptr cycle would leak; DCP's pickles have none). Each check walks
+  // what is inserted; all walks together are capped.
+  Status acyclic(const PyValue* target, const std::vector<PyRef>& values) {
+    std::unordered_set<const PyValue*> seen;
+    std::vector<const PyValue*> todo;
+    for (const PyRef& v : values) todo.push_back(v.get());
+    while (!todo.empty()) {
+      const PyValue* v = todo.back();
+      todo.pop_back();
+      if (v == target) return fail("a value that contains itself");
+      if (!seen.insert(v).second) continue;
+      if (++visits_ > kMaxVisits) return fail("too many shared references");
+      for (const PyRef& i : v->items) todo.push_back(i.get());
+      for (const auto& [k, x] : v->entries) {
+        todo.push_back(k.get());
+        todo.push_back(x.get());
+      }
+      if (v->state) todo.push_back(v->state.get());
+    }
+    return Status::ok();
+  }
+
   Status setItems(std::vector<PyRef> kv) {
     SPMD_ASSIGN_OR_RETURN(PyRef d, top());
     if (d->kind != Kind::Dict) return fail("SETITEM(S) on something other than a dict");
     if (kv.size() % 2) return fail("SETITEMS with an odd number of values");
+    SPMD_RETURN_IF_ERROR(acyclic(d.get(), kv));
     for (size_t i = 0; i < kv.size(); i += 2) d->entries.emplace_back(kv[i], kv[i + 1]);
     return Status::ok();
   }
@@ -179,6 +204,7 @@ class Reader {
   Status append(std::vector<PyRef> items) {
     SPMD_ASSIGN_OR_RETURN(PyRef l, top());
     if (l->kind != Kind::List) return fail("APPEND(S) on something other than a list");
+    SPMD_RETURN_IF_ERROR(acyclic(l.get(), items));
     l->items.insert(l->items.end(), items.begin(), items.end());
     return Status::ok();
   }
@@ -187,6 +213,7 @@ class Reader {
     SPMD_ASSIGN_OR_RETURN(PyRef state, pop());
     SPMD_ASSIGN_OR_RETURN(PyRef obj, top());
     if (obj->kind != Kind::Object) return fail("BUILD on something other than an object");
+    SPMD_RETURN_IF_ERROR(acyclic(obj.get(), {state}));
     obj->state = std::move(state);
     return Status::ok();
   }
@@ -195,7 +222,7 @@ class Reader {
 
   std::string_view in_;
   std::string where_;
-  size_t pos_ = 0, start_ = 0, made_ = 0;
+  size_t pos_ = 0, start_ = 0, made_ = 0, visits_ = 0;
   std::vector<PyRef> stack_;
   std::vector<size_t> marks_;
   std::unordered_map<uint64_t, PyRef> memo_;
@@ -215,20 +242,20 @@ Status Reader::step(uint8_t op) {
     case 'N':
       return push(PyValue::none());
     case 0x88:
-      return push(PyValue::boolean_(true));
+      return push(PyValue::ofBool(true));
     case 0x89:
-      return push(PyValue::boolean_(false));
+      return push(PyValue::ofBool(false));
     case 'K': {
       SPMD_ASSIGN_OR_RETURN(uint64_t v, uint(1));
-      return push(PyValue::int_(static_cast<int64_t>(v)));
+      return push(PyValue::ofInt(static_cast<int64_t>(v)));
     }
     case 'M': {
       SPMD_ASSIGN_OR_RETURN(uint64_t v, uint(2));
-      return push(PyValue::int_(static_cast<int64_t>(v)));
+      return push(PyValue::ofInt(static_cast<int64_t>(v)));
     }
     case 'J': {
       SPMD_ASSIGN_OR_RETURN(uint64_t v, uint(4));
-      return push(PyValue::int_(static_cast<int32_t>(static_cast<uint32_t>(v))));
+      return push(PyValue::ofInt(static_cast<int32_t>(static_cast<uint32_t>(v))));
     }
     case 0x8a: {
       SPMD_ASSIGN_OR_RETURN(uint64_t n, uint(1));
@@ -242,14 +269,14 @@ Status Reader::step(uint8_t op) {
     case 'L': {
       SPMD_ASSIGN_OR_RETURN(std::string_view s, line());
       if (op == 'L' && !s.empty() && s.back() == 'L') s.remove_suffix(1);
-      if (op == 'I' && (s == "00" || s == "01")) return push(PyValue::boolean_(s == "01"));
+      if (op == 'I' && (s == "00" || s == "01")) return push(PyValue::ofBool(s == "01"));
       return pushInt(s);
     }
     case 'G': {
       SPMD_ASSIGN_OR_RETURN(std::string_view s, take(8));
       uint64_t bits = 0;
       for (char c : s) bits = (bits << 8) | static_cast<uint8_t>(c);
-      return push(PyValue::float_(std::bit_cast<double>(bits)));
+      return push(PyValue::ofFloat(std::bit_cast<double>(bits)));
     }
     case 'X':
       return pushString(Kind::Str, 4);
@@ -471,9 +498,9 @@ class Writer {
 
 bool same(const PyValue& a, const PyValue& b, int depth) {
   if (depth > kMaxDepth || a.kind != b.kind || a.boolean != b.boolean || a.integer != b.integer ||
-      std::memcmp(&a.real, &b.real, sizeof a.real) != 0 || a.text != b.text || a.name != b.name ||
-      a.newobj != b.newobj || a.items.size() != b.items.size() || a.entries.size() != b.entries.size() ||
-      !a.state != !b.state)
+      std::bit_cast<uint64_t>(a.real) != std::bit_cast<uint64_t>(b.real) || a.text != b.text ||
+      a.name != b.name || a.newobj != b.newobj || a.items.size() != b.items.size() ||
+      a.entries.size() != b.entries.size() || !a.state != !b.state)
     return false;
   for (size_t i = 0; i < a.items.size(); ++i)
     if (!same(*a.items[i], *b.items[i], depth + 1)) return false;
@@ -487,17 +514,17 @@ bool same(const PyValue& a, const PyValue& b, int depth) {
 }  // namespace
 
 PyRef PyValue::none() { return make(Kind::None); }
-PyRef PyValue::boolean_(bool v) {
+PyRef PyValue::ofBool(bool v) {
   PyRef r = make(Kind::Bool);
   r->boolean = v;
   return r;
 }
-PyRef PyValue::int_(int64_t v) {
+PyRef PyValue::ofInt(int64_t v) {
   PyRef r = make(Kind::Int);
   r->integer = v;
   return r;
 }
-PyRef PyValue::float_(double v) {
+PyRef PyValue::ofFloat(double v) {
   PyRef r = make(Kind::Float);
   r->real = v;
   return r;

@@ -12,8 +12,8 @@
 //
 // The reader takes untrusted bytes: every read is bounds-checked, the stack,
 // memo and value count are capped, and a malformed stream is an error, never
-// an abort. A stream may build shared or cyclic references (the memo); the
-// tree then shares nodes, so walk it with a depth limit.
+// an abort. A stream may share nodes (the memo) but not build a cycle (a
+// list holding itself): the reader refuses one.
 #pragma once
 
 #include <cstdint>
@@ -46,9 +46,9 @@ struct PyValue {
   bool newobj = false;                           ///< Object: made by cls.__new__ (NEWOBJ), not a call
 
   static PyRef none();
-  static PyRef boolean_(bool v);
-  static PyRef int_(int64_t v);
-  static PyRef float_(double v);
+  static PyRef ofBool(bool v);
+  static PyRef ofInt(int64_t v);
+  static PyRef ofFloat(double v);
   static PyRef str(std::string v);
   static PyRef bytes(std::string v);
   static PyRef tuple(std::vector<PyRef> v);
@@ -69,8 +69,8 @@ struct PyValue {
 /// plain data and classes: no persistent ids, no extension registry, no
 /// out-of-band buffers). Errors read "<where>: not a pickle this reader
 /// accepts: <what> at byte <n>": an unknown opcode, a read past the end, a
-/// stack or memo underflow, an integer beyond int64, more than 16 million
-/// values, or no STOP.
+/// stack or memo underflow, an integer beyond int64, a value that contains
+/// itself, more than 16 million values, or no STOP.
 Expected<PyRef> readPickle(std::string_view bytes, const std::string& where);
 
 /// Pickles `value` (protocol 3: Python 3's pickle.loads reads it, building

@@ -177,7 +177,8 @@ Expected<DcpMetadata> parseTree(const PyRef& root) {
 
 PyRef torchSize(const std::vector<int64_t>& dims) {
   std::vector<PyRef> items;
-  for (int64_t d : dims) items.push_back(PyValue::int_(d));
+  items.reserve(dims.size());
+  for (int64_t d : dims) items.push_back(PyValue::ofInt(d));
   return PyValue::object("torch", "Size", {PyValue::tuple(std::move(items))}, false);
 }
 
@@ -187,9 +188,9 @@ PyRef dataclass(const char* module, const char* cls, std::vector<std::pair<PyRef
 
 PyRef properties(ir::ScalarType dtype) {
   auto layout = PyValue::object("torch.serialization", "_get_layout", {PyValue::str("torch.strided")}, false);
-  auto format = PyValue::object(kMetaModule, "_MEM_FORMAT_ENCODING", {PyValue::int_(0)}, false);
+  auto format = PyValue::object(kMetaModule, "_MEM_FORMAT_ENCODING", {PyValue::ofInt(0)}, false);
   auto state = PyValue::tuple({PyValue::global("torch", std::string(torchDtypeName(dtype))), layout,
-                               PyValue::boolean_(false), format, PyValue::boolean_(false)});
+                               PyValue::ofBool(false), format, PyValue::ofBool(false)});
   return PyValue::object(kMetaModule, "TensorProperties", {}, true, state);
 }
 
@@ -224,11 +225,11 @@ Expected<std::string> formatDcpMetadata(const DcpMetadata& md) {
       PyRef index = dataclass(kMetaModule, "MetadataIndex",
                               {{str("fqn"), str(key)},
                                {str("offset"), torchSize(c.offsets)},
-                               {str("index"), PyValue::int_(static_cast<int64_t>(chunks.size() - 1))}});
+                               {str("index"), PyValue::ofInt(static_cast<int64_t>(chunks.size() - 1))}});
       PyRef info = dataclass(kFsModule, "_StorageInfo",
                              {{str("relative_path"), str(c.storage.file)},
-                              {str("offset"), PyValue::int_(c.storage.offset)},
-                              {str("length"), PyValue::int_(c.storage.length)}});
+                              {str("offset"), PyValue::ofInt(c.storage.offset)},
+                              {str("length"), PyValue::ofInt(c.storage.length)}});
       storage.emplace_back(index, info);
     }
     sdm.emplace_back(str(key), dataclass(kMetaModule, "TensorStorageMetadata",

@@ -13,8 +13,8 @@
 
 #include "runtime/BuildInfo.h"
 #include "runtime/Checkpoint.h"
-#include "runtime/Dcp.h"
 #include "runtime/CollectiveOps.h"
+#include "runtime/Dcp.h"
 #include "runtime/MemoryMeter.h"
 #include "runtime/PipelineRun.h"
 #include "runtime/Runner.h"
@@ -290,8 +290,9 @@ Expected<RankResult> runRank(const program::LoadedProgram& lp, int64_t rank,
     bool last = i + 1 == runs;
     if (!options.save.empty() && (last || (options.saveEvery > 0 && (i + 1) % options.saveEvery == 0)))
       SPMD_RETURN_IF_ERROR(where(
-          options.saveDcp ? saveDcpCheckpoint(options.save, p, rank, weights, firstStep + i + 1, *store)
-                          : saveCheckpoint(options.save, p, rank, weights, firstStep + i + 1, *store, options.keep)));
+          options.saveDcp
+              ? saveDcpCheckpoint(options.save, p, rank, weights, firstStep + i + 1, *store)
+              : saveCheckpoint(options.save, p, rank, weights, firstStep + i + 1, *store, options.keep)));
   }
   result.stepSeconds = medianStepSeconds(seconds);
   result.loadSeconds = loadSeconds;

@@ -31,7 +31,8 @@ const std::string kProto4(
     "\x80\x04\x95\x5d\x00\x00\x00\x00\x00\x00\x00\x7d\x94\x28\x8c\x01\x61\x94\x5d\x94\x28\x4b\x01\x4a\xfe\xff"
     "\xff\xff\x47\x40\x0c\x00\x00\x00\x00\x00\x00\x4e\x88\x8c\x02\xc3\xa9\x94\x43\x02\x78\x79\x94\x28\x4b\x01"
     "\x4b\x02\x4b\x03\x4b\x04\x74\x94\x8a\x06\x00\x00\x00\x00\x00\x01\x8a\x08\x00\x00\x00\x00\x00\x00\x00\x80"
-    "\x4d\x2c\x01\x4a\x70\x11\x01\x00\x4a\xff\xff\xff\xff\x65\x8c\x05\x61\x67\x61\x69\x6e\x94\x68\x02\x75\x2e",
+    "\x4d\x2c\x01\x4a\x70\x11\x01\x00\x4a\xff\xff\xff\xff\x65\x8c\x05\x61\x67\x61\x69\x6e\x94\x68\x02\x75"
+    "\x2e",
     104);
 
 std::string errorOf(const std::string& bytes) {
@@ -82,8 +83,8 @@ TEST_CASE("writePickle round-trips through readPickle") {
   REQUIRE(again);
   checkSample(*again, false);  // the writer writes a shared node twice
   CHECK(samePyValue(**v, **again));
-  PyRef obj = PyValue::object("torch", "Size", {PyValue::tuple({PyValue::int_(5), PyValue::int_(-70000)})}, false,
-                              PyValue::dict({{PyValue::str("k"), PyValue::float_(0.25)}}));
+  PyRef obj = PyValue::object("torch", "Size", {PyValue::tuple({PyValue::ofInt(5), PyValue::ofInt(-70000)})},
+                              false, PyValue::dict({{PyValue::str("k"), PyValue::ofFloat(0.25)}}));
   auto bytes = writePickle(*obj);
   REQUIRE(bytes);
   auto back = readPickle(*bytes, "z.pkl");
@@ -101,10 +102,20 @@ TEST_CASE("readPickle refuses every truncation and malformed stream with an erro
   CHECK(errorOf("\x80\x04\xff.").find("opcode 0xff") != std::string::npos);
   CHECK(errorOf("h\x05.").find("memo key (5) never stored") != std::string::npos);
   CHECK(errorOf("R.").find("stack underflow") != std::string::npos);
-  CHECK(errorOf(std::string("\x8a\x09" "123456789.", 12)).find("beyond 64 bits") != std::string::npos);
+  CHECK(errorOf(std::string("\x8a\x09"
+                            "123456789.",
+                            12))
+            .find("beyond 64 bits") != std::string::npos);
   CHECK(errorOf("(K\x01K\x02.").find("STOP with") != std::string::npos);
   CHECK(errorOf("K\x01K\x02R.").find("a call of something other than a global") != std::string::npos);
-  CHECK(errorOf("(K\x01" "a.").find("stack underflow") != std::string::npos);  // no pop crosses a MARK
+  CHECK(errorOf("(K\x01"
+                "a.")
+            .find("stack underflow") != std::string::npos);  // no pop crosses a MARK
+  // l = []; l.append(l): a cycle would leak, so it is refused.
+  CHECK(errorOf(std::string("]\x94h\x00"
+                            "a.",
+                            6))
+            .find("a value that contains itself") != std::string::npos);
 }
 
 TEST_CASE("writePickle refuses a cyclic tree") {
