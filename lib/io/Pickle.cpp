@@ -391,7 +391,7 @@ Status Reader::step(uint8_t op) {
   }
 }
 
-// Writer: protocol 3 opcodes, no memo.
+// Writer: protocol 4 opcodes (no FRAME, which is optional), no memo.
 class Writer {
  public:
   Status value(const PyValue& v, int depth) {
@@ -440,7 +440,7 @@ class Writer {
     return Status::ok();
   }
 
-  std::string out_ = "\x80\x03";
+  std::string out_ = "\x80\x04";
 
  private:
   void little(uint64_t v, int n) {
@@ -464,7 +464,15 @@ class Writer {
     }
   }
 
-  void global(const PyValue& v) { out_ += "c" + v.text + "\n" + v.name + "\n"; }
+  // STACK_GLOBAL: names may hold any character (GLOBAL's lines could not hold a newline).
+  void global(const PyValue& v) {
+    for (const std::string* s : {&v.text, &v.name}) {
+      out_ += 'X';
+      little(s->size(), 4);
+      out_ += *s;
+    }
+    out_ += static_cast<char>(0x93);
+  }
 
   Status marked(const std::vector<PyRef>& items, char close, int depth) {
     out_ += '(';

@@ -73,7 +73,7 @@ struct PyValue {
 /// itself, more than 16 million values, or no STOP.
 Expected<PyRef> readPickle(std::string_view bytes, const std::string& where);
 
-/// Pickles `value` (protocol 3: Python 3's pickle.loads reads it, building
+/// Pickles `value` (protocol 4: Python 3's pickle.loads reads it, building
 /// the named classes). A value reached twice is written twice; a cyclic
 /// tree is refused by a depth limit (an error naming the depth).
 Expected<std::string> writePickle(const PyValue& value);

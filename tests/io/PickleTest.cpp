@@ -91,6 +91,13 @@ TEST_CASE("writePickle round-trips through readPickle") {
   REQUIRE(back);
   CHECK((*back)->isObject("torch", "Size"));
   CHECK(samePyValue(*obj, **back));
+  // A class name with a newline (which GLOBAL's text lines cannot hold; found by dcp_metadata_fuzz).
+  PyRef odd = PyValue::global("a\nb", "c\n");
+  auto oddBytes = writePickle(*odd);
+  REQUIRE(oddBytes);
+  auto oddBack = readPickle(*oddBytes, "odd.pkl");
+  REQUIRE(oddBack);
+  CHECK(samePyValue(*odd, **oddBack));
 }
 
 TEST_CASE("readPickle refuses every truncation and malformed stream with an error") {
