@@ -123,6 +123,7 @@ Expected<at::Tensor> localShard(ChunkReader& reader, const DcpTensor& t, const s
   std::vector<sharding::Chunk> region =
       sharding::localChunks(w.globalShape, *spec, p.mesh, p.mesh.coords(rank));
   std::vector<int64_t> sizes;
+  sizes.reserve(region.size());
   for (const auto& c : region) sizes.push_back(c.size);
   SPMD_ASSIGN_OR_RETURN(c10::ScalarType dtype, toC10ScalarType(w.dtype));
   at::Tensor local = at::empty(sizes, at::TensorOptions().dtype(dtype));
