@@ -24,7 +24,7 @@ build=${SPMD_FUZZ_BUILD:-$root/build-fuzz}
 jobs=${SPMD_FUZZ_JOBS:-2}
 spmdc=${SPMD_FUZZ_SPMDC:-$root/build/tools/spmdc/spmdc}
 all=(schema_fuzz safetensors_fuzz zip_fuzz pt2_fuzz pt2_json_fuzz ir_text_fuzz program_fuzz program_json_fuzz
-     checkpoint_index_fuzz)
+     checkpoint_index_fuzz dcp_metadata_fuzz)
 harnesses=("$@")
 [[ ${#harnesses[@]} -eq 0 ]] && harnesses=("${all[@]}")
 
@@ -40,7 +40,7 @@ cmake --build "$build" -j"$jobs" --target "${built[@]}" >/dev/null
 # Seeds, rebuilt each time from what the repository holds.
 seeds=$build/seeds
 rm -rf "$seeds"
-mkdir -p "$seeds"/{schema,safetensors,zip,pt2,pt2_json,ir_text,program,program_json,checkpoint_index}
+mkdir -p "$seeds"/{schema,safetensors,zip,pt2,pt2_json,ir_text,program,program_json,checkpoint_index,dcp_metadata}
 small_pt2=()
 for f in "$root"/testdata/pt2/*/model.pt2; do
   [[ $(stat -c %s "$f") -le 1200000 ]] && small_pt2+=("$f")
@@ -71,6 +71,7 @@ for f in "$root"/testdata/pt2/{mlp,tied_lm,custom_op,mlp_dynamic_batch}/*.safete
   [[ -f $f ]] && cp "$f" "$seeds/safetensors/$(basename "$(dirname "$f")")_$(basename "$f")"
 done
 cp "$root"/fuzz/seeds/checkpoint_index/*.json "$seeds/checkpoint_index/" 2>/dev/null || true
+cp "$root"/testdata/dcp/*.metadata "$seeds/dcp_metadata/"
 # IR text: the lit tests' hand-written models and the numeric cases.
 for f in "$root"/tests/lit/*/*.ir "$root"/tests/lit/rules/samples/*.ir "$root"/tests/numeric/cases/*.ir; do
   if [[ $(stat -c %s "$f") -le 60000 ]]; then cp "$f" "$seeds/ir_text/$(basename "$(dirname "$f")")_$(basename "$f")"; fi

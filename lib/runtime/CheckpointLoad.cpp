@@ -16,6 +16,7 @@
 
 #include "io/Safetensors.h"
 #include "runtime/Checkpoint.h"
+#include "runtime/Dcp.h"
 #include "runtime/TypeMap.h"
 
 namespace spmd::runtime {
@@ -162,6 +163,7 @@ Expected<at::Tensor> localShard(ShardReader& reader, const CheckpointIndex& inde
 }  // namespace
 
 Status checkCheckpoint(const std::string& dir, const program::Program& program) {
+  if (isDcpCheckpoint(dir)) return checkDcpCheckpoint(dir, program);
   std::string folder;
   SPMD_ASSIGN_OR_RETURN(CheckpointIndex index, readCheckpointIndex(dir, &folder));
   SPMD_RETURN_IF_ERROR(checkWeights(index, program, folder));
@@ -175,6 +177,7 @@ Status checkCheckpoint(const std::string& dir, const program::Program& program) 
 
 Expected<int64_t> loadCheckpoint(const std::string& dir, const program::Program& program, int64_t rank,
                                  TensorMap& weights) {
+  if (isDcpCheckpoint(dir)) return loadDcpCheckpoint(dir, program, rank, weights);
   std::string folder;
   SPMD_ASSIGN_OR_RETURN(CheckpointIndex index, readCheckpointIndex(dir, &folder));
   SPMD_RETURN_IF_ERROR(checkWeights(index, program, folder));

@@ -21,6 +21,7 @@
 #include "runtime/BuildInfo.h"
 #include "runtime/Checkpoint.h"
 #include "runtime/CudaGraph.h"
+#include "runtime/Dcp.h"
 #include "runtime/GraphStep.h"
 #include "runtime/LaunchSupport.h"
 #include "runtime/Runner.h"
@@ -38,7 +39,7 @@ namespace {
 // its next save; the resumed run writes them again).
 Status openLossLog(const DistributedOptions& o, std::ofstream& log) {
   std::string kept;
-  if (!o.resume.empty()) {
+  if (!o.resume.empty() && !isDcpCheckpoint(o.resume)) {  // a DCP resume keeps the whole log
     SPMD_ASSIGN_OR_RETURN(CheckpointIndex index, readCheckpointIndex(o.resume));
     std::ifstream in(o.lossLog);
     std::string line;
@@ -229,7 +230,7 @@ int runDistributed(const DistributedOptions& o, std::ostream& out, std::ostream&
           "--repeat", std::to_string(o.repeat), "--stats-dir", tmpDir, "--steps", std::to_string(o.steps),
           "--save-every", std::to_string(o.saveEvery), "--keep", std::to_string(o.keep)});
   for (const auto& [flag, value] : {std::pair<const char*, std::string>{"--loss-log", o.lossLog},
-                                    {"--save", o.save},
+                                    {o.saveDcp ? "--save-dcp" : "--save", o.save},
                                     {"--resume", o.resume},
                                     {"--weights-root", o.weightsRoot}})
     if (!value.empty()) cfg.workerArgv.insert(cfg.workerArgv.end(), {flag, value});
@@ -308,6 +309,7 @@ int runWorker(const DistributedOptions& o, std::ostream& err) {
   ro.repeat = o.repeat;
   ro.steps = o.steps;
   ro.save = o.save;
+  ro.saveDcp = o.saveDcp;
   ro.resume = o.resume;
   ro.moreBatches.assign(batches.begin() + 1, batches.end());
   ro.saveEvery = o.saveEvery;

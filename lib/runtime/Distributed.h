@@ -63,6 +63,8 @@ struct DistributedOptions {
   int saveEvery = 0;   ///< also save every this many steps (0: only after the last)
   int keep = 2;        ///< step folders of `save` kept (0: all)
   std::string resume;  ///< checkpoint (root with `latest`, or a step folder) to start from
+  /// Write `save` as a PyTorch Distributed Checkpoint folder (Dcp.h).
+  bool saveDcp = false;
   /// Where a by-reference program's relative weight files lie, when not
   /// where they were at compile time (--weights-root).
   std::string weightsRoot;

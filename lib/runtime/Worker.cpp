@@ -15,6 +15,7 @@
 #include "runtime/Checkpoint.h"
 #include "runtime/CollectiveOps.h"
 #include "runtime/CudaGraph.h"
+#include "runtime/Dcp.h"
 #include "runtime/GraphStep.h"
 #include "runtime/MemoryMeter.h"
 #include "runtime/PipelineRun.h"
@@ -291,8 +292,10 @@ Expected<RankResult> runRank(const program::LoadedProgram& lp, int64_t rank,
     if (options.onStep) options.onStep(firstStep + i, value, seconds.back());
     bool last = i + 1 == runs;
     if (!options.save.empty() && (last || (options.saveEvery > 0 && (i + 1) % options.saveEvery == 0)))
-      SPMD_RETURN_IF_ERROR(
-          where(saveCheckpoint(options.save, p, rank, weights, firstStep + i + 1, *store, options.keep)));
+      SPMD_RETURN_IF_ERROR(where(
+          options.saveDcp
+              ? saveDcpCheckpoint(options.save, p, rank, weights, firstStep + i + 1, *store)
+              : saveCheckpoint(options.save, p, rank, weights, firstStep + i + 1, *store, options.keep)));
   }
   result.stepSeconds = medianStepSeconds(seconds);
   result.loadSeconds = loadSeconds;

@@ -42,6 +42,8 @@ struct RankOptions {
   std::string resume;
   /// Save a sharded checkpoint to this folder after the last step.
   std::string save;
+  /// Write `save` as a PyTorch Distributed Checkpoint folder (Dcp.h) instead.
+  bool saveDcp = false;
   /// Also save after every `saveEvery` steps (0: only after the last).
   int saveEvery = 0;
   /// Step folders of `save` to keep (0: all).

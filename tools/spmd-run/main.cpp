@@ -25,6 +25,7 @@
 #include "runtime/BuildInfo.h"
 #include "runtime/Calibrate.h"
 #include "runtime/Checkpoint.h"
+#include "runtime/Dcp.h"
 #include "runtime/Distributed.h"
 #include "runtime/HfCheckpoint.h"
 #include "runtime/OpLibrary.h"
@@ -96,6 +97,29 @@ int runSingle(const Options& o) {
 
 }  // namespace
 
+/// Folds --save-dcp / --resume-dcp into `d` (a DCP folder is --save/--resume's
+/// target in DCP form); errors for flags that do not combine.
+Status applyDcpFlags(const std::string& saveDcp, const std::string& resumeDcp,
+                     runtime::DistributedOptions& d) {
+  if (!saveDcp.empty()) {
+    if (!d.save.empty()) return Status::error("--save and --save-dcp: choose one checkpoint format");
+    if (d.saveEvery > 0)
+      return Status::error(
+          "--save-dcp writes one checkpoint after the last step; --save-every is for --save");
+    d.save = saveDcp;
+    d.saveDcp = true;
+  }
+  if (!resumeDcp.empty()) {
+    if (!d.resume.empty()) return Status::error("--resume and --resume-dcp: choose one checkpoint");
+    if (!runtime::isDcpCheckpoint(resumeDcp))
+      return Status::error(resumeDcp +
+                           ": not a DCP checkpoint folder (no .metadata; spmd-run's own "
+                           "checkpoints take --resume)");
+    d.resume = resumeDcp;
+  }
+  return Status::ok();
+}
+
 /// True when `path` starts like a .spmd program (else it is read as a .pt2).
 bool isSpmdProgram(const std::string& path) {
   std::ifstream f(path, std::ios::binary);
@@ -160,6 +184,13 @@ int main(int argc, char** argv) {
   app.add_option("--resume", d.resume,
                  "start from a checkpoint: a --save folder (its latest step) or one step folder; a "
                  "checkpoint saved under another mesh or layout is resharded");
+  std::string saveDcp, resumeDcp;
+  app.add_option("--save-dcp", saveDcp,
+                 "after the last step, save a PyTorch Distributed Checkpoint folder (.metadata + "
+                 "__<rank>_0.distcp) that torch.distributed.checkpoint.load reads (docs/CHECKPOINTS.md)");
+  app.add_option("--resume-dcp", resumeDcp,
+                 "start from a PyTorch Distributed Checkpoint folder (dcp.save, FSDP2, torchtitan), "
+                 "resharded to this program's layout (docs/CHECKPOINTS.md)");
   app.add_option("--weights-root", d.weightsRoot,
                  "a program compiled by reference: the folder its checkpoint files lie in now (default: "
                  "where they were at compile time)");
@@ -210,6 +241,7 @@ int main(int argc, char** argv) {
     return kBadInput;
   }
   if (Status st = logging::configure(logLevel); !st.isOk()) return fail(kBadInput, "", st);
+  if (Status st = applyDcpFlags(saveDcp, resumeDcp, d); !st.isOk()) return fail(kBadInput, "", st);
   if (rtolOpt->count()) d.rtol = rtol;
   if (atolOpt->count()) d.atol = atol;
   for (const std::string& lib : d.opLibraries)

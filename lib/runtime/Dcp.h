@@ -1,0 +1,54 @@
+// PyTorch Distributed Checkpoint (DCP) folders in and out of spmd-run
+// (format: DcpMetadata.h).
+//
+//   spmd-run -n 4 model.spmd --resume-dcp torch_ckpt/ ...   (FSDP2, torchtitan or dcp.save folders)
+//   spmd-run -n 4 model.spmd --save-dcp out_ckpt/ ...       (dcp.load / dcp_to_torch_save read it)
+//
+// Names: program weight <fqn> is DCP key "model.<fqn>" (get_state_dict
+// nested under "model", as torchtitan and the DCP tutorials do) or plain
+// "<fqn>"; optimizer state optim.<fqn>.<state> is "optim.state.<fqn>.<state>"
+// or "optimizer.state.<fqn>.<state>"; spmdc's single AdamW step counter
+// optim.step is every parameter's "optim.state.<fqn>.step" (all equal).
+// Other keys (param_groups, lr schedulers, data loaders) are not read.
+//
+// Resharding: each rank reads only the chunks that overlap its own region
+// and checks that they cover it.
+#pragma once
+
+#include <torch/csrc/distributed/c10d/Store.hpp>
+
+#include <string>
+
+#include "program/Program.h"
+#include "runtime/TensorIO.h"
+#include "support/Status.h"
+
+namespace spmd::runtime {
+
+/// True when `dir` is a folder holding a DCP `.metadata` file.
+bool isDcpCheckpoint(const std::string& dir);
+
+/// What a launcher checks before starting workers: `dir`'s .metadata parses,
+/// every weight of `program` has a key of its global shape and dtype, and
+/// every chunk's bytes lie inside an existing file. Errors name the file and
+/// the tensor.
+Status checkDcpCheckpoint(const std::string& dir, const program::Program& program);
+
+/// Copies rank `rank`'s shard of every weight of DCP checkpoint `dir` into
+/// `weights` (resharding from the chunks saved); returns the optimizer's
+/// step (0 without one). Errors name the file and tensor: those of
+/// checkDcpCheckpoint, a chunk that does not load as a tensor of its
+/// recorded shape and dtype, chunks that leave part of the shard uncovered,
+/// NaN or Inf values, unequal per-parameter steps.
+Expected<int64_t> loadDcpCheckpoint(const std::string& dir, const program::Program& program, int64_t rank,
+                                    TensorMap& weights);
+
+/// Writes `weights` (rank `rank`'s shards) as DCP checkpoint `dir`: every
+/// rank writes `__<rank>_0.distcp` with the chunks it owns (a replicated
+/// shard by the rank at coordinate 0 of the replicating axes), then rank 0
+/// writes `.metadata` (collective over `store`; `step` keys the exchange).
+/// Errors (on every rank): I/O failures, a weight pending a reduction.
+Status saveDcpCheckpoint(const std::string& dir, const program::Program& program, int64_t rank,
+                         const TensorMap& weights, int64_t step, c10d::Store& store);
+
+}  // namespace spmd::runtime
