@@ -7,6 +7,7 @@
 #include <string>
 
 #include "../TestCatch.h"
+#include "TestGraph.h"
 #include "ir/Collectives.h"
 #include "passes/Pipeline.h"
 #include "passes/Report.h"
@@ -35,11 +36,9 @@ program::Program compiled(const std::string& model, const std::string& schema, i
 
 // A one-rank program whose graph is `text` (IR text).
 program::Program fromText(const std::string& text) {
-  auto g = serialize::parseProgram(text, "test.ir");
-  if (!g) FAIL(g.status().message());
   program::Program p;
   p.mesh = sharding::Mesh::create({1}).value();
-  p.graph = std::move(*g);
+  p.graph = runtime::test::programFromText(text);
   return p;
 }
 

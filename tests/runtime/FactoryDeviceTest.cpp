@@ -29,11 +29,9 @@ const char* passedName(Passed p) {
   return p == Passed::Omitted ? "omitted" : p == Passed::None ? "None" : "cpu";
 }
 
-/// The node inputs of a factory op: `args`, plus its device as `how` says.
-std::vector<ir::NamedArgument> withDevice(std::vector<ir::NamedArgument> args, Passed how) {
-  if (how == Passed::None) args.push_back({"device", ir::Argument::none(), true});
-  if (how == Passed::Cpu) args.push_back({"device", ir::Argument::device({"cpu", -1}), true});
-  return args;
+/// The keyword arguments that pass a factory op's device as `how` says.
+std::string deviceText(Passed how) {
+  return how == Passed::None ? ", *, device=none" : how == Passed::Cpu ? ", *, device=device(cpu)" : "";
 }
 
 const c10::Argument& schemaArgument(const char* op, const char* overload, const std::string& name) {
@@ -73,28 +71,29 @@ TEST_CASE("a device argument converts to the run's device whether cpu, None or l
 
 TEST_CASE("factory ops make their tensors on the run's device whatever device the export gave") {
   struct Factory {
-    const char* target;
-    std::vector<ir::NamedArgument> args;
+    const char* call;  // the node's right-hand side up to its device argument
     std::vector<int64_t> sizes;
   };
   const std::vector<Factory> factories = {
-      {"aten.full.default", {{"size", ints({2, 3})}, {"fill_value", floating(-INFINITY)}}, {2, 3}},
-      {"aten.zeros.default", {{"size", ints({4})}}, {4}},
-      {"aten.ones.default", {{"size", ints({1, 4})}}, {1, 4}},
-      {"aten.empty.memory_format", {{"size", ints({3})}}, {3}},
-      {"aten.empty_strided.default", {{"size", ints({2, 2})}, {"stride", ints({2, 1})}}, {2, 2}},
-      {"aten.arange.default", {{"end", integer(5)}}, {5}},
-      {"aten.arange.start_step", {{"start", integer(1)}, {"end", integer(7)}, {"step", integer(2)}}, {3}},
-      {"aten.scalar_tensor.default", {{"s", floating(0.5)}}, {}},
-      {"aten.randn.default", {{"size", ints({2, 2})}}, {2, 2}},
+      {"f32[2, 3] = aten.full.default(size=[2, 3], fill_value=-inf", {2, 3}},
+      {"f32[4] = aten.zeros.default(size=[4]", {4}},
+      {"f32[1, 4] = aten.ones.default(size=[1, 4]", {1, 4}},
+      {"f32[3] = aten.empty.memory_format(size=[3]", {3}},
+      {"f32[2, 2] = aten.empty_strided.default(size=[2, 2], stride=[2, 1]", {2, 2}},
+      {"i64[5] = aten.arange.default(end=5", {5}},
+      {"i64[3] = aten.arange.start_step(start=1, end=7, step=2", {3}},
+      {"f32[] = aten.scalar_tensor.default(s=0.5", {}},
+      {"f32[2, 2] = aten.randn.default(size=[2, 2]", {2, 2}},
   };
   for (Passed how : {Passed::Omitted, Passed::None, Passed::Cpu}) {
-    TestGraph t;
+    std::string text;
     for (size_t i = 0; i < factories.size(); ++i)
-      t.output(t.node("f" + std::to_string(i), factories[i].target, withDevice(factories[i].args, how)));
+      text += "%f" + std::to_string(i) + ": " + factories[i].call + deviceText(how) + ")\n";
+    for (size_t i = 0; i < factories.size(); ++i) text += "output %f" + std::to_string(i) + " user_output\n";
+    ir::ExportedProgram p = programFromText(text);
     ExecutorOptions options;
     options.device = kMeta;
-    Expected<Executor> ex = Executor::prepare(t.g, options);
+    Expected<Executor> ex = Executor::prepare(p.graph, options);
     INFO("device " << passedName(how) << ": " << ex.status().message());
     REQUIRE(ex.hasValue());
     Expected<std::vector<c10::IValue>> out = ex->run({});
@@ -102,7 +101,7 @@ TEST_CASE("factory ops make their tensors on the run's device whatever device th
     REQUIRE(out.hasValue());
     REQUIRE(out->size() == factories.size());
     for (size_t i = 0; i < factories.size(); ++i) {
-      INFO(factories[i].target << " with device " << passedName(how));
+      INFO(factories[i].call << " with device " << passedName(how));
       const at::Tensor& got = (*out)[i].toTensor();
       CHECK(got.device() == kMeta);
       CHECK(got.sizes().vec() == factories[i].sizes);
@@ -111,10 +110,11 @@ TEST_CASE("factory ops make their tensors on the run's device whatever device th
 }
 
 TEST_CASE("on the CPU a factory op with device None still runs like eager") {
-  TestGraph t;
-  t.output(t.node("full", "aten.full.default",
-                  withDevice({{"size", ints({2})}, {"fill_value", floating(1.5)}}, Passed::None)));
-  Expected<Executor> ex = Executor::prepare(t.g);
+  ir::ExportedProgram p = programFromText(R"(
+%full: f32[2] = aten.full.default(size=[2], fill_value=1.5, *, device=none)
+output %full user_output
+)");
+  Expected<Executor> ex = Executor::prepare(p.graph);
   INFO(ex.status().message());
   REQUIRE(ex.hasValue());
   Expected<std::vector<c10::IValue>> out = ex->run({});

@@ -40,15 +40,16 @@ double medianNs(int repeats, F&& f) {
 
 TEST_CASE("executor overhead per op on a chain of tiny adds", "[.][bench]") {
   constexpr int kOps = 2000;
-  TestGraph t;
-  ir::Value* x = t.input("x", ir::ScalarType::Float, {1});
-  ir::Value* y = t.input("y", ir::ScalarType::Float, {1});
-  ir::Value* cur = x;
-  for (int i = 0; i < kOps; ++i)
-    cur =
-        t.node("add_" + std::to_string(i), "aten.add.Tensor", {{"self", tensor(cur)}, {"other", tensor(y)}});
-  t.output(cur);
-  Expected<Executor> ex = Executor::prepare(t.g);
+  std::string text = "input %x: f32[1] user_input\ninput %y: f32[1] user_input\n";
+  std::string cur = "x";
+  for (int i = 0; i < kOps; ++i) {
+    std::string add = "add_" + std::to_string(i);
+    text += "%" + add + ": f32[1] = aten.add.Tensor(self=%" + cur + ", other=%y)\n";
+    cur = add;
+  }
+  text += "output %" + cur + " user_output\n";
+  ir::ExportedProgram p = programFromText(text);
+  Expected<Executor> ex = Executor::prepare(p.graph);
   REQUIRE(ex.hasValue());
   at::Tensor tx = at::ones({1}), ty = at::ones({1});
 

@@ -1,5 +1,6 @@
-// Symbolic sizes: binding symbols from input shapes, range and shape
-// errors, sym_size and SymInt arithmetic evaluated by the executor.
+// Symbolic sizes (graphs as IR text): binding symbols from input shapes,
+// range and shape errors, sym_size and SymInt arithmetic evaluated by the
+// executor.
 #include <ATen/ATen.h>
 
 #include "../TestCatch.h"
@@ -15,18 +16,23 @@ using namespace spmd::runtime::test;
 namespace {
 
 /// x: f32[s0, 4] (s0 in 2..8), y: f32[s0, s1]; output view(x, [s0 * 4]) and y + 1.
-Executor dynamicExecutor(TestGraph& t) {
-  ir::Value* x = t.input("x", ir::ScalarType::Float, {symbol("s0"), 4});
-  ir::Value* y = t.input("y", ir::ScalarType::Float, {symbol("s0"), symbol("s1")});
-  ir::Value* s = t.symNode("sym_size_int", "aten.sym_size.int", {{"self", tensor(x)}, {"dim", integer(0)}});
-  ir::Value* n = t.symNode("mul", "_operator.mul", {{"a", ir::Argument::symInt(s)}, {"b", integer(4)}});
-  t.output(
-      t.node("view", "aten.view.default", {{"self", tensor(x)}, {"size", ir::Argument::symInts({n}, {0})}}));
-  t.output(t.node("add", "aten.add.Tensor", {{"self", tensor(y)}, {"other", integer(1)}}));
-  t.g.addOutput(ir::Argument::symInt(n));
-  ExecutorOptions options;
-  options.ranges["s0"] = {2, 8};
-  Expected<Executor> ex = Executor::prepare(t.g, options);
+constexpr std::string_view kDynamic = R"(
+symbol s0: [2, 8] hint 4
+symbol s1: hint 4
+input %x: f32[s0, 4] user_input
+input %y: f32[s0, s1] user_input
+%sym_size_int: sym(s0) = aten.sym_size.int(self=%x, dim=0)
+%mul: sym(4*s0) = _operator.mul(a=%sym_size_int, b=4)
+%view: f32[4*s0] = aten.view.default(self=%x, size=[%mul])
+%add: f32[s0, s1] = aten.add.Tensor(self=%y, other=1)
+output %view user_output
+output %add user_output
+output %mul user_output
+)";
+
+Executor prepareOrFail(std::string_view text) {
+  ir::ExportedProgram p = programFromText(text);
+  Expected<Executor> ex = Executor::prepare(p);
   INFO(ex.status().message());
   REQUIRE(ex.hasValue());
   return std::move(ex).value();
@@ -41,8 +47,7 @@ std::string runError(Executor& ex, std::vector<c10::IValue> inputs) {
 }  // namespace
 
 TEST_CASE("symbols bind from input shapes; sym_size and SymInt arithmetic run in the executor") {
-  TestGraph t;
-  Executor ex = dynamicExecutor(t);
+  Executor ex = prepareOrFail(kDynamic);
   CHECK(ex.kernelSource(0) == KernelSource::Builtin);
   CHECK(ex.kernelSource(1) == KernelSource::Builtin);
   for (int64_t batch : {2, 3, 8}) {
@@ -58,8 +63,7 @@ TEST_CASE("symbols bind from input shapes; sym_size and SymInt arithmetic run in
 }
 
 TEST_CASE("input shape errors name the input, the dim and the allowed sizes") {
-  TestGraph t;
-  Executor ex = dynamicExecutor(t);
+  Executor ex = prepareOrFail(kDynamic);
   CHECK(runError(ex, {at::randn({9, 4}), at::randn({9, 2})}) ==
         "input 'x' dim 0 is 9, but the program allows 2..8 (symbol s0)");
   CHECK(runError(ex, {at::randn({3, 5}), at::randn({3, 2})}) ==
@@ -75,14 +79,15 @@ TEST_CASE("input shape errors name the input, the dim and the allowed sizes") {
 }
 
 TEST_CASE("an input dim given as an expression must evaluate to the actual size") {
-  TestGraph t;
-  ir::Value* x = t.input("x", ir::ScalarType::Float, {symbol("s0")});
-  ir::Value* y = t.input("y", ir::ScalarType::Float, {*ir::parseSymExpr("Mul(Integer(2), Symbol('s0'))", 8)});
-  t.output(t.node("cat", "aten.cat.default", {{"tensors", ir::Argument::tensors({x, y})}}));
-  Expected<Executor> ex = Executor::prepare(t.g);
-  REQUIRE(ex.hasValue());
-  CHECK(ex->run({at::randn({3}), at::randn({6})}).hasValue());
-  CHECK(runError(*ex, {at::randn({3}), at::randn({7})}) ==
+  Executor ex = prepareOrFail(R"(
+symbol s0: hint 4
+input %x: f32[s0] user_input
+input %y: f32[2*s0] user_input
+%cat: f32[3*s0] = aten.cat.default(tensors=[%x, %y])
+output %cat user_output
+)");
+  CHECK(ex.run({at::randn({3}), at::randn({6})}).hasValue());
+  CHECK(runError(ex, {at::randn({3}), at::randn({7})}) ==
         "input 'y' dim 0 is 7, but the program expects 2*s0 = 6");
 }
 
