@@ -85,6 +85,8 @@ class Evaluator {
     }
     return it->second;
   }
+  /// True when verified() may refuse: layouts priced by the quick model.
+  bool checks() const { return quick_ != nullptr; }
   /// True when prefetch() prices in parallel: compiled layouts, isolated,
   /// on more than one core. Quick evaluations are not forked: a child's
   /// start-up (copying the page tables of this process) costs about what
@@ -336,6 +338,7 @@ struct Search {
   // check: it is then forgotten (as if it had not compiled) and never
   // ranked again. Costs nothing for compiled layouts.
   bool verify(const std::vector<size_t>& c) {
+    if (!ev.checks()) return true;
     schema::PlacementSchema ps = schemaFor(groups, c, o.mesh, o.pins);
     std::string key = schemaJson(ps, "");
     if (ev.verified("auto", ps, key)) return true;
