@@ -58,6 +58,7 @@ std::string autoReportJson(const AutoResult& r, const std::optional<int64_t>& bu
   j["groups"] = r.groups;
   j["evaluations"] = r.evaluations;
   j["quick_evaluations"] = r.quickEvaluations;
+  j["quick_unalike"] = r.quickUnalike;
   j["build_ms"] = r.buildMs;
   j["solve_ms"] = r.solveMs;
   j["search_ms"] = r.searchMs;
@@ -90,7 +91,12 @@ std::string autoReportJson(const AutoResult& r, const std::optional<int64_t>& bu
 std::vector<std::string> autoSummaryLines(const AutoResult& r, const std::optional<int64_t>& budget) {
   std::vector<std::string> out;
   const passes::LayoutCost& c = r.chosen.cost;
-  std::string quick = r.quickEvaluations ? std::to_string(r.quickEvaluations) + " layouts priced, " : "";
+  std::string quick;
+  if (r.quickEvaluations) {
+    quick = std::to_string(r.quickEvaluations) + " layouts priced";
+    if (r.quickUnalike) quick += " (" + std::to_string(r.quickUnalike) + " refused: layers plan unalike)";
+    quick += ", ";
+  }
   out.push_back("auto (" + r.method + ", " + quick + std::to_string(r.evaluations) + " compiled, " +
                 std::to_string(r.groups) + " groups, " + fixed(r.buildMs + r.solveMs, 0) + " ms): peak " +
                 withCommas(c.peakBytes) + " B/rank" +

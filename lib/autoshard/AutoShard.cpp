@@ -71,6 +71,22 @@ class Evaluator {
     e.fits = !o_.memoryBudget || e.cost.peakBytes <= *o_.memoryBudget;
     return e;
   }
+  /// False when the quick model refuses `s` on a check (QuickModel::check:
+  /// its folded layers plan unalike under it); true for compiled layouts.
+  /// `json` is schemaJson(s, ""), spelled by the caller.
+  bool verified(const std::string& name, const schema::PlacementSchema& s, const std::string& json) {
+    if (!quick_) return true;
+    std::string key = keyOf(s.preset, json);
+    auto it = checked_.find(key);
+    if (it == checked_.end()) {
+      Status st = quick_->check(s);
+      if (!st.isOk()) logging::debug("auto: quick ", name, " refused: ", st.message());
+      it = checked_.emplace(key, st.isOk()).first;
+    }
+    return it->second;
+  }
+  /// True when verified() may refuse: layouts priced by the quick model.
+  bool checks() const { return quick_ != nullptr; }
   /// True when prefetch() prices in parallel: compiled layouts, isolated,
   /// on more than one core. Quick evaluations are not forked: a child's
   /// start-up (copying the page tables of this process) costs about what
@@ -188,6 +204,7 @@ class Evaluator {
   QuickModel* quick_;
   passes::CompileOptions opts_;
   std::map<std::string, Expected<passes::LayoutCost>> cache_;
+  std::map<std::string, bool> checked_;   ///< verified()'s answers, by key
   std::unique_ptr<StartedJobs> started_;  ///< start()'s children, not collected yet
   std::vector<schema::PlacementSchema> startedSchemas_;
   std::vector<std::string> startedKeys_;
@@ -196,10 +213,14 @@ class Evaluator {
 };
 
 // Within the budget first, then the faster step (over it: the leaner).
+// Strictly: a step within 1e-9 of b's is not better, whatever its sign (a
+// margin of b * 1e-9 let equal negative steps beat each other, and the
+// local search went round them until its time limit).
 bool better(const Evaluated& a, const Evaluated& b) {
   if (a.fits != b.fits) return a.fits;
   if (!a.fits) return a.cost.peakBytes < b.cost.peakBytes;
-  return a.cost.stepSeconds() < b.cost.stepSeconds() * (1 - 1e-9);
+  const double step = b.cost.stepSeconds();
+  return a.cost.stepSeconds() < step - 1e-9 * std::abs(step);
 }
 
 // The option index of `g` whose layout is S(0) on every axis (gathered as
@@ -313,6 +334,19 @@ struct Search {
     return *e;
   }
 
+  // False when the layout of `c` (priced before) fails the quick model's
+  // check: it is then forgotten (as if it had not compiled) and never
+  // ranked again. Costs nothing for compiled layouts.
+  bool verify(const std::vector<size_t>& c) {
+    if (!ev.checks()) return true;
+    schema::PlacementSchema ps = schemaFor(groups, c, o.mesh, o.pins);
+    std::string key = schemaJson(ps, "");
+    if (ev.verified("auto", ps, key)) return true;
+    tried[c] = std::nullopt;
+    seen.erase(key);
+    return false;
+  }
+
   // Every assignment, priced 16 at a time (Evaluator::prefetch).
   void exhaustive() {
     std::vector<size_t> c(groups.size(), 0);
@@ -372,7 +406,7 @@ struct Search {
           }
           c[g] = opt;
           auto e = tryChoice(c, "auto");
-          if (e && better(*e, curE)) {
+          if (e && better(*e, curE) && verify(c)) {
             cur = c;
             curE = *e;
             improved = true;
@@ -389,14 +423,16 @@ int64_t searchSpace(const std::vector<Group>& gs, int64_t limit) {
   return n > static_cast<double>(limit) ? limit + 1 : static_cast<int64_t>(n);
 }
 
-// The assignments of the layouts `s` ranks best (better()), at most k.
-std::vector<std::vector<size_t>> finalists(const Search& s, size_t k) {
-  std::vector<const std::pair<Evaluated, std::vector<size_t>>*> all;
-  for (const auto& [key, e] : s.seen) all.push_back(&e);
+// The assignments of the layouts `s` ranks best (better()) that pass
+// Search::verify, at most k.
+std::vector<std::vector<size_t>> finalists(Search& s, size_t k) {
+  std::vector<std::pair<Evaluated, std::vector<size_t>>> all;
+  for (const auto& [key, e] : s.seen) all.push_back(e);
   std::stable_sort(all.begin(), all.end(),
-                   [](const auto* x, const auto* y) { return better(x->first, y->first); });
+                   [](const auto& x, const auto& y) { return better(x.first, y.first); });
   std::vector<std::vector<size_t>> out;
-  for (size_t i = 0; i < all.size() && i < k; ++i) out.push_back(all[i]->second);
+  for (size_t i = 0; i < all.size() && out.size() < k; ++i)
+    if (s.verify(all[i].second)) out.push_back(all[i].second);
   return out;
 }
 
@@ -453,7 +489,7 @@ Expected<AutoResult> autoShard(const std::string& modelPath, const AutoOptions& 
     search.ev.prefetch(seedSchemas);
   }
   for (const auto& [name, choice] : seedList)
-    if (auto e = search.tryChoice(choice, name)) starts.emplace_back(*e, choice);
+    if (auto e = search.tryChoice(choice, name); e && search.verify(choice)) starts.emplace_back(*e, choice);
   std::stable_sort(starts.begin(), starts.end(),
                    [](const auto& x, const auto& y) { return better(x.first, y.first); });
   if (exhaustive) {
@@ -479,6 +515,7 @@ Expected<AutoResult> autoShard(const std::string& modelPath, const AutoOptions& 
     ev.prefetch(all);  // in parallel
     for (const auto& choice : best) compiled.tryChoice(choice, "auto");
     r.quickEvaluations = quickEv.count();
+    r.quickUnalike = quick->unalike();
     r.method += " on the quick model" + (quick->folding().empty() ? "" : " (" + quick->folding() + ")") +
                 ", " + std::to_string(best.size()) + " best compiled";
   }

@@ -88,6 +88,9 @@ struct AutoResult {
   std::string method;
   int64_t evaluations = 0;       ///< layouts compiled
   int64_t quickEvaluations = 0;  ///< layouts priced by the quick model
+  /// Of those, the layouts it refused because the folded layers plan
+  /// unalike under them (QuickModel::unalike).
+  int64_t quickUnalike = 0;
   int64_t groups = 0;
   double buildMs = 0;   ///< reading the model, building the groups
   double solveMs = 0;   ///< evaluating layouts

@@ -13,6 +13,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
 #include <map>
 #include <optional>
 #include <unordered_map>
@@ -523,6 +524,32 @@ passes::LayoutCost extrapolate(const passes::LayoutCost& c0, const passes::Layou
   return c;
 }
 
+// The error of a layout whose layers plan unalike: the step extrapolated
+// from the first two cuts is `a`, from the next two `b` (nullopt: `a` is
+// negative).
+Status unalikeError(const passes::LayoutCost& a, const std::optional<passes::LayoutCost>& b,
+                    const std::string& folding) {
+  auto ms = [](const passes::LayoutCost& c) {
+    char buf[96];
+    std::snprintf(buf, sizeof buf, "%.4g + %.4g ms", c.computeSeconds * 1e3, c.commSeconds * 1e3);
+    return std::string(buf);
+  };
+  return Status::error("the layers plan unalike under this layout (" + folding + "): the step is " + ms(a) +
+                       (b ? ", but " + ms(*b) + " from one layer more" : std::string(", below 0")) +
+                       " (not priced folded)");
+}
+
+// OK when `a` and `b`, the step extrapolated from two pairs of cuts, agree
+// within 1e-4 of the step in compute and in communication (bucketing moves
+// the communication by ~3e-5 of it); else unalikeError.
+Status sameStep(const passes::LayoutCost& a, const passes::LayoutCost& b, const std::string& folding) {
+  const double step = std::max(std::abs(a.stepSeconds()), std::abs(b.stepSeconds()));
+  if (std::abs(a.computeSeconds - b.computeSeconds) <= 1e-4 * step &&
+      std::abs(a.commSeconds - b.commSeconds) <= 1e-4 * step && a.computeSeconds >= 0 && a.commSeconds >= 0)
+    return Status::ok();
+  return unalikeError(a, b, folding);
+}
+
 // True when the rules of `pins` lay out an input of the stack `prefix`
 // (its layers would then differ: not folded).
 bool pinsStack(const ir::ExportedProgram& p, const schema::PlacementSchema* pins, const std::string& prefix) {
@@ -572,8 +599,8 @@ int64_t QuickModel::Impl::peakLive(int64_t times) const {
   return peak;
 }
 
-QuickModel::QuickModel(std::unique_ptr<Impl> impl, std::unique_ptr<Impl> next)
-    : impl_(std::move(impl)), next_(std::move(next)) {
+QuickModel::QuickModel(std::unique_ptr<Impl> impl, std::unique_ptr<Impl> next, std::unique_ptr<Impl> check)
+    : impl_(std::move(impl)), next_(std::move(next)), check_(std::move(check)) {
   if (!next_) return;
   // The second cut's own values (its extra layer's, and their optimizer's
   // and anchors'): the whole stack has L - kept - 1 more of each.
@@ -608,49 +635,46 @@ Expected<std::unique_ptr<QuickModel>> QuickModel::create(const std::string& mode
   return create(std::move(a), o);
 }
 
-// Folded: `a` cut to o.foldKeep + 1 layers (first: a program without a
-// stack is refused before anything more is read), a second reading of it to
-// o.foldKeep. Where either cut fails, the whole program (a cut that failed
-// after changing its program changed its node count: read again).
+// Three cuts: `a` to o.foldKeep + 1 layers, then two more readings of it to
+// o.foldKeep and o.foldKeep + 2 (the check evaluate() makes).
+Expected<std::unique_ptr<QuickModel>> QuickModel::folded(pt2::Archive& a, const AutoOptions& o) {
+  const int keep = o.foldKeep;
+  SPMD_ASSIGN_OR_RETURN(FoldedStack cut, foldLayers(a.program, keep + 1));
+  SPMD_ASSIGN_OR_RETURN(pt2::Archive first, pt2::readArchive(a.path, {.loadWeights = false}));
+  if (pinsStack(first.program, o.pins, cut.prefix))
+    return Status::error("the pins lay out inputs of " + cut.prefix);
+  std::unordered_set<std::string> cutAway;
+  for (const auto& in : first.program.signature.inputs) cutAway.insert(in.target);
+  SPMD_RETURN_IF_ERROR(foldLayers(first.program, keep).status());
+  for (const auto& in : first.program.signature.inputs) cutAway.erase(in.target);
+  SPMD_ASSIGN_OR_RETURN(pt2::Archive third, pt2::readArchive(a.path, {.loadWeights = false}));
+  SPMD_RETURN_IF_ERROR(foldLayers(third.program, keep + 2).status());
+  SPMD_ASSIGN_OR_RETURN(auto impl, prepared(std::move(first), o));
+  SPMD_ASSIGN_OR_RETURN(auto check, prepared(std::move(third), o));
+  SPMD_ASSIGN_OR_RETURN(auto next, prepared(std::move(a), o));
+  std::unique_ptr<QuickModel> q(new QuickModel(std::move(impl), std::move(next), std::move(check)));
+  q->extra_ = cut.layers - keep;
+  q->cutAway_ = std::move(cutAway);
+  q->folding_ = cut.prefix + " priced at " + std::to_string(keep) + " and " + std::to_string(keep + 1) +
+                " of " + std::to_string(cut.layers) + " layers";
+  return q;
+}
+
+// Folded where it folds (a cut that failed after changing `a`, or moved it:
+// read again), else the whole program.
 Expected<std::unique_ptr<QuickModel>> QuickModel::create(pt2::Archive a, const AutoOptions& o) {
   if (o.foldKeep > 0 && !o.memoryBudget) {  // folded peaks are estimates (QuickModelTest: within 6%)
     const size_t nodes = a.program.graph.nodes().size();
-    auto cut = foldLayers(a.program, o.foldKeep + 1);
-    std::optional<pt2::Archive> whole;
-    Status why = cut ? Status::ok() : cut.status();
-    if (why.isOk()) {
-      auto w = pt2::readArchive(a.path, {.loadWeights = false});
-      if (w) whole.emplace(std::move(*w));
-      why = w ? Status::ok() : w.status();
+    const std::string path = a.path;
+    auto q = folded(a, o);
+    if (q) return q;
+    if (a.program.graph.nodes().size() != nodes) {
+      SPMD_ASSIGN_OR_RETURN(a, pt2::readArchive(path, {.loadWeights = false}));
     }
-    if (why.isOk() && pinsStack(whole->program, o.pins, cut->prefix))
-      why = Status::error("the pins lay out inputs of " + cut->prefix);
-    if (why.isOk()) {
-      std::unordered_set<std::string> cutAway;
-      for (const auto& in : whole->program.signature.inputs) cutAway.insert(in.target);
-      auto first = foldLayers(whole->program, o.foldKeep);
-      for (const auto& in : whole->program.signature.inputs) cutAway.erase(in.target);
-      if (first) {
-        SPMD_ASSIGN_OR_RETURN(auto impl, prepared(std::move(*whole), o));
-        SPMD_ASSIGN_OR_RETURN(auto next, prepared(std::move(a), o));
-        std::unique_ptr<QuickModel> q(new QuickModel(std::move(impl), std::move(next)));
-        q->extra_ = cut->layers - o.foldKeep;
-        q->cutAway_ = std::move(cutAway);
-        q->folding_ = cut->prefix + " priced at " + std::to_string(o.foldKeep) + " and " +
-                      std::to_string(o.foldKeep + 1) + " of " + std::to_string(cut->layers) + " layers";
-        return q;
-      }
-      why = first.status();
-    }
-    if (whole && whole->program.graph.nodes().size() == nodes) {
-      a = std::move(*whole);
-    } else if (a.program.graph.nodes().size() != nodes) {
-      SPMD_ASSIGN_OR_RETURN(a, pt2::readArchive(a.path, {.loadWeights = false}));
-    }
-    logging::debug("auto: not folded: ", why.message());
+    logging::debug("auto: not folded: ", q.status().message());
   }
   SPMD_ASSIGN_OR_RETURN(auto impl, prepared(std::move(a), o));
-  return std::unique_ptr<QuickModel>(new QuickModel(std::move(impl), nullptr));
+  return std::unique_ptr<QuickModel>(new QuickModel(std::move(impl), nullptr, nullptr));
 }
 
 bool QuickModel::covers(const schema::PlacementSchema& s) { return !s.sequenceParallel && s.tpPlan.empty(); }
@@ -669,11 +693,30 @@ Expected<passes::LayoutCost> QuickModel::evaluate(const schema::PlacementSchema&
   SPMD_ASSIGN_OR_RETURN(passes::LayoutCost c, impl_->evaluate(cutSchema));
   SPMD_ASSIGN_OR_RETURN(passes::LayoutCost c1, next_->evaluate(cutSchema));
   passes::LayoutCost out = extrapolate(c, c1, extra_);
+  if (out.computeSeconds < 0 || out.commSeconds < 0) {  // no need for the third cut to tell
+    ++unalike_;
+    return unalikeError(out, std::nullopt, folding_);
+  }
+  if (checkAll_) {
+    SPMD_ASSIGN_OR_RETURN(passes::LayoutCost c2, check_->evaluate(cutSchema));
+    if (Status st = sameStep(out, extrapolate(c1, c2, extra_ - 1), folding_); !st.isOk()) {
+      ++unalike_;
+      return st;
+    }
+  }
   // The peak of live values on the second cut, each value of its extra
   // layer counted once per layer it stands for (a value both cuts have,
   // like a RoPE table every layer reads, once).
   out.peakBytes = out.paramBytes + next_->peakLive(extra_ - 1);
   return out;
+}
+
+Status QuickModel::check(const schema::PlacementSchema& s) {
+  if (!next_ || checkAll_) return Status::ok();
+  checkAll_ = true;
+  auto c = evaluate(s);
+  checkAll_ = false;
+  return c.status();
 }
 
 Expected<passes::LayoutCost> QuickModel::Impl::evaluate(const schema::PlacementSchema& s) {

@@ -14,7 +14,20 @@
 // to AutoOptions::foldKeep layers and to one more; each figure is
 // extrapolated to the whole stack: cost(L) = cost(k) + (L - k) * (cost(k+1) -
 // cost(k)), which is the whole program's figure when the layers past the
-// first plan alike (QuickModelTest compares the two).
+// first plan alike (QuickModelTest compares the two). A third cut, to k + 2
+// layers, checks that (check(), or every evaluate() with setCheckAll):
+// extrapolated from k + 1 and k + 2 the step must cost the same (within
+// 1e-4). Where it does not, the layers plan unalike under that layout (a
+// layer's output layout alternates, and the head after the stack is planned
+// differently in each cut: the 8B-shaped Llama at 2x4 got negative
+// compute), and the layout is refused, not mispriced:
+//
+//   8B train step, 2x4, weights [S(1), S(0)] / [S(0), S(1)]:
+//     cost(2) 16.2 s, cost(3) 8.9 s -> cost(32) = -202.6 s compute  (refused;
+//     the whole program: 39.4 s)
+//
+// The search checks only the layouts it would move to, start from or
+// compile (AutoShard.cpp): a layout priced too high it passes by anyway.
 //
 // What it leaves out of the compiled program's cost (passes::modelLayout):
 // bucketing (each collective pays its own alpha), the copies a
@@ -53,8 +66,21 @@ class QuickModel {
 
   /// The modeled cost of `s` (the fields of passes::LayoutCost). Errors: the
   /// schema does not resolve, propagation fails, a redistribution cannot be
-  /// planned.
+  /// planned; folded, the layers plan unalike under `s` ("... plan unalike
+  /// ...": the step extrapolates below 0, or, with setCheckAll, check()
+  /// fails).
   Expected<passes::LayoutCost> evaluate(const schema::PlacementSchema& s);
+
+  /// OK when evaluate(s)'s figures are the whole program's: not folded, or
+  /// the third cut extrapolates to the same step (see the top); else
+  /// evaluate()'s errors.
+  Status check(const schema::PlacementSchema& s);
+  /// Every evaluate() checks (tests; the search checks what it uses).
+  void setCheckAll(bool on) { checkAll_ = on; }
+
+  /// Folded: how many layouts evaluate() and check() refused because the
+  /// layers plan unalike under them.
+  int64_t unalike() const { return unalike_; }
 
   /// How layouts are priced: empty for the whole program, else e.g.
   /// "model.layers priced at 2 and 3 of 32 layers".
@@ -63,10 +89,17 @@ class QuickModel {
   struct Impl;  ///< the prepared graph and what is read of it once (QuickModel.cpp)
 
  private:
-  QuickModel(std::unique_ptr<Impl> impl, std::unique_ptr<Impl> next);
-  std::unique_ptr<Impl> impl_;  ///< the program, or its first kept layers when folded
-  std::unique_ptr<Impl> next_;  ///< folded: the first kept + 1 layers; else null
-  int64_t extra_ = 0;           ///< folded: L - kept, the times next_'s extra layer counts
+  QuickModel(std::unique_ptr<Impl> impl, std::unique_ptr<Impl> next, std::unique_ptr<Impl> check);
+  /// The folded model of `a` (cut to o.foldKeep + 1 layers first: a program
+  /// without a stack is refused before anything more is read), or why it
+  /// does not fold; `a` may then be cut or moved from.
+  static Expected<std::unique_ptr<QuickModel>> folded(pt2::Archive& a, const AutoOptions& o);
+  std::unique_ptr<Impl> impl_;   ///< the program, or its first kept layers when folded
+  std::unique_ptr<Impl> next_;   ///< folded: the first kept + 1 layers; else null
+  std::unique_ptr<Impl> check_;  ///< folded: the first kept + 2 layers; else null
+  int64_t extra_ = 0;            ///< folded: L - kept, the times next_'s extra layer counts
+  int64_t unalike_ = 0;          ///< layouts refused as planning unalike
+  bool checkAll_ = false;        ///< evaluate() prices the third cut too
   std::string folding_;
   std::unordered_set<std::string> cutAway_;  ///< folded: the stored inputs' FQNs the cuts removed
 };
