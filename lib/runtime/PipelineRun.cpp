@@ -7,6 +7,7 @@
 #include <chrono>
 #include <cmath>
 #include <optional>
+#include <set>
 #include <unordered_map>
 
 #include "ir/Collectives.h"
@@ -366,9 +367,13 @@ Expected<RankResult> runPipelineRank(const program::LoadedProgram& lp, int64_t r
   SPMD_ASSIGN_OR_RETURN(auto comm, MeshComm::createPipelined(store, p.mesh, p.pipeline->microbatchAxis,
                                                              p.pipeline->stages, rank, options.comm));
   int64_t mbAxis = p.mesh.axisIndex(p.pipeline->microbatchAxis);
+  // Only the weights (and optimizer states) this rank's stage reads.
+  auto perStage = pipeline::stageWeights(p);
+  if (!perStage) return where(perStage.status());
+  const std::set<std::string>& mine = (*perStage)[static_cast<size_t>(comm->stage())];
   auto loadStart = std::chrono::steady_clock::now();
   SPMD_ASSIGN_OR_RETURN(TensorMap weights,
-                        loadRankWeights(lp, p.mesh.rankAt(comm->coords()), options.device));
+                        loadRankWeights(lp, p.mesh.rankAt(comm->coords()), options.device, &mine));
   double loadSeconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - loadStart).count();
   StageRunner runner(p, *comm, weights, options.device);
   if (Status st = runner.prepare(); !st.isOk()) return where(st);

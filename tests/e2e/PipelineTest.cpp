@@ -30,28 +30,41 @@ Expected<passes::CompileResult> compileWith(const std::string& model, const std:
   return passes::compile(*archive, s, opts);
 }
 
-runtime::RankResult compileAndRun(const std::string& model, const std::string& schemaJson, int steps = 1,
-                                  const passes::OptimizerOptions& optimizer = {}) {
+// Compiles `model` under a pipeline schema into `path` and reads it back.
+program::LoadedProgram compileToProgram(const std::string& model, const std::string& schemaJson,
+                                        const std::string& path,
+                                        const passes::OptimizerOptions& optimizer = {}) {
   auto r = compileWith(model, schemaJson, optimizer);
   if (!r) FAIL(r.status().message());
   REQUIRE(r->program.pipeline.has_value());
-  TempDir dir;
   auto archive = pt2::readArchive(modelDir(model) + "/model.pt2");
   REQUIRE(archive.hasValue());
   program::ArchiveWeightSource archiveWeights(*archive);
   passes::OptimizerWeightSource weights(archiveWeights, r->program);
-  Status st = program::writeProgram(dir.file("p.spmd"), r->program, weights);
+  Status st = program::writeProgram(path, r->program, weights);
   if (!st.isOk()) FAIL(st.message());
-  auto program = program::readProgram(dir.file("p.spmd"));
+  auto program = program::readProgram(path);
   REQUIRE(program.hasValue());
   REQUIRE(program->program().pipeline == r->program.pipeline);
+  return std::move(*program);
+}
+
+std::vector<runtime::RankResult> runRanks(const program::LoadedProgram& program, const std::string& model,
+                                          const runtime::RankOptions& opts) {
   auto in = runtime::readTensors(modelDir(model) + "/inputs.safetensors");
   REQUIRE(in.hasValue());
-  runtime::RankOptions opts;
-  opts.steps = steps;
-  auto out = runtime::runThreaded(*program, *in, opts);
+  auto out = runtime::runThreadedRanks(program, *in, opts);
   if (!out) FAIL(out.status().message());
   return std::move(*out);
+}
+
+runtime::RankResult compileAndRun(const std::string& model, const std::string& schemaJson, int steps = 1,
+                                  const passes::OptimizerOptions& optimizer = {}) {
+  TempDir dir;
+  program::LoadedProgram program = compileToProgram(model, schemaJson, dir.file("p.spmd"), optimizer);
+  runtime::RankOptions opts;
+  opts.steps = steps;
+  return std::move(runRanks(program, model, opts)[0]);
 }
 
 std::string schemaText(const std::string& mesh, const std::string& axes, const std::string& pipeline,
@@ -99,6 +112,39 @@ TEST_CASE("four stages of a 32-layer Llama give one device's gradients") {
   auto expected = runtime::readTensors(modelDir("llama_deep_train") + "/expected.safetensors");
   REQUIRE(expected.hasValue());
   spmd::testing::checkOutputs(r.outputs, *expected, 1e-5);
+}
+
+TEST_CASE("each pipeline rank loads only the weights its stage reads") {
+  TempDir dir;
+  program::LoadedProgram program = compileToProgram(
+      "llama_deep_train", schemaText("[4]", R"(["pp"])", R"({"microbatches": 2, "stages": 4})"),
+      dir.file("p.spmd"));
+  int64_t total = 0;
+  for (const auto& w : program.program().weights) {
+    int64_t n = ir::elementSize(w.dtype);
+    for (int64_t d : w.localShape) n *= d;
+    total += n;
+  }
+  std::vector<runtime::RankResult> ranks = runRanks(program, "llama_deep_train", {});
+  REQUIRE(ranks.size() == 4);
+  // What each rank held before its first step (MemoryMeter): its weights,
+  // plus its copies of the two tiny token batches (4 x 256 bytes).
+  int64_t held = 0;
+  for (size_t r = 0; r < ranks.size(); ++r) {
+    int64_t state = ranks[r].memory.stateBytes;
+    INFO("rank " << r << " held " << state << " of the model's " << total << " bytes");
+    // Eight of the 32 layers each, plus the embedding (stage 0) or the
+    // final norm and head (stage 3): nowhere near the whole model.
+    CHECK(state > total / 8);
+    CHECK(state < total * 4 / 10);
+    held += state;
+  }
+  // Every weight on exactly one stage (up to the input batches).
+  CHECK(held >= total);
+  CHECK(held <= total + 4 * 4096);
+  auto expected = runtime::readTensors(modelDir("llama_deep_train") + "/expected.safetensors");
+  REQUIRE(expected.hasValue());
+  spmd::testing::checkOutputs(ranks[0].outputs, *expected, 1e-5);
 }
 
 TEST_CASE("five AdamW steps through 1F1B stages give one worker's losses and weights") {
