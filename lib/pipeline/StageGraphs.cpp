@@ -146,4 +146,29 @@ Expected<std::vector<std::set<std::string>>> stageWeights(const program::Program
   return out;
 }
 
+Expected<program::Program> checkpointView(const program::Program& p) {
+  int64_t mb = p.mesh.axisIndex(p.pipeline->microbatchAxis);
+  std::vector<int64_t> shape = p.mesh.shape();
+  shape[static_cast<size_t>(mb)] = 1;
+  program::Program view;
+  SPMD_ASSIGN_OR_RETURN(view.mesh, sharding::Mesh::create(shape, p.mesh.axisNames()));
+  view.weights = p.weights;
+  for (program::WeightEntry& w : view.weights) {
+    w.shards.clear();
+    if (static_cast<size_t>(mb) < w.spec.placements.size() &&
+        !w.spec.placements[static_cast<size_t>(mb)].isReplicate())
+      return Status::error("weight '" + w.fqn + "' is laid out " + w.spec.str() +
+                           ", not replicated over the " + "microbatch axis '" + p.pipeline->microbatchAxis +
+                           "': it cannot be checkpointed");
+  }
+  return view;
+}
+
+std::map<std::string, int64_t> weightOwners(const std::vector<std::set<std::string>>& stageWeights) {
+  std::map<std::string, int64_t> out;
+  for (size_t s = 0; s < stageWeights.size(); ++s)
+    for (const std::string& fqn : stageWeights[s]) out.emplace(fqn, static_cast<int64_t>(s));
+  return out;
+}
+
 }  // namespace spmd::pipeline

@@ -9,6 +9,7 @@
 #pragma once
 
 #include <cstdint>
+#include <map>
 #include <optional>
 #include <set>
 #include <string>
@@ -58,5 +59,15 @@ std::set<std::string> stageWeightNames(const program::Program& p, const StageGra
 /// checkpointed somewhere). A weight several stages read (a step count
 /// every stage updates alike) is in each of their sets.
 Expected<std::vector<std::set<std::string>>> stageWeights(const program::Program& p);
+
+/// What a pipelined run's checkpoint describes (docs/PIPELINE.md): `p`'s
+/// mesh with the microbatch axis at size 1 (the ranks of one stage) and
+/// `p`'s weights, without the graph (a run without pipeline reads it
+/// resharded, as any checkpoint of another mesh). Error when a weight is
+/// not replicated over the microbatch axis.
+Expected<program::Program> checkpointView(const program::Program& p);
+
+/// The stage that checkpoints each weight: the lowest whose set holds it.
+std::map<std::string, int64_t> weightOwners(const std::vector<std::set<std::string>>& stageWeights);
 
 }  // namespace spmd::pipeline
