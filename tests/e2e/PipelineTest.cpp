@@ -3,9 +3,13 @@
 // gradients (expected.safetensors, from PyTorch eager) under pp alone and
 // with dp, fsdp and Megatron TP inside the stages, for GPipe and 1F1B; the
 // verifier refuses a schedule that deadlocks; bad requests are one line.
+// Each rank holds only its stage's weights, and stage 0's measured
+// activation peak is m microbatches' under GPipe, pp under 1F1B.
 #include "../TestUtil.h"
 #include "E2eUtil.h"
+#include "passes/LayoutCost.h"
 #include "passes/Pipeline.h"
+#include "pipeline/StageGraphs.h"
 #include "pipeline/Verify.h"
 #include "program/ProgramJson.h"
 #include "program/Reader.h"
@@ -76,6 +80,44 @@ std::string schemaText(const std::string& mesh, const std::string& axes, const s
 const char* kLlamaTp =
     R"js("params": [{"match": "*layers.*.w[qkv13].weight", "placements": {"tp": "S(0)"}},
                     {"match": "*layers.*.w[o2].weight", "placements": {"tp": "S(1)"}}], )js";
+
+int64_t bytesOf(const ir::Value& v) {
+  int64_t n = ir::elementSize(v.type().dtype);
+  for (const auto& d : v.type().sizes) n *= d.value();
+  return n;
+}
+
+// Bytes of stage 0's gradient accumulators (one per parameter it owns).
+int64_t accumulatorBytes(const program::Program& p) {
+  int64_t out = 0;
+  for (const auto& n : p.graph.graph.nodes())
+    if (pipeline::isAccumulation(p, *n) && p.pipeline->places[static_cast<size_t>(n->index())].stage == 0)
+      out += bytesOf(*n->outputValues()[0]);
+  return out;
+}
+
+// Bytes one microbatch's forward on stage 0 leaves for its backward: the
+// storages of the values its backward reads (a view counts as the tensor it
+// views; views of weights and inputs cost nothing).
+int64_t stashBytes(const program::Program& p) {
+  auto g = pipeline::stageGraphs(p, 0);
+  REQUIRE(g.hasValue());
+  std::set<const ir::Value*> roots;
+  for (const std::string& name : g->forward.outputs) {
+    const ir::Value* v = p.graph.graph.findValue(name);
+    bool stashed = false;
+    for (const ir::Node* u : v->users()) {
+      const program::PipelinePlace& at = p.pipeline->places[static_cast<size_t>(u->index())];
+      stashed |= at.stage == 0 && at.phase == program::PipelinePlace::Phase::Backward;
+    }
+    while (stashed && v->producer() && passes::isViewOp(v->producer()->target()))
+      v = v->producer()->inputValues().at(0);
+    if (stashed && v->producer()) roots.insert(v);
+  }
+  int64_t out = 0;
+  for (const ir::Value* v : roots) out += bytesOf(*v);
+  return out;
+}
 
 }  // namespace
 
@@ -223,4 +265,47 @@ TEST_CASE("bad pipeline requests are one line naming what to change") {
   CHECK_THAT(
       error("cnn_train", schemaText("[2]", R"(["pp"])", R"({"microbatches": 2, "stages": ["net.conv2"]})")),
       Catch::Contains("across the microbatches"));
+}
+
+// Stage 0's peak activation bytes A: its measured peak (MemoryMeter) less
+// what it held before the first step (weights, input batches) and its
+// gradient accumulators. GPipe runs every forward first, so at its peak it
+// holds all m microbatches' stashes (X bytes each, from the program's
+// types) plus one backward's temporaries T; 1F1B's stage 0 runs pp - 1
+// warm-up forwards and then alternates, so it holds at most pp stashes plus
+// the same T. With T = A_gpipe - m X (at most one microbatch's worth), 1F1B
+// must keep A_1f1b - T <= (pp + 1/2) X, i.e. (pp + 1/2) / m of GPipe's
+// stashes; and with T left in, A_1f1b <= (pp + 1) / m of A_gpipe.
+TEST_CASE("1F1B keeps at most pp microbatches of activations alive on stage 0, GPipe all of them") {
+  const std::string model = "../pipeline/llama_pipe_train";
+  const int64_t m = 8;
+  for (int64_t pp : {2, 4}) {
+    std::map<std::string, int64_t> peak;
+    int64_t micro = 0;
+    for (const std::string schedule : {"gpipe", "1f1b"}) {
+      TempDir dir;
+      program::LoadedProgram program =
+          compileToProgram(model,
+                           schemaText("[" + std::to_string(pp) + "]", R"(["pp"])",
+                                      R"({"microbatches": 8, "stages": )" + std::to_string(pp) +
+                                          R"(, "schedule": ")" + schedule + R"("})"),
+                           dir.file("p.spmd"));
+      std::vector<runtime::RankResult> ranks = runRanks(program, model, {});
+      const runtime::RankMemory& mem = ranks[0].memory;
+      peak[schedule] = mem.peakBytes - mem.stateBytes - accumulatorBytes(program.program());
+      micro = stashBytes(program.program());
+      auto expected = runtime::readTensors(modelDir(model) + "/expected.safetensors");
+      REQUIRE(expected.hasValue());
+      spmd::testing::checkOutputs(ranks[0].outputs, *expected, 1e-5);
+    }
+    INFO("pp " << pp << ": stage 0 activation peak GPipe " << peak["gpipe"] << " B, 1F1B " << peak["1f1b"]
+               << " B; one microbatch's stash " << micro << " B");
+    // GPipe: m microbatches' stashes, plus one backward's temporaries.
+    CHECK(peak["gpipe"] >= m * micro);
+    CHECK(peak["gpipe"] <= (m + 1) * micro);
+    int64_t temporaries = peak["gpipe"] - m * micro;
+    CHECK(peak["1f1b"] >= pp * micro);
+    CHECK(2 * (peak["1f1b"] - temporaries) <= (2 * pp + 1) * micro);
+    CHECK(peak["1f1b"] * m <= (pp + 1) * peak["gpipe"]);
+  }
 }
