@@ -117,4 +117,58 @@ Expected<StageGraphs> stageGraphs(const program::Program& p, int64_t stage) {
   return out;
 }
 
+std::set<std::string> stageWeightNames(const program::Program& p, const StageGraphs& g) {
+  std::map<std::string, std::string> stored;  // value name -> FQN
+  for (const ir::InputSpec& in : p.graph.signature.inputs)
+    if (ir::isStored(in.kind) && in.value) stored.emplace(in.value->name(), in.target);
+  std::set<std::string> out;
+  auto add = [&](const Subgraph& s) {
+    for (const std::string& name : s.inputs)
+      if (auto it = stored.find(name); it != stored.end()) out.insert(it->second);
+  };
+  add(g.forward);
+  add(g.backward);
+  add(g.step);
+  for (const auto& [sub, node] : g.prologue) add(sub);
+  return out;
+}
+
+Expected<std::vector<std::set<std::string>>> stageWeights(const program::Program& p) {
+  std::vector<std::set<std::string>> out;
+  std::set<std::string> read;
+  for (int64_t s = 0; s < p.pipeline->stages; ++s) {
+    SPMD_ASSIGN_OR_RETURN(StageGraphs g, stageGraphs(p, s));
+    out.push_back(stageWeightNames(p, g));
+    read.insert(out.back().begin(), out.back().end());
+  }
+  for (const program::WeightEntry& w : p.weights)
+    if (!read.count(w.fqn) && !out.empty()) out[0].insert(w.fqn);
+  return out;
+}
+
+Expected<program::Program> checkpointView(const program::Program& p) {
+  int64_t mb = p.mesh.axisIndex(p.pipeline->microbatchAxis);
+  std::vector<int64_t> shape = p.mesh.shape();
+  shape[static_cast<size_t>(mb)] = 1;
+  program::Program view;
+  SPMD_ASSIGN_OR_RETURN(view.mesh, sharding::Mesh::create(shape, p.mesh.axisNames()));
+  view.weights = p.weights;
+  for (program::WeightEntry& w : view.weights) {
+    w.shards.clear();
+    if (static_cast<size_t>(mb) < w.spec.placements.size() &&
+        !w.spec.placements[static_cast<size_t>(mb)].isReplicate())
+      return Status::error("weight '" + w.fqn + "' is laid out " + w.spec.str() +
+                           ", not replicated over the " + "microbatch axis '" + p.pipeline->microbatchAxis +
+                           "': it cannot be checkpointed");
+  }
+  return view;
+}
+
+std::map<std::string, int64_t> weightOwners(const std::vector<std::set<std::string>>& stageWeights) {
+  std::map<std::string, int64_t> out;
+  for (size_t s = 0; s < stageWeights.size(); ++s)
+    for (const std::string& fqn : stageWeights[s]) out.emplace(fqn, static_cast<int64_t>(s));
+  return out;
+}
+
 }  // namespace spmd::pipeline

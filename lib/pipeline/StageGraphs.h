@@ -9,7 +9,9 @@
 #pragma once
 
 #include <cstdint>
+#include <map>
 #include <optional>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -47,5 +49,25 @@ struct StageGraphs {
 /// read elsewhere; of the step: the graph outputs it computes, plus the
 /// free ones every stage computes (buffer updates such as a step count).
 Expected<StageGraphs> stageGraphs(const program::Program& p, int64_t stage);
+
+/// The stored inputs (parameters, buffers, optimizer states, constants)
+/// `g`'s subgraphs read, by FQN (the program's weight names).
+std::set<std::string> stageWeightNames(const program::Program& p, const StageGraphs& g);
+
+/// The weights each stage loads, one set per stage: what its subgraphs
+/// read; a weight no stage reads goes to stage 0 (so that it is loaded and
+/// checkpointed somewhere). A weight several stages read (a step count
+/// every stage updates alike) is in each of their sets.
+Expected<std::vector<std::set<std::string>>> stageWeights(const program::Program& p);
+
+/// What a pipelined run's checkpoint describes (docs/PIPELINE.md): `p`'s
+/// mesh with the microbatch axis at size 1 (the ranks of one stage) and
+/// `p`'s weights, without the graph (a run without pipeline reads it
+/// resharded, as any checkpoint of another mesh). Error when a weight is
+/// not replicated over the microbatch axis.
+Expected<program::Program> checkpointView(const program::Program& p);
+
+/// The stage that checkpoints each weight: the lowest whose set holds it.
+std::map<std::string, int64_t> weightOwners(const std::vector<std::set<std::string>>& stageWeights);
 
 }  // namespace spmd::pipeline

@@ -97,22 +97,43 @@ Expected<TensorMap> cpuShards(const TensorMap& weights, json& sums) {
   return cpu;
 }
 
-// Rank 0: the index from every rank's checksums (in the store).
-Expected<CheckpointIndex> buildIndex(const program::Program& p, int64_t step, c10d::Store& store) {
+// Who saves: this process's key in the store (its world rank), the number
+// of processes, its file, and the stages of a pipelined run (or null).
+struct Saver {
+  int64_t key = 0, world = 1;
+  std::string file;
+  const StageSave* stages = nullptr;
+};
+
+// Rank 0: the index from every rank's checksums (in the store); a weight's
+// shards are its owning stage's ranks' (all of them without a pipeline).
+Expected<CheckpointIndex> buildIndex(const program::Program& p, int64_t step, c10d::Store& store,
+                                     const Saver& saver) {
   CheckpointIndex index{step, p.mesh, {}};
   std::vector<json> sums;
-  for (int64_t r = 0; r < p.mesh.numRanks(); ++r)
+  for (int64_t r = 0; r < saver.world; ++r)
     sums.push_back(json::parse(getString(store, keyOf(step, "sums/" + std::to_string(r))))["sums"]);
+  int64_t ranks = p.mesh.numRanks();
   for (const auto& w : p.weights) {
     WeightRecord rec{w.fqn, w.spec, w.globalShape, w.dtype, {}};
     auto spec = sharding::normalizeSpec(w.spec, static_cast<int64_t>(w.globalShape.size()), p.mesh);
     if (!spec) return spec.status().withContext("weight '" + w.fqn + "'");
     rec.spec = *spec;
-    for (int64_t r = 0; r < p.mesh.numRanks(); ++r) {
-      const json& s = sums[static_cast<size_t>(r)];
+    int64_t stage = -1;
+    if (saver.stages) {
+      auto owner = saver.stages->owner.find(w.fqn);
+      if (owner == saver.stages->owner.end())
+        return Status::error("weight '" + w.fqn + "' belongs to no pipeline stage");
+      stage = owner->second;
+    }
+    for (int64_t r = 0; r < ranks; ++r) {
+      const json& s = sums[static_cast<size_t>(std::max<int64_t>(stage, 0) * ranks + r)];
       if (!s.contains(w.fqn))
-        return Status::error("rank " + std::to_string(r) + " saved no tensor '" + w.fqn + "'");
-      rec.shards.push_back({r, rankFileName(r), s.at(w.fqn).get<std::string>(), shardRegion(rec, p.mesh, r)});
+        return Status::error("rank " + std::to_string(r) +
+                             (stage < 0 ? "" : " of stage " + std::to_string(stage)) + " saved no tensor '" +
+                             w.fqn + "'");
+      rec.shards.push_back(
+          {r, rankFileName(r, stage), s.at(w.fqn).get<std::string>(), shardRegion(rec, p.mesh, r)});
     }
     index.weights.push_back(std::move(rec));
   }
@@ -142,23 +163,23 @@ Status guarded(F f) {
 
 // Writes this rank's file and publishes its checksums (or its error: the
 // other ranks must not wait for a file that will never come).
-void writeRankFile(const std::string& folder, int64_t rank, const TensorMap& weights, int64_t step,
+void writeRankFile(const std::string& folder, const Saver& saver, const TensorMap& weights, int64_t step,
                    c10d::Store& store) {
   json sums = json::object();
   Status st = guarded([&]() -> Status {
     fs::create_directories(folder);  // a node with its own disk
     SPMD_ASSIGN_OR_RETURN(TensorMap cpu, cpuShards(weights, sums));
-    SPMD_RETURN_IF_ERROR(writeTensors(folder + "/" + rankFileName(rank), cpu));
+    SPMD_RETURN_IF_ERROR(writeTensors(folder + "/" + saver.file, cpu));
     return syncDirectory(folder);
   });
   json report = st.isOk() ? json{{"sums", sums}} : json{{"error", st.message()}};
-  setString(store, keyOf(step, "sums/" + std::to_string(rank)), report.dump());
+  setString(store, keyOf(step, "sums/" + std::to_string(saver.key)), report.dump());
 }
 
 // Rank 0, once every rank file is complete: the index, then `latest`.
 Status commit(const std::string& dir, const std::string& name, const program::Program& p, int64_t step,
-              c10d::Store& store, int keep) {
-  SPMD_ASSIGN_OR_RETURN(CheckpointIndex index, buildIndex(p, step, store));
+              c10d::Store& store, int keep, const Saver& saver) {
+  SPMD_ASSIGN_OR_RETURN(CheckpointIndex index, buildIndex(p, step, store, saver));
   std::string folder = dir + "/" + name;
   SPMD_RETURN_IF_ERROR(writeFileAtomic(folder + "/index.json", formatCheckpointIndex(index)));
   SPMD_RETURN_IF_ERROR(syncDirectory(folder));
@@ -171,14 +192,14 @@ Status commit(const std::string& dir, const std::string& name, const program::Pr
 // After `latest` moved: each rank removes its files of the pruned folders,
 // then rank 0 the folders (with per-node disks, other nodes' folders go
 // when their last file does).
-void prune(const std::string& dir, int64_t rank, int64_t step, c10d::Store& store, int64_t world) {
+void prune(const std::string& dir, const Saver& saver, int64_t step, c10d::Store& store) {
   json names = json::parse(getString(store, keyOf(step, "prune")));
   std::error_code ec;
-  for (const auto& n : names) fs::remove(dir + "/" + n.get<std::string>() + "/" + rankFileName(rank), ec);
-  barrier(store, keyOf(step, "pruned"), world);
+  for (const auto& n : names) fs::remove(dir + "/" + n.get<std::string>() + "/" + saver.file, ec);
+  barrier(store, keyOf(step, "pruned"), saver.world);
   for (const auto& n : names) {
     std::string folder = dir + "/" + n.get<std::string>();
-    if (rank == 0) {
+    if (saver.key == 0) {
       fs::remove(folder + "/index.json", ec);
       fs::remove_all(folder, ec);
     } else {
@@ -190,10 +211,21 @@ void prune(const std::string& dir, int64_t rank, int64_t step, c10d::Store& stor
 }  // namespace
 
 Status saveCheckpoint(const std::string& dir, const program::Program& program, int64_t rank,
-                      const TensorMap& weights, int64_t step, c10d::Store& store, int keep) {
-  int64_t world = program.mesh.numRanks();
+                      const TensorMap& weights, int64_t step, c10d::Store& store, int keep,
+                      const StageSave* stages) {
+  int64_t ranks = program.mesh.numRanks();
+  Saver saver{rank, ranks, rankFileName(rank), stages};
+  TensorMap owned;  // a stage's ranks save the weights it owns
+  if (stages) {
+    saver = {stages->stage * ranks + rank, stages->stages * ranks, rankFileName(rank, stages->stage), stages};
+    for (const auto& [fqn, t] : weights)
+      if (auto it = stages->owner.find(fqn); it != stages->owner.end() && it->second == stages->stage)
+        owned.emplace(fqn, t);
+  }
+  const TensorMap& mine = stages ? owned : weights;
+  int64_t world = saver.world;
   try {
-    if (rank == 0) {
+    if (saver.key == 0) {
       // On failure the others still get a name; writing into it fails on
       // rank 0 too, which every rank then hears through the store.
       std::string name = "step-" + std::to_string(step);
@@ -205,20 +237,38 @@ Status saveCheckpoint(const std::string& dir, const program::Program& program, i
       setString(store, keyOf(step, "name"), name);
     }
     std::string name = getString(store, keyOf(step, "name"));
-    writeRankFile(dir + "/" + name, rank, weights, step, store);
+    writeRankFile(dir + "/" + name, saver, mine, step, store);
     barrier(store, keyOf(step, "written"), world);
     Status failed = anyRankFailed(store, step, world);
-    if (rank == 0 && failed.isOk()) {
-      Status st = guarded([&] { return commit(dir, name, program, step, store, keep); });
+    if (saver.key == 0 && failed.isOk()) {
+      Status st = guarded([&] { return commit(dir, name, program, step, store, keep, saver); });
       setString(store, keyOf(step, "committed"), st.isOk() ? "" : st.message());
     }
     if (!failed.isOk()) return failed.withContext(dir + ": checkpoint not saved");
     std::string committed = getString(store, keyOf(step, "committed"));
     if (!committed.empty()) return Status::error(dir + ": checkpoint not saved: " + committed);
-    prune(dir, rank, step, store, world);
+    prune(dir, saver, step, store);
   } catch (const std::exception& e) {
     std::string what = e.what();
     return Status::error(dir + ": cannot save the checkpoint: " + what.substr(0, what.find('\n')));
+  }
+  return Status::ok();
+}
+
+Status agreeOnResume(c10d::Store& store, int64_t rank, int64_t world, const Status& mine) {
+  std::string text = mine.isOk() ? "" : mine.message();
+  try {
+    store.set("spmd/resume/" + std::to_string(rank), std::vector<uint8_t>(text.begin(), text.end()));
+    for (int64_t r = 0; r < world; ++r) {
+      std::vector<uint8_t> v = store.get("spmd/resume/" + std::to_string(r));
+      if (!v.empty())
+        return Status::error("rank " + std::to_string(r) + ": " + std::string(v.begin(), v.end()));
+    }
+  } catch (const std::exception& e) {
+    std::string what = e.what();
+    return Status::error(
+        "rank " + std::to_string(rank) +
+        ": waiting for the other ranks to load the checkpoint: " + what.substr(0, what.find('\n')));
   }
   return Status::ok();
 }

@@ -19,6 +19,7 @@
 
 #include <torch/csrc/distributed/c10d/Store.hpp>
 
+#include <map>
 #include <string>
 
 #include "program/Program.h"
@@ -27,13 +28,33 @@
 
 namespace spmd::runtime {
 
+/// How the processes of a pipelined run share one checkpoint: `stages`
+/// copies of the index mesh's ranks run (world rank = stage * ranks +
+/// rank), and each weight is saved by the ranks of the stage owning it,
+/// into "rank<r>-stage<s>.safetensors". The index is a plain one (the mesh
+/// without the pipeline: pipeline::checkpointView), so a run with or
+/// without a pipeline reads it.
+struct StageSave {
+  int64_t stages = 1;
+  int64_t stage = 0;                     ///< this process's
+  std::map<std::string, int64_t> owner;  ///< weight FQN -> the stage saving it
+};
+
 /// Writes rank `rank`'s `weights` as step folder "step-<step>" of checkpoint
 /// `dir` (every rank calls it; collective over `store`), then points `latest`
 /// at it and prunes all but the newest `keep` step folders (0: keep all).
-/// Errors (on every rank): I/O failures, and a weight holding NaN/Inf values
-/// (the last good checkpoint then stays `latest`).
+/// With `stages` (a pipelined run), `rank` is the rank in `program`'s mesh
+/// within this process's stage, and only the weights the stage owns are
+/// written. Errors (on every rank): I/O failures, and a weight holding
+/// NaN/Inf values (the last good checkpoint then stays `latest`).
 Status saveCheckpoint(const std::string& dir, const program::Program& program, int64_t rank,
-                      const TensorMap& weights, int64_t step, c10d::Store& store, int keep = 2);
+                      const TensorMap& weights, int64_t step, c10d::Store& store, int keep = 2,
+                      const StageSave* stages = nullptr);
+
+/// Every rank of `world` learns whether all ranks loaded their checkpoint
+/// shards (`mine`: this rank's outcome): the first failing rank's error on
+/// every rank, so that none waits for the others in a collective.
+Status agreeOnResume(c10d::Store& store, int64_t rank, int64_t world, const Status& mine);
 
 /// Copies rank `rank`'s shard of every weight of checkpoint `dir` (a root
 /// with `latest`, or a step folder) into `weights`, resharding when the

@@ -93,6 +93,16 @@ Expected<sharding::ShardingSpec> parseSpec(const json& j, int64_t rank, const sh
   return normalized;
 }
 
+// "rank<rank>-stage<s>.safetensors" for some stage s.
+bool isStageFile(const std::string& file, int64_t rank) {
+  std::string head = "rank" + std::to_string(rank) + "-stage", tail = ".safetensors";
+  if (file.size() <= head.size() + tail.size() || file.rfind(head, 0) != 0 ||
+      file.compare(file.size() - tail.size(), tail.size(), tail) != 0)
+    return false;
+  std::string digits = file.substr(head.size(), file.size() - head.size() - tail.size());
+  return digits.size() < 9 && digits.find_first_not_of("0123456789") == std::string::npos;
+}
+
 Expected<ShardRecord> parseShard(const json& j, const WeightRecord& w, const sharding::Mesh& mesh,
                                  int64_t rank) {
   std::string where = "shard " + std::to_string(rank);
@@ -102,8 +112,9 @@ Expected<ShardRecord> parseShard(const json& j, const WeightRecord& w, const sha
   SPMD_ASSIGN_OR_RETURN(s.file, stringField(j, "file", where));
   SPMD_ASSIGN_OR_RETURN(s.checksum, stringField(j, "checksum", where));
   if (s.rank != rank) return Status::error(where + " says \"rank\": " + std::to_string(s.rank));
-  if (s.file != rankFileName(rank))
-    return Status::error(where + ": \"file\" must be \"" + rankFileName(rank) + "\", not \"" + s.file + "\"");
+  if (s.file != rankFileName(rank) && !isStageFile(s.file, rank))
+    return Status::error(where + ": \"file\" must be \"" + rankFileName(rank) + "\" (or \"" +
+                         rankFileName(rank, 0) + "\" for a pipeline stage), not \"" + s.file + "\"");
   if (s.checksum.size() != 16 || s.checksum.find_first_not_of("0123456789abcdef") != std::string::npos)
     return Status::error(where + ": \"checksum\" must be 16 hex digits, not \"" + s.checksum + "\"");
   if (!j.contains("region")) return Status::error(where + ": no \"region\"");
@@ -172,7 +183,9 @@ std::string shardChecksum(const void* data, size_t bytes) {
   return checksumHex(checksum(std::span<const std::byte>(static_cast<const std::byte*>(data), bytes)));
 }
 
-std::string rankFileName(int64_t rank) { return "rank" + std::to_string(rank) + ".safetensors"; }
+std::string rankFileName(int64_t rank, int64_t stage) {
+  return "rank" + std::to_string(rank) + (stage < 0 ? "" : "-stage" + std::to_string(stage)) + ".safetensors";
+}
 
 std::vector<sharding::Chunk> shardRegion(const WeightRecord& w, const sharding::Mesh& mesh, int64_t rank) {
   return sharding::localChunks(w.globalShape, w.spec, mesh, mesh.coords(rank));

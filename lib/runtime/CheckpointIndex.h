@@ -54,8 +54,9 @@ struct CheckpointIndex {
 /// The checksum of `bytes` bytes at `data`: XXH3-64 as 16 lowercase hex digits.
 std::string shardChecksum(const void* data, size_t bytes);
 
-/// The file name of rank `rank`'s shards ("rank3.safetensors").
-std::string rankFileName(int64_t rank);
+/// The file name of rank `rank`'s shards ("rank3.safetensors"), or of those
+/// stage `stage` of a pipelined run saved ("rank3-stage1.safetensors").
+std::string rankFileName(int64_t rank, int64_t stage = -1);
 
 /// The region (per-dim chunks) rank `rank` holds of a tensor laid out as `w`.
 std::vector<sharding::Chunk> shardRegion(const WeightRecord& w, const sharding::Mesh& mesh, int64_t rank);
@@ -63,7 +64,7 @@ std::vector<sharding::Chunk> shardRegion(const WeightRecord& w, const sharding::
 /// Parses `text` (the contents of `path`) and verifies it: format 2, an
 /// integer step >= 0, a valid mesh, and per weight a unique FQN, a known
 /// dtype, a spec that fits mesh and shape, and exactly one shard per rank
-/// with its rank file's name, a 16-digit checksum and the region its spec
+/// with its rank file's name (either form of rankFileName), a 16-digit checksum and the region its spec
 /// gives. Errors read "<path>: <what>" and name the weight.
 Expected<CheckpointIndex> parseCheckpointIndex(const std::string& text, const std::string& path);
 

@@ -194,6 +194,11 @@ int runDistributed(const DistributedOptions& o, std::ostream& out, std::ostream&
   const program::Program& p = program->program();
   if (Status plan = pipeline::verifyPipeline(p); !plan.isOk())
     return fail(err, kBadInput, o.program + ": " + plan.message());
+  if (p.pipeline && o.saveDcp && !o.save.empty())
+    return fail(err, kBadInput,
+                o.program +
+                    ": --save-dcp does not take pipelined programs yet: save with --save (a run "
+                    "without the pipeline reads that checkpoint too)");
   int64_t ranks = program::worldSize(p);
   if (static_cast<int64_t>(o.nproc) * o.nnodes != ranks)
     return fail(err, kBadInput,

@@ -7,6 +7,7 @@
 #include <chrono>
 #include <cmath>
 #include <optional>
+#include <set>
 #include <unordered_map>
 
 #include "ir/Collectives.h"
@@ -14,6 +15,7 @@
 #include "pipeline/Verify.h"
 #include "program/PipelineText.h"
 #include "runtime/BuildInfo.h"
+#include "runtime/Checkpoint.h"
 #include "runtime/Executor.h"
 #include "runtime/MemoryMeter.h"
 #include "runtime/Runner.h"
@@ -350,6 +352,43 @@ Expected<double> shareLoss(const program::Program& p, MeshComm& comm, double los
   return buf[0].item<double>();
 }
 
+// A stage's part in checkpoints: the index's view of the program (the mesh
+// without the pipeline), this rank in it, and the stages' weight owners.
+struct StageCheckpoint {
+  program::Program view;
+  int64_t rank = 0;
+  StageSave stages;
+
+  static Expected<StageCheckpoint> create(const program::Program& p, const MeshComm& comm,
+                                          const std::vector<std::set<std::string>>& perStage) {
+    StageCheckpoint out;
+    SPMD_ASSIGN_OR_RETURN(out.view, pipeline::checkpointView(p));
+    out.rank = out.view.mesh.rankAt(comm.coords());
+    out.stages = {p.pipeline->stages, comm.stage(), pipeline::weightOwners(perStage)};
+    return out;
+  }
+};
+
+// Each batch's user inputs as this rank holds them, per microbatch (the
+// microbatch axis's coordinate).
+Expected<std::vector<std::vector<TensorMap>>> microbatchInputs(const program::Program& p,
+                                                               const MeshComm& comm, const TensorMap& inputs,
+                                                               const std::vector<TensorMap>& more) {
+  int64_t mbAxis = p.mesh.axisIndex(p.pipeline->microbatchAxis);
+  std::vector<std::vector<TensorMap>> batches;
+  for (size_t b = 0; b <= more.size(); ++b) {
+    const TensorMap& global = b == 0 ? inputs : more[b - 1];
+    batches.emplace_back();
+    std::vector<int64_t> coords = comm.coords();
+    for (int64_t i = 0; i < p.mesh.size(mbAxis); ++i) {
+      coords[static_cast<size_t>(mbAxis)] = i;
+      SPMD_ASSIGN_OR_RETURN(TensorMap local, shardInputs(p, global, coords));
+      batches.back().push_back(std::move(local));
+    }
+  }
+  return batches;
+}
+
 }  // namespace
 
 Expected<RankResult> runPipelineRank(const program::LoadedProgram& lp, int64_t rank,
@@ -358,32 +397,32 @@ Expected<RankResult> runPipelineRank(const program::LoadedProgram& lp, int64_t r
   const program::Program& p = lp.program();
   auto where = [&](const Status& s) { return s.withContext("rank " + std::to_string(rank)); };
   SPMD_RETURN_IF_ERROR(pipeline::verifyPipeline(p));
-  if (!options.resume.empty() || !options.save.empty())
+  if (options.saveDcp && !options.save.empty())
     return Status::error(
-        "checkpoints of pipelined programs are not supported yet: run without --save/--resume");
+        "--save-dcp does not take pipelined programs yet: save with --save (a run without the pipeline "
+        "reads that checkpoint too)");
   selectDevice(options.device);
   RankMemoryProbe memory(options.device);
   SPMD_ASSIGN_OR_RETURN(auto comm, MeshComm::createPipelined(store, p.mesh, p.pipeline->microbatchAxis,
                                                              p.pipeline->stages, rank, options.comm));
-  int64_t mbAxis = p.mesh.axisIndex(p.pipeline->microbatchAxis);
+  // Only the weights (and optimizer states) this rank's stage reads.
+  auto perStage = pipeline::stageWeights(p);
+  if (!perStage) return where(perStage.status());
+  const std::set<std::string>& mine = (*perStage)[static_cast<size_t>(comm->stage())];
   auto loadStart = std::chrono::steady_clock::now();
   SPMD_ASSIGN_OR_RETURN(TensorMap weights,
-                        loadRankWeights(lp, p.mesh.rankAt(comm->coords()), options.device));
+                        loadRankWeights(lp, p.mesh.rankAt(comm->coords()), options.device, &mine));
   double loadSeconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - loadStart).count();
+  SPMD_ASSIGN_OR_RETURN(StageCheckpoint ckpt, StageCheckpoint::create(p, *comm, *perStage));
+  int64_t firstStep = 0;
+  if (!options.resume.empty()) {
+    auto step = loadCheckpoint(options.resume, ckpt.view, ckpt.rank, weights);
+    SPMD_RETURN_IF_ERROR(agreeOnResume(*store, rank, program::worldSize(p), step.status()));
+    firstStep = *step;
+  }
   StageRunner runner(p, *comm, weights, options.device);
   if (Status st = runner.prepare(); !st.isOk()) return where(st);
-  // Each batch's user inputs, per microbatch (the microbatch axis's coordinate).
-  std::vector<std::vector<TensorMap>> batches;
-  for (size_t b = 0; b <= options.moreBatches.size(); ++b) {
-    const TensorMap& global = b == 0 ? inputs : options.moreBatches[b - 1];
-    batches.emplace_back();
-    std::vector<int64_t> coords = comm->coords();
-    for (int64_t i = 0; i < p.mesh.size(mbAxis); ++i) {
-      coords[static_cast<size_t>(mbAxis)] = i;
-      SPMD_ASSIGN_OR_RETURN(TensorMap local, shardInputs(p, global, coords));
-      batches.back().push_back(std::move(local));
-    }
-  }
+  SPMD_ASSIGN_OR_RETURN(auto batches, microbatchInputs(p, *comm, inputs, options.moreBatches));
   CollectiveScope scope(comm.get());
   SPMD_ASSIGN_OR_RETURN(std::vector<std::string> names, outputNames(p.graph));
   RankResult result;
@@ -393,7 +432,8 @@ Expected<RankResult> runPipelineRank(const program::LoadedProgram& lp, int64_t r
   int runs = std::max(options.repeat, 1) * std::max(options.steps, 1);
   for (int i = 0; i < runs; ++i) {
     auto t0 = std::chrono::steady_clock::now();
-    auto out = runner.step(batches[static_cast<size_t>(i) % batches.size()]);
+    // Batches continue where the checkpoint left off (as runRank's).
+    auto out = runner.step(batches[static_cast<size_t>(firstStep + i) % batches.size()]);
     if (!out) return where(out.status());
     SPMD_RETURN_IF_ERROR(where(comm->waitAll()));
     last = std::move(*out);
@@ -414,7 +454,11 @@ Expected<RankResult> runPipelineRank(const program::LoadedProgram& lp, int64_t r
     SPMD_RETURN_IF_ERROR(where(comm->failed()));
     seconds.push_back(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
     if (!std::isnan(loss)) result.losses.push_back(loss);
-    if (options.onStep) options.onStep(i, loss, seconds.back());
+    if (options.onStep) options.onStep(firstStep + i, loss, seconds.back());
+    bool lastRun = i + 1 == runs;
+    if (!options.save.empty() && (lastRun || (options.saveEvery > 0 && (i + 1) % options.saveEvery == 0)))
+      SPMD_RETURN_IF_ERROR(where(saveCheckpoint(options.save, ckpt.view, ckpt.rank, weights,
+                                                firstStep + i + 1, *store, options.keep, &ckpt.stages)));
   }
   result.stepSeconds = medianStepSeconds(seconds);
   result.loadSeconds = loadSeconds;

@@ -72,9 +72,11 @@ Expected<TensorMap> loadWeights(const pt2::Archive& archive, c10::Device device)
   return out;
 }
 
-Expected<TensorMap> loadRankWeights(const program::LoadedProgram& program, int64_t rank, c10::Device device) {
+Expected<TensorMap> loadRankWeights(const program::LoadedProgram& program, int64_t rank, c10::Device device,
+                                    const std::set<std::string>* only) {
   TensorMap out;
   for (const auto& w : program.program().weights) {
+    if (only && !only->count(w.fqn)) continue;
     auto stored = toC10ScalarType(program::LoadedProgram::storedDtype(w));
     auto dtype = toC10ScalarType(w.dtype);
     if (!stored) return stored.status().withContext(program.path() + ": weight '" + w.fqn + "'");

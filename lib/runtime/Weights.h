@@ -16,6 +16,9 @@
 // by contract: exported graphs are functional and never write weights.
 #pragma once
 
+#include <set>
+#include <string>
+
 #include <c10/core/Device.h>
 
 #include "program/Reader.h"
@@ -37,6 +40,9 @@ Expected<TensorMap> loadWeights(const pt2::Archive& archive, c10::Device device)
 /// with the program's path: a blob that does not match its checksum ("the
 /// file is damaged: recompile or copy it again"), a dtype the linked
 /// LibTorch lacks, or LibTorch failing to allocate or move the tensor.
-Expected<TensorMap> loadRankWeights(const program::LoadedProgram& program, int64_t rank, c10::Device device);
+/// With `only`, just the weights it names (a pipeline stage's): the others
+/// are neither read nor allocated.
+Expected<TensorMap> loadRankWeights(const program::LoadedProgram& program, int64_t rank, c10::Device device,
+                                    const std::set<std::string>* only = nullptr);
 
 }  // namespace spmd::runtime

@@ -108,31 +108,6 @@ double medianStepSeconds(std::vector<double> s) {
   return s[s.size() / 2];
 }
 
-namespace {
-
-// Every rank learns whether all ranks loaded the checkpoint, so that a rank
-// whose shard is bad fails every rank at once with its reason (instead of
-// leaving the others to time out in the first collective).
-Status agreeOnResume(c10d::Store& store, int64_t rank, int64_t world, const Status& mine) {
-  std::string text = mine.isOk() ? "" : mine.message();
-  try {
-    store.set("spmd/resume/" + std::to_string(rank), std::vector<uint8_t>(text.begin(), text.end()));
-    for (int64_t r = 0; r < world; ++r) {
-      std::vector<uint8_t> v = store.get("spmd/resume/" + std::to_string(r));
-      if (!v.empty())
-        return Status::error("rank " + std::to_string(r) + ": " + std::string(v.begin(), v.end()));
-    }
-  } catch (const std::exception& e) {
-    std::string what = e.what();
-    return Status::error(
-        "rank " + std::to_string(rank) +
-        ": waiting for the other ranks to load the checkpoint: " + what.substr(0, what.find('\n')));
-  }
-  return Status::ok();
-}
-
-}  // namespace
-
 Status checkGlobalInputs(const program::Program& p, const TensorMap& inputs) {
   std::vector<std::string> given, userNames;
   for (const auto& entry : inputs) given.push_back(entry.first);

@@ -3,9 +3,13 @@
 // gradients (expected.safetensors, from PyTorch eager) under pp alone and
 // with dp, fsdp and Megatron TP inside the stages, for GPipe and 1F1B; the
 // verifier refuses a schedule that deadlocks; bad requests are one line.
+// Each rank holds only its stage's weights, and stage 0's measured
+// activation peak is m microbatches' under GPipe, pp under 1F1B.
 #include "../TestUtil.h"
 #include "E2eUtil.h"
+#include "passes/LayoutCost.h"
 #include "passes/Pipeline.h"
+#include "pipeline/StageGraphs.h"
 #include "pipeline/Verify.h"
 #include "program/ProgramJson.h"
 #include "program/Reader.h"
@@ -30,28 +34,41 @@ Expected<passes::CompileResult> compileWith(const std::string& model, const std:
   return passes::compile(*archive, s, opts);
 }
 
-runtime::RankResult compileAndRun(const std::string& model, const std::string& schemaJson, int steps = 1,
-                                  const passes::OptimizerOptions& optimizer = {}) {
+// Compiles `model` under a pipeline schema into `path` and reads it back.
+program::LoadedProgram compileToProgram(const std::string& model, const std::string& schemaJson,
+                                        const std::string& path,
+                                        const passes::OptimizerOptions& optimizer = {}) {
   auto r = compileWith(model, schemaJson, optimizer);
   if (!r) FAIL(r.status().message());
   REQUIRE(r->program.pipeline.has_value());
-  TempDir dir;
   auto archive = pt2::readArchive(modelDir(model) + "/model.pt2");
   REQUIRE(archive.hasValue());
   program::ArchiveWeightSource archiveWeights(*archive);
   passes::OptimizerWeightSource weights(archiveWeights, r->program);
-  Status st = program::writeProgram(dir.file("p.spmd"), r->program, weights);
+  Status st = program::writeProgram(path, r->program, weights);
   if (!st.isOk()) FAIL(st.message());
-  auto program = program::readProgram(dir.file("p.spmd"));
+  auto program = program::readProgram(path);
   REQUIRE(program.hasValue());
   REQUIRE(program->program().pipeline == r->program.pipeline);
+  return std::move(*program);
+}
+
+std::vector<runtime::RankResult> runRanks(const program::LoadedProgram& program, const std::string& model,
+                                          const runtime::RankOptions& opts) {
   auto in = runtime::readTensors(modelDir(model) + "/inputs.safetensors");
   REQUIRE(in.hasValue());
-  runtime::RankOptions opts;
-  opts.steps = steps;
-  auto out = runtime::runThreaded(*program, *in, opts);
+  auto out = runtime::runThreadedRanks(program, *in, opts);
   if (!out) FAIL(out.status().message());
   return std::move(*out);
+}
+
+runtime::RankResult compileAndRun(const std::string& model, const std::string& schemaJson, int steps = 1,
+                                  const passes::OptimizerOptions& optimizer = {}) {
+  TempDir dir;
+  program::LoadedProgram program = compileToProgram(model, schemaJson, dir.file("p.spmd"), optimizer);
+  runtime::RankOptions opts;
+  opts.steps = steps;
+  return std::move(runRanks(program, model, opts)[0]);
 }
 
 std::string schemaText(const std::string& mesh, const std::string& axes, const std::string& pipeline,
@@ -63,6 +80,44 @@ std::string schemaText(const std::string& mesh, const std::string& axes, const s
 const char* kLlamaTp =
     R"js("params": [{"match": "*layers.*.w[qkv13].weight", "placements": {"tp": "S(0)"}},
                     {"match": "*layers.*.w[o2].weight", "placements": {"tp": "S(1)"}}], )js";
+
+int64_t bytesOf(const ir::Value& v) {
+  int64_t n = ir::elementSize(v.type().dtype);
+  for (const auto& d : v.type().sizes) n *= d.value();
+  return n;
+}
+
+// Bytes of stage 0's gradient accumulators (one per parameter it owns).
+int64_t accumulatorBytes(const program::Program& p) {
+  int64_t out = 0;
+  for (const auto& n : p.graph.graph.nodes())
+    if (pipeline::isAccumulation(p, *n) && p.pipeline->places[static_cast<size_t>(n->index())].stage == 0)
+      out += bytesOf(*n->outputValues()[0]);
+  return out;
+}
+
+// Bytes one microbatch's forward on stage 0 leaves for its backward: the
+// storages of the values its backward reads (a view counts as the tensor it
+// views; views of weights and inputs cost nothing).
+int64_t stashBytes(const program::Program& p) {
+  auto g = pipeline::stageGraphs(p, 0);
+  REQUIRE(g.hasValue());
+  std::set<const ir::Value*> roots;
+  for (const std::string& name : g->forward.outputs) {
+    const ir::Value* v = p.graph.graph.findValue(name);
+    bool stashed = false;
+    for (const ir::Node* u : v->users()) {
+      const program::PipelinePlace& at = p.pipeline->places[static_cast<size_t>(u->index())];
+      stashed |= at.stage == 0 && at.phase == program::PipelinePlace::Phase::Backward;
+    }
+    while (stashed && v->producer() && passes::isViewOp(v->producer()->target()))
+      v = v->producer()->inputValues().at(0);
+    if (stashed && v->producer()) roots.insert(v);
+  }
+  int64_t out = 0;
+  for (const ir::Value* v : roots) out += bytesOf(*v);
+  return out;
+}
 
 }  // namespace
 
@@ -99,6 +154,39 @@ TEST_CASE("four stages of a 32-layer Llama give one device's gradients") {
   auto expected = runtime::readTensors(modelDir("llama_deep_train") + "/expected.safetensors");
   REQUIRE(expected.hasValue());
   spmd::testing::checkOutputs(r.outputs, *expected, 1e-5);
+}
+
+TEST_CASE("each pipeline rank loads only the weights its stage reads") {
+  TempDir dir;
+  program::LoadedProgram program = compileToProgram(
+      "llama_deep_train", schemaText("[4]", R"(["pp"])", R"({"microbatches": 2, "stages": 4})"),
+      dir.file("p.spmd"));
+  int64_t total = 0;
+  for (const auto& w : program.program().weights) {
+    int64_t n = ir::elementSize(w.dtype);
+    for (int64_t d : w.localShape) n *= d;
+    total += n;
+  }
+  std::vector<runtime::RankResult> ranks = runRanks(program, "llama_deep_train", {});
+  REQUIRE(ranks.size() == 4);
+  // What each rank held before its first step (MemoryMeter): its weights,
+  // plus its copies of the two tiny token batches (4 x 256 bytes).
+  int64_t held = 0;
+  for (size_t r = 0; r < ranks.size(); ++r) {
+    int64_t state = ranks[r].memory.stateBytes;
+    INFO("rank " << r << " held " << state << " of the model's " << total << " bytes");
+    // Eight of the 32 layers each, plus the embedding (stage 0) or the
+    // final norm and head (stage 3): nowhere near the whole model.
+    CHECK(state > total / 8);
+    CHECK(state < total * 4 / 10);
+    held += state;
+  }
+  // Every weight on exactly one stage (up to the input batches).
+  CHECK(held >= total);
+  CHECK(held <= total + 4 * 4096);
+  auto expected = runtime::readTensors(modelDir("llama_deep_train") + "/expected.safetensors");
+  REQUIRE(expected.hasValue());
+  spmd::testing::checkOutputs(ranks[0].outputs, *expected, 1e-5);
 }
 
 TEST_CASE("five AdamW steps through 1F1B stages give one worker's losses and weights") {
@@ -177,4 +265,47 @@ TEST_CASE("bad pipeline requests are one line naming what to change") {
   CHECK_THAT(
       error("cnn_train", schemaText("[2]", R"(["pp"])", R"({"microbatches": 2, "stages": ["net.conv2"]})")),
       Catch::Contains("across the microbatches"));
+}
+
+// Stage 0's peak activation bytes A: its measured peak (MemoryMeter) less
+// what it held before the first step (weights, input batches) and its
+// gradient accumulators. GPipe runs every forward first, so at its peak it
+// holds all m microbatches' stashes (X bytes each, from the program's
+// types) plus one backward's temporaries T; 1F1B's stage 0 runs pp - 1
+// warm-up forwards and then alternates, so it holds at most pp stashes plus
+// the same T. With T = A_gpipe - m X (at most one microbatch's worth), 1F1B
+// must keep A_1f1b - T <= (pp + 1/2) X, i.e. (pp + 1/2) / m of GPipe's
+// stashes; and with T left in, A_1f1b <= (pp + 1) / m of A_gpipe.
+TEST_CASE("1F1B keeps at most pp microbatches of activations alive on stage 0, GPipe all of them") {
+  const std::string model = "../pipeline/llama_pipe_train";
+  const int64_t m = 8;
+  for (int64_t pp : {2, 4}) {
+    std::map<std::string, int64_t> peak;
+    int64_t micro = 0;
+    for (const std::string schedule : {"gpipe", "1f1b"}) {
+      TempDir dir;
+      program::LoadedProgram program =
+          compileToProgram(model,
+                           schemaText("[" + std::to_string(pp) + "]", R"(["pp"])",
+                                      R"({"microbatches": 8, "stages": )" + std::to_string(pp) +
+                                          R"(, "schedule": ")" + schedule + R"("})"),
+                           dir.file("p.spmd"));
+      std::vector<runtime::RankResult> ranks = runRanks(program, model, {});
+      const runtime::RankMemory& mem = ranks[0].memory;
+      peak[schedule] = mem.peakBytes - mem.stateBytes - accumulatorBytes(program.program());
+      micro = stashBytes(program.program());
+      auto expected = runtime::readTensors(modelDir(model) + "/expected.safetensors");
+      REQUIRE(expected.hasValue());
+      spmd::testing::checkOutputs(ranks[0].outputs, *expected, 1e-5);
+    }
+    INFO("pp " << pp << ": stage 0 activation peak GPipe " << peak["gpipe"] << " B, 1F1B " << peak["1f1b"]
+               << " B; one microbatch's stash " << micro << " B");
+    // GPipe: m microbatches' stashes, plus one backward's temporaries.
+    CHECK(peak["gpipe"] >= m * micro);
+    CHECK(peak["gpipe"] <= (m + 1) * micro);
+    int64_t temporaries = peak["gpipe"] - m * micro;
+    CHECK(peak["1f1b"] >= pp * micro);
+    CHECK(2 * (peak["1f1b"] - temporaries) <= (2 * pp + 1) * micro);
+    CHECK(peak["1f1b"] * m <= (pp + 1) * peak["gpipe"]);
+  }
 }
