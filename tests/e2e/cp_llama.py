@@ -23,7 +23,8 @@ loss and gradients):
   explicit mask of global positions.
 
 Each is compiled with context parallelism at cp 2 and 4, and at dp 2 x cp 2
-(and hf_llama also at fsdp 2 x cp 2), run on spmd-run -n 2/4 (gloo, CPU),
+(and hf_llama also at fsdp 2 x cp 2; testdata's llama_train at tp 2 x cp 2
+under llama_tp.json), run on spmd-run -n 2/4 (gloo, CPU),
 and the loss and every gradient must equal eager's (rel 1e-5, on the max
 norm). The compile must say it applied context parallelism, and the
 collectives of the report must be those of the all-gather form: per
@@ -204,13 +205,13 @@ def check_case(a, d, name, mesh, failures, rows):
     report = json.loads(rep.read_text())
     kinds = collectives(report)
     cp = mesh["cp"]
-    # Theory, per rank and step (the report counts a collective's bytes as
-    # the rank's input): per layer, K and V ([b, s/cp, d] fp32 shards, b
-    # the rank's batch) all-gathered once in the forward.
+    # Theory, per rank and step (the report counts what a rank sends, a ring
+    # all-gather's (cp-1)/cp of the whole tensor): per layer, K and V
+    # ([b, s, d] fp32, b the rank's batch) all-gathered once in the forward.
     b = B // mesh.get("dp", 1) // mesh.get("fsdp", 1)
-    kv = LAYERS * 2 * b * S * D * 4 // cp
+    kv = LAYERS * 2 * b * S * D * 4 * (cp - 1) // cp
     if name.endswith("_infer"):  # and the logits, gathered for the replicated output
-        kv += b * S * VOCAB * 4 // cp
+        kv += b * S * VOCAB * 4 * (cp - 1) // cp
     got = kinds.get("all_gather", [0, 0])
     if "fsdp" not in mesh and got[1] != kv:
         failures.append(f"{tag}: all_gather {got[1]} bytes per rank, theory {kv}")
@@ -233,6 +234,23 @@ def check_uneven(a, d, failures):
         print("uneven:", err[0])
 
 
+def check_tp_cp(a, d, failures):
+    """testdata's llama_train under llama_tp.json on a tp 2 x cp 2 mesh with
+    context parallelism: eager's loss and gradients (its expected.safetensors)."""
+    pt2 = ROOT / "testdata" / "pt2" / "llama_train"
+    s = json.loads((ROOT / "schemas" / "examples" / "llama_tp.json").read_text())
+    s["mesh"] = {"shape": [2, 2], "axes": ["tp", "cp"]}
+    s["context_parallel"] = {"axis": "cp"}
+    (d / "tpcp.json").write_text(json.dumps(s))
+    run([a.spmdc, "compile", pt2 / "model.pt2", "--schema", d / "tpcp.json", "-o", d / "tpcp.spmd", "-q"])
+    r = run([a.spmd_run, "-n", 4, d / "tpcp.spmd", "--inputs", pt2 / "inputs.safetensors", "--verify-against",
+             pt2 / "expected.safetensors", "--rtol", "1e-5"], ok=(0, 1))
+    if r.returncode != 0:
+        failures.append(f"llama_train tp 2 x cp 2 differs from eager:\n{r.stdout}{r.stderr}")
+    else:
+        print("llama_train_tp2xcp2          matches eager (spmd-run --verify-against, rtol 1e-5)")
+
+
 def memory(a, d, seq):
     name = "sdpa_causal"
     export(name, d / "mem", seq=seq, batch=1)
@@ -245,11 +263,14 @@ def memory(a, d, seq):
         run([a.spmdc, "compile", d / "mem" / "model.pt2", "--schema", sfile, "-o", prog, "--report", rep, "-q"])
         run([a.spmd_run, "-n", cp, prog, "--inputs", d / "mem" / "inputs.safetensors", "--profile", prof, "-q"])
         report = json.loads(rep.read_text())["per_rank"]
-        peaks = [r["peak_bytes"] for r in json.loads(prof.read_text())["ranks"]]
+        ranks = json.loads(prof.read_text())["ranks"]
+        peaks, rss = [r["peak_bytes"] for r in ranks], [r["rss_growth_bytes"] for r in ranks]
         out.append({"cp": cp, "peak_estimate": report["peak_bytes_estimate"],
-                    "saved_activations": report.get("saved_activation_bytes"), "measured_peak": peaks})
+                    "saved_activations": report.get("saved_activation_bytes"), "measured_peak": peaks,
+                    "rss_growth": rss})
         print(f"{cp:>3} {report['peak_bytes_estimate']:>14,} {report.get('saved_activation_bytes', 0):>18,} "
-              f"{' '.join(f'{p:,}' for p in peaks):>40}", flush=True)
+              f"{' '.join(f'{p:,}' for p in peaks):>40}  RSS growth {' '.join(f'{x:,}' for x in rss)}",
+              flush=True)
     return out
 
 
@@ -278,6 +299,7 @@ def main():
                 export(name, d / name)
                 for mesh in meshes + ([{"fsdp": 2, "cp": 2}] if name == "hf_llama" and not a.quick else []):
                     check_case(a, d, name, mesh, failures, rows)
+            check_tp_cp(a, d, failures)
             check_uneven(a, d, failures)
     if a.json:
         Path(a.json).write_text(json.dumps(rows, indent=1))
