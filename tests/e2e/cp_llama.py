@@ -210,8 +210,9 @@ def check_case(a, d, name, mesh, failures, rows):
     # ([b, s, d] fp32, b the rank's batch) all-gathered once in the forward.
     b = B // mesh.get("dp", 1) // mesh.get("fsdp", 1)
     kv = LAYERS * 2 * b * S * D * 4 * (cp - 1) // cp
-    if name.endswith("_infer"):  # and the logits, gathered for the replicated output
-        kv += b * S * VOCAB * 4 * (cp - 1) // cp
+    if name.endswith("_infer"):  # and the logits, gathered over cp (then dp) for the replicated output
+        dp = mesh.get("dp", 1)
+        kv += b * S * VOCAB * 4 * (cp - 1) // cp + B * S * VOCAB * 4 * (dp - 1) // dp
     got = kinds.get("all_gather", [0, 0])
     if "fsdp" not in mesh and got[1] != kv:
         failures.append(f"{tag}: all_gather {got[1]} bytes per rank, theory {kv}")
