@@ -59,11 +59,12 @@ Expected<std::vector<sharding::ShardingSpec>> baseLayouts(const ir::ExportedProg
                                                           const schema::PlacementSchema& schema,
                                                           const schema::ResolvedPlacements& placements,
                                                           const CompileOptions& options,
-                                                          const std::vector<ir::Value*>& values) {
+                                                          const std::vector<ir::Value*>& values,
+                                                          bool always) {
   using sharding::Placement;
   const sharding::Mesh& mesh = placements.mesh;
   std::vector<sharding::ShardingSpec> out(values.size(), sharding::ShardingSpec::replicated(mesh.numAxes()));
-  if (mesh.numAxes() == 1) return out;
+  if (mesh.numAxes() == 1 && !always) return out;
   sharding::RuleRegistry registry = sharding::defaultRuleRegistry();
   for (const auto& [target, rule] : schema.opRules) registry.set(target, sharding::ruleFromTemplate(rule));
   sharding::PropagationOptions popts;

@@ -34,11 +34,12 @@ Status insertLayoutAnchors(ir::Graph& g,
 
 /// Each of `values`' layout as propagation gives it from `placements`
 /// without anchors (pending sums as R), so that an anchor can keep it on
-/// the mesh axes it does not pin; all R on a 1-D mesh.
+/// the mesh axes it does not pin; all R on a 1-D mesh unless `always`.
 Expected<std::vector<sharding::ShardingSpec>> baseLayouts(const ir::ExportedProgram& program,
                                                           const schema::PlacementSchema& schema,
                                                           const schema::ResolvedPlacements& placements,
                                                           const CompileOptions& options,
-                                                          const std::vector<ir::Value*>& values);
+                                                          const std::vector<ir::Value*>& values,
+                                                          bool always = false);
 
 }  // namespace spmd::passes

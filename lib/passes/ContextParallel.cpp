@@ -12,6 +12,7 @@
 #include <map>
 #include <set>
 #include <tuple>
+#include <unordered_map>
 #include <unordered_set>
 
 #include "passes/Anchors.h"
@@ -56,14 +57,46 @@ bool movesOnly(const std::string& t) {
   return kOps.count(t) != 0 || isViewLike(t);
 }
 
-// Up from `v` through movesOnly ops (at most 8).
+// Up from `v` through movesOnly ops (at most 8), not into a tensor of rank
+// < 3 (a [batch x seq, hidden] view holds the sequence as a strided shard).
 ir::Value* traceBack(ir::Value* v) {
   for (int i = 0; i < 8 && v->producer() != nullptr && movesOnly(v->producer()->target()); ++i) {
     ir::Value* in = tensorInput(*v->producer(), "self");
-    if (in == nullptr) break;
+    if (in == nullptr || in->type().rank() < 3) break;
     v = in;
   }
   return v;
+}
+
+// Down from the gradient `g` of an attention operand through movesOnly ops
+// and sums (an expand's backward) to the first value shaped like `x` (the
+// traced-back key or value): x's gradient; null when none within 10 ops.
+ir::Value* gradientLike(ir::Value* g, const ir::Value& x) {
+  for (int i = 0; i < 10 && g != nullptr; ++i) {
+    if (i > 0 && g->type().sizes == x.type().sizes) return g;
+    ir::Value* next = nullptr;
+    for (ir::Node* u : g->users())
+      if (next == nullptr && (movesOnly(u->target()) || u->target() == "aten.sum.dim_IntList") &&
+          tensorInput(*u, "self") == g && !u->outputValues().empty())
+        next = u->outputValues()[0];
+    g = next;
+  }
+  return nullptr;
+}
+
+// The backward's bmm(permute(a), grad) computing the gradient of the right
+// operand `b` of the forward matmul `mm` (= bmm(a, b)); its result, or null.
+ir::Value* rhsGradient(const ir::Node& mm, const ir::Value& b) {
+  ir::Value* a = tensorInput(mm, "self");
+  if (a == nullptr) return nullptr;
+  for (ir::Node* t : a->users()) {
+    if (t == &mm || t->target() != "aten.permute.default" || t->outputValues().empty()) continue;
+    for (ir::Node* u : t->outputValues()[0]->users())
+      if (u->target() == "aten.bmm.default" && tensorInput(*u, "self") == t->outputValues()[0] &&
+          !u->outputValues().empty() && u->outputValues()[0]->type().sizes == b.type().sizes)
+        return u->outputValues()[0];
+  }
+  return nullptr;
 }
 
 // The matmul of queries and keys that softmax's input `v` comes from,
@@ -138,6 +171,8 @@ std::optional<AttentionSite> eagerSite(const ir::Node& softmax) {
   s.queryDim = s.query->type().rank() - 2;
   s.key = traceBack(rhs(*qk));
   s.value = traceBack(rhs(*pv));
+  if (ir::Value* g = rhsGradient(*qk, *rhs(*qk))) s.keyGrad = gradientLike(g, *s.key);
+  if (ir::Value* g = rhsGradient(*pv, *rhs(*pv))) s.valueGrad = gradientLike(g, *s.value);
   s.length = scores->type().sizes.back();
   return s;
 }
@@ -161,6 +196,12 @@ std::vector<AttentionSite> findAttention(const ir::Graph& g) {
       s.queryDim = s.query->type().rank() - 2;
       s.key = traceBack(k);
       s.value = traceBack(v);
+      for (const auto& b : g.nodes())  // the backward op: (grad_query, grad_key, grad_value, ...)
+        if (isFused(b->target()) && isBackward(b->target()) && tensorInput(*b, "key") == k &&
+            b->outputValues().size() >= 3) {
+          s.keyGrad = gradientLike(b->outputValues()[1], *s.key);
+          s.valueGrad = gradientLike(b->outputValues()[2], *s.value);
+        }
       s.length = k->type().sizes[k->type().sizes.size() - 2];
       out.push_back(s);
     }
@@ -306,12 +347,22 @@ Status pinAttention(ir::ExportedProgram& program, const schema::PlacementSchema&
     add(s.value, Placement::replicate());
   }
   SPMD_ASSIGN_OR_RETURN(std::vector<ShardingSpec> specs,
-                        baseLayouts(program, schema, placements, options, values));
+                        baseLayouts(program, schema, placements, options, values, /*always=*/true));
   std::vector<std::pair<ir::Value*, ShardingSpec>> pins;
+  std::unordered_map<const ir::Value*, ShardingSpec> base;
   for (size_t i = 0; i < values.size(); ++i) {
+    base.emplace(values[i], specs[i]);
     specs[i].placements[static_cast<size_t>(axis)] = want[i];
     pins.emplace_back(values[i], specs[i]);
   }
+  // A gradient keeps its tensor's plain sequence shard: the sum over the
+  // query shards becomes a reduce-scatter.
+  for (const AttentionSite& s : sites)
+    for (auto [x, grad] : {std::pair{s.key, s.keyGrad}, std::pair{s.value, s.valueGrad}}) {
+      const Placement& p = base.at(x).placements[static_cast<size_t>(axis)];
+      if (grad != nullptr && p.isShard() && !p.isStrided() && seen.insert(grad).second)
+        pins.emplace_back(grad, base.at(x));
+    }
   return insertLayoutAnchors(program.graph, pins, "_cp", "spmd_context_parallel");
 }
 

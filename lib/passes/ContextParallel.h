@@ -10,7 +10,10 @@
 //     positions (full(-inf).triu(1), replicated; propagation slices its
 //     query rows with the queries) in place of is_causal, and
 //   * pins each attention's queries to S(query dim) on the axis and its keys
-//     and values (before the head expand and the scaling) to R there,
+//     and values (before the head expand and the scaling) to R there, and
+//     in a train step the gradients of those keys and values to the
+//     sequence shard they had (so that their sums over query shards are
+//     reduce-scattered),
 //
 // and propagation does the rest: projections, norms, MLPs and the loss run
 // on 1/cp of the sequence, an all-gather precedes each attention's keys
@@ -46,6 +49,10 @@ struct AttentionSite {
   /// scalings to the value before them (what is gathered).
   ir::Value* key = nullptr;
   ir::Value* value = nullptr;
+  /// A train step's gradients of `key` and `value` (same shapes), traced
+  /// forward from the backward's matmul or fused op; null when not found.
+  ir::Value* keyGrad = nullptr;
+  ir::Value* valueGrad = nullptr;
   /// The keys' length.
   ir::Dim length;
 };

@@ -29,7 +29,7 @@ and the loss and every gradient must equal eager's (rel 1e-5, on the max
 norm). The compile must say it applied context parallelism, and the
 collectives of the report must be those of the all-gather form: per
 attention, keys and values all-gathered in the forward and their gradients
-reduce-scattered in the backward, bytes as theory gives (below). A sequence
+reduce-scattered in the backward, bytes as theory gives (check_case). A sequence
 of 63 over cp 2 must be refused in one line (exit 2).
 
 --memory SEQ exports sdpa_causal at sequence SEQ (batch 1) and prints the
@@ -216,6 +216,10 @@ def check_case(a, d, name, mesh, failures, rows):
     got = kinds.get("all_gather", [0, 0])
     if "fsdp" not in mesh and got[1] != kv:
         failures.append(f"{tag}: all_gather {got[1]} bytes per rank, theory {kv}")
+    # The backward reduce-scatters dK and dV: the same bytes (train steps).
+    got = kinds.get("reduce_scatter", [0, 0])
+    if "fsdp" not in mesh and not name.endswith("_infer") and got[1] != kv:
+        failures.append(f"{tag}: reduce_scatter {got[1]} bytes per rank, theory {kv}")
     rows.append({"case": tag, "ranks": n, "rel_err": worst, "collectives": kinds, "kv_theory": kv,
                  "peak_estimate": report["per_rank"]["peak_bytes_estimate"],
                  "saved_activations": report["per_rank"].get("saved_activation_bytes")})
