@@ -80,6 +80,17 @@ class SequenceParallel : public GraphPass {
   Status run(ir::ExportedProgram& program, GraphPassContext& context) override;
 };
 
+/// Shards the sequence over the context-parallel axis and gathers each
+/// attention's keys and values (applyContextParallel, ContextParallel.cpp).
+class ContextParallel : public GraphPass {
+ public:
+  std::string_view name() const override { return "context-parallel"; }
+  std::string_view description() const override {
+    return "shard the sequence on the cp axis; attention gathers keys and values (schema context_parallel)";
+  }
+  Status run(ir::ExportedProgram& program, GraphPassContext& context) override;
+};
+
 /// The graph passes `spmdc compile` runs, in order; append-optimizer only
 /// with `optimizer`.
 std::vector<std::unique_ptr<GraphPass>> defaultGraphPasses(bool optimizer = true);

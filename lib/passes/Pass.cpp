@@ -14,6 +14,7 @@ std::vector<std::unique_ptr<GraphPass>> defaultGraphPasses(bool optimizer) {
   out.push_back(std::make_unique<GatherParams>());
   out.push_back(std::make_unique<MixedPrecision>());
   out.push_back(std::make_unique<SequenceParallel>());
+  out.push_back(std::make_unique<ContextParallel>());
   return out;
 }
 

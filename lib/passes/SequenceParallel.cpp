@@ -12,6 +12,7 @@
 #include <unordered_map>
 #include <unordered_set>
 
+#include "passes/Anchors.h"
 #include "passes/GraphPass.h"
 #include "sharding/Propagation.h"
 #include "sharding/RuleText.h"
@@ -271,49 +272,6 @@ Expected<SequenceParallelPlan> findSequenceParallelPlan(const ir::Graph& g, std:
 
 namespace {
 
-std::string uniqueName(const ir::Graph& g, const std::string& base) {
-  std::string name = base;
-  for (int i = 1; g.findValue(name); ++i) name = base + "_" + std::to_string(i);
-  return name;
-}
-
-// Inserts an anchor of each (value, layout) right after the value's
-// producer; every other reader of the value reads the anchor.
-Status insertAnchors(ir::Graph& g, const std::vector<std::pair<ir::Value*, ShardingSpec>>& pins) {
-  std::unordered_map<ir::Value*, ir::Value*> readThrough;
-  std::unordered_set<const ir::Node*> anchors;
-  std::unordered_map<const ir::Node*, std::vector<ir::Node*>> after;
-  std::vector<ir::Node*> order;
-  for (const auto& [value, spec] : pins) {
-    std::string name = uniqueName(g, value->name() + "_sp");
-    SPMD_ASSIGN_OR_RETURN(ir::Value * v, g.addValue(name, ir::ValueKind::Tensor));
-    v->mutableType() = value->type();
-    SPMD_ASSIGN_OR_RETURN(
-        ir::Node * n, g.addNode(name, "aten.alias.default", {{"self", ir::Argument::tensor(value), false}},
-                                {ir::Argument::tensor(v)}));
-    if (const ir::Node* p = value->producer()) {
-      n->mutableMetadata().stackTrace = p->metadata().stackTrace;
-      n->mutableMetadata().nnModuleStack = p->metadata().nnModuleStack;
-      after[p].push_back(n);
-    } else {
-      order.push_back(n);
-    }
-    n->mutableMetadata().other[std::string(sharding::kLayoutKey)] = spec.str();
-    n->mutableMetadata().other["spmd_sequence_parallel"] = "1";
-    readThrough[value] = v;
-    anchors.insert(n);
-  }
-  g.replaceUses(readThrough, [&](const ir::Node& n) { return anchors.count(&n) != 0; });
-  for (const auto& n : g.nodes()) {
-    if (anchors.count(n.get())) continue;
-    order.push_back(n.get());
-    auto it = after.find(n.get());
-    if (it != after.end()) order.insert(order.end(), it->second.begin(), it->second.end());
-  }
-  g.setNodeOrder(order);
-  return g.verify();
-}
-
 // The mesh axis the request names (empty: the tp_plan's axis).
 Expected<int64_t> axisOf(const schema::PlacementSchema& s, const sharding::Mesh& mesh) {
   const schema::SequenceParallelRequest& req = *s.sequenceParallel;
@@ -322,31 +280,6 @@ Expected<int64_t> axisOf(const schema::PlacementSchema& s, const sharding::Mesh&
   if (req.axis.empty() && s.tpAxis.empty() && mesh.numAxes() == 1) return int64_t{0};
   return Status::error(s.source + ": " + req.pointer + ": the mesh " + mesh.str() + " has no axis '" + name +
                        "' (axes: " + joined(mesh.axisNames()) + "); name the tensor-parallel axis");
-}
-
-// Each value's layout on the other mesh axes: what propagation gives it
-// without the anchors (pending sums as R); all R on a 1-D mesh.
-Expected<std::vector<ShardingSpec>> baseLayouts(const ir::ExportedProgram& program,
-                                                const schema::PlacementSchema& schema,
-                                                const schema::ResolvedPlacements& placements,
-                                                const CompileOptions& options,
-                                                const std::vector<ir::Value*>& values) {
-  const sharding::Mesh& mesh = placements.mesh;
-  std::vector<ShardingSpec> out(values.size(), ShardingSpec::replicated(mesh.numAxes()));
-  if (mesh.numAxes() == 1) return out;
-  sharding::RuleRegistry registry = sharding::defaultRuleRegistry();
-  for (const auto& [target, rule] : schema.opRules) registry.set(target, sharding::ruleFromTemplate(rule));
-  sharding::PropagationOptions popts;
-  popts.cost = options.cost;
-  popts.replicateUnknown = options.replicateUnknown;
-  SPMD_ASSIGN_OR_RETURN(sharding::Propagation prop,
-                        sharding::propagate(program, placements.inputs, mesh, registry, popts));
-  for (size_t i = 0; i < values.size(); ++i) {
-    out[i] = prop.values[static_cast<size_t>(values[i]->id())];
-    for (Placement& p : out[i].placements)
-      if (p.isPartial()) p = Placement::replicate();
-  }
-  return out;
 }
 
 }  // namespace
@@ -380,7 +313,7 @@ Status applySequenceParallel(ir::ExportedProgram& program, const schema::Placeme
         i < sharded ? Placement::shard(plan->seqDim) : Placement::replicate();
     pins.emplace_back(values[i], specs[i]);
   }
-  Status st = insertAnchors(program.graph, pins);
+  Status st = insertLayoutAnchors(program.graph, pins, "_sp", "spmd_sequence_parallel");
   if (!st.isOk()) return st.withContext(where + "sequence parallelism");
   placements.notes.push_back(
       "sequence parallelism on '" + axisName + "' (" + req.pointer.substr(1) +

@@ -181,12 +181,13 @@ std::string at(std::string_view source, const std::string& pointer) {
 /// The keys an object at `tokens` may have, or empty when unknown.
 std::vector<std::string> allowedKeys(const std::vector<std::string>& tokens) {
   if (tokens.empty())
-    return {"$schema", "comment",           "version",   "preset",          "mesh",   "tp_plan", "tp_axis",
-            "rules",   "sequence_parallel", "recompute", "mixed_precision", "params", "inputs",  "outputs",
-            "pipeline"};
+    return {"$schema",  "comment",           "version",   "preset",          "mesh",   "tp_plan", "tp_axis",
+            "rules",    "sequence_parallel", "recompute", "mixed_precision", "params", "inputs",  "outputs",
+            "pipeline", "context_parallel"};
   if (tokens.size() == 1 && tokens[0] == "pipeline")
     return {"axis", "stages", "schedule", "microbatches", "comment"};
   if (tokens.size() == 1 && tokens[0] == "sequence_parallel") return {"axis", "dim", "comment"};
+  if (tokens.size() == 1 && tokens[0] == "context_parallel") return {"axis", "comment"};
   if (tokens.size() == 1 && tokens[0] == "mixed_precision") return {"param_dtype", "reduce_dtype", "comment"};
   if (tokens.size() == 1 && tokens[0] == "mesh") return {"shape", "axes"};
   if (tokens.size() == 2 && tokens[0] == "recompute") return {"save", "comment"};
@@ -422,6 +423,11 @@ Expected<PlacementSchema> schemaFrom(const json& doc, std::string_view source) {
   SPMD_RETURN_IF_ERROR(checkTpPlan(s.tpPlan, std::string(source) + ": /tp_plan"));
   s.tpAxis = doc.value("tp_axis", "");
   s.sequenceParallel = sequenceParallelFrom(doc, s.tpPlan);
+  if (doc.contains("context_parallel")) {
+    const json& cp = doc["context_parallel"];
+    s.contextParallel =
+        ContextParallelRequest{cp.is_string() ? cp.get<std::string>() : cp.at("axis").get<std::string>()};
+  }
   if (doc.contains("pipeline")) {
     const json& pp = doc["pipeline"];
     PipelineRequest r;

@@ -96,6 +96,19 @@ struct SequenceParallelRequest {
   std::string pointer;
 };
 
+/// Context parallelism (passes/ContextParallel.h, docs/CONTEXT_PARALLEL.md):
+/// user inputs' sequence dim (dim 1) sharded over one mesh axis; attention
+/// keeps its queries sharded and gathers its keys and values.
+///
+///   "context_parallel": "cp"           -> {axis "cp"}
+///   "context_parallel": {"axis": "cp"} -> {axis "cp"}
+struct ContextParallelRequest {
+  /// Mesh axis name.
+  std::string axis;
+  /// Where the request is written, for messages ("/context_parallel").
+  std::string pointer = "/context_parallel";
+};
+
 /// Pipeline parallelism ("pipeline"), docs/PIPELINE.md:
 ///   "pipeline": {"axis": "pp", "stages": 2, "schedule": "1f1b", "microbatches": 4}
 ///   "pipeline": {"axis": "pp", "stages": ["model.layers.4"], ...}  // module boundaries
@@ -177,6 +190,8 @@ struct PlacementSchema {
   /// Sequence parallelism, when the schema asks for it ("sequence_parallel",
   /// or a tp_plan entry with style sequence_parallel).
   std::optional<SequenceParallelRequest> sequenceParallel;
+  /// Context parallelism ("context_parallel").
+  std::optional<ContextParallelRequest> contextParallel;
   /// Pipeline parallelism ("pipeline").
   std::optional<PipelineRequest> pipeline;
   /// Activation checkpointing per module glob ("recompute").

@@ -1,0 +1,37 @@
+// The placement schema's "context_parallel" key (passes/ContextParallel.h
+// does the work).
+#include "../TestCatch.h"
+
+#include "ParseUtil.h"
+#include "schema/PlacementSchema.h"
+
+using namespace spmd::schema;
+using spmd::schema::test::parseError;
+
+namespace {
+
+std::optional<ContextParallelRequest> requestOf(const std::string& text) {
+  return spmd::schema::test::parsedSchema(text).contextParallel;
+}
+
+}  // namespace
+
+TEST_CASE("context_parallel: an axis name, or an object with one", "[schema][parse]") {
+  auto byName = requestOf(R"js({"version": 1, "context_parallel": "cp"})js");
+  REQUIRE(byName);
+  CHECK(byName->axis == "cp");
+  CHECK(byName->pointer == "/context_parallel");
+  auto byObject = requestOf(R"js({"version": 1, "context_parallel": {"axis": "seq", "comment": "x"}})js");
+  REQUIRE(byObject);
+  CHECK(byObject->axis == "seq");
+  CHECK_FALSE(requestOf(R"js({"version": 1})js"));
+}
+
+TEST_CASE("bad schema: context_parallel mistakes", "[schema][bad]") {
+  CHECK(parseError(R"js({"version": 1, "context_parallel": {"axis": "cp", "load_balance": true}})js") ==
+        "s.json: /context_parallel: unknown key 'load_balance' (allowed: axis, comment)");
+  CHECK_THAT(parseError(R"js({"version": 1, "context_parallel": {}})js"),
+             Catch::StartsWith("s.json: /context_parallel: "));
+  CHECK_THAT(parseError(R"js({"version": 1, "context_parallel": ""})js"),
+             Catch::StartsWith("s.json: /context_parallel: "));
+}
