@@ -46,6 +46,9 @@ struct CommOptions {
 struct CommStats {
   int64_t collectives = 0;
   int64_t bytesSent = 0;
+  /// Per global expert, the tokens this rank routed to it (every MoE
+  /// experts forward, summed over layers and steps; MoeOps.cpp).
+  std::vector<int64_t> expertTokens;
 };
 
 /// A rank's view of the mesh: coordinates and one process group per axis.

@@ -53,6 +53,7 @@ struct Routing {
   at::Tensor expert;                            ///< [A] its global expert
   at::Tensor order;                             ///< [A] its index in indices.reshape(-1)
   std::vector<int64_t> sendCounts, recvCounts;  ///< rows to / from each rank of the axis
+  std::vector<int64_t> perExpert;               ///< rows for each global expert
 };
 
 std::vector<int64_t> toVector(const at::Tensor& t) {
@@ -100,12 +101,23 @@ Routing route(const Axis& ax, const at::Tensor& indices, int64_t experts) {
   r.token = at::floor_divide(r.order, indices.size(1));
   int64_t local = experts / ax.size;
   r.sendCounts = toVector(at::bincount(at::floor_divide(r.expert, local), {}, ax.size));
+  r.perExpert = toVector(at::bincount(r.expert, {}, experts));
   r.recvCounts = r.sendCounts;
   if (ax.size > 1) {
     std::vector<int64_t> ones(static_cast<size_t>(ax.size), 1);
     r.recvCounts = toVector(exchange(ax, at::tensor(r.sendCounts, at::kLong), ones, ones));
   }
   return r;
+}
+
+/// Adds this rank's tokens per expert to its statistics (spmd-run's
+/// summary); nothing outside a distributed run.
+void countTokens(const std::vector<int64_t>& perExpert) {
+  MeshComm* c = CollectiveScope::current();
+  if (!c) return;
+  std::vector<int64_t>& total = c->stats().expertTokens;
+  if (total.size() < perExpert.size()) total.resize(perExpert.size(), 0);
+  for (size_t e = 0; e < perExpert.size(); ++e) total[e] += perExpert[e];
 }
 
 /// Rows of each local expert j: indices into the received rows.
@@ -172,6 +184,7 @@ at::Tensor forward(const Axis& ax, const at::Tensor& x, const at::Tensor& indice
   TORCH_CHECK(w1.size(0) * ax.size == experts, "w1 holds ", w1.size(0), " experts, expected ",
               experts / ax.size);
   Routing r = route(ax, indices, experts);
+  countTokens(r.perExpert);
   at::Tensor rows = exchange(ax, x.index_select(0, r.token), r.sendCounts, r.recvCounts);
   at::Tensor ids = exchange(ax, r.expert, r.sendCounts, r.recvCounts);
   at::Tensor y = expertsForward(rows, ids - ax.coord * w1.size(0), w1, w2, w3);

@@ -24,6 +24,7 @@ and each layout on 4 workers
             over fsdp (experts on their other dim) and gathered before use
 
 the compiled step (no optimizer) must give eager's loss and gradients, and
+spmd-run's tokens per expert (its summary) eager's routing counts, and
 the compiled AdamW step must give eager's loss at every one of --steps steps
 and eager's parameters after the last (|a - b| <= 1e-5 * max(1, |b|)
 for losses; ||a - b|| <= 1e-5 * ||b|| + 1e-6 * sqrt(n) for tensors).
@@ -167,6 +168,19 @@ def close(what, got, want, bad):
     return diff / max(float(want.norm()), 1e-30)
 
 
+def check_tokens(tag, summary, ref, x, bad):
+    """spmd-run's tokens per expert (its summary line) against eager's routing."""
+    import torch
+    import torch.nn.functional as F
+    with torch.no_grad():
+        scores = F.softmax(ref.router(ref.inp(x).reshape(-1, DIM)), dim=-1)
+        want = torch.bincount(torch.topk(scores, TOP_K, dim=-1).indices.reshape(-1), minlength=EXPERTS).tolist()
+    line = next((ln for ln in summary.splitlines() if "tokens per expert per step" in ln), "")
+    got = [int(float(v)) for v in line.partition(": [")[2].rstrip("]").split(",") if v.strip()]
+    if got != want:
+        bad.append(f"{tag}: spmd-run's tokens per expert {got or line!r}, eager routes {want}")
+
+
 def check_case(a, d, case, router, ref, x, y, prog_dir, bad):
     from safetensors.torch import load_file
     path = schema(d, case)
@@ -180,7 +194,8 @@ def check_case(a, d, case, router, ref, x, y, prog_dir, bad):
     if "spmd.moe_experts(" not in dump or "spmd.moe_experts_backward(" not in dump:
         bad.append(f"{tag}: the program has no spmd.moe_experts exchange (experts not split over ep)")
     out = d / f"{tag}_grad.safetensors"
-    run([a.spmd_run, "-n", 4, prog, "--inputs", inputs, "--output", out, "-q"])
+    summary = run([a.spmd_run, "-n", 4, prog, "--inputs", inputs, "--output", out]).stdout
+    check_tokens(tag, summary, ref, x, bad)
     got = load_file(str(out))
     n0 = len(bad)
     worst = close(f"{tag} loss", got.get("loss"), want_grads and __import__("torch").tensor(want_losses[0]), bad)
