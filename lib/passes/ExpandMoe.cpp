@@ -28,8 +28,15 @@ Status Expander::expertParallel(const ir::Node& n, const sharding::NodeSharding&
   // The planner splits the exchange factor evenly only; a layout that
   // reached here otherwise is a compiler bug, not the user's.
   SPMD_CHECK(e.isStatic() && e.value() % mesh_.size(axis) == 0);
+  const std::string& name = mesh_.axisNames()[static_cast<size_t>(axis)];
+  if (in_.notes && forward)
+    in_.notes->push_back("%" + n.name() + ": expert parallel over " + name + " (" +
+                         std::to_string(e.value() / mesh_.size(axis)) +
+                         " experts per rank): tokens and results exchanged by all-to-all with run-time "
+                         "splits, forward and backward (not in the collective counts: the bytes depend on "
+                         "the routing; spmd-run reports tokens per expert)");
   target = forward ? "spmd.moe_experts" : "spmd.moe_experts_backward";
-  args.push_back({"axis", stringArg(mesh_.axisNames()[static_cast<size_t>(axis)]), false});
+  args.push_back({"axis", stringArg(name), false});
   args.push_back({"experts", Argument::integer(e.value()), false});
   return Status::ok();
 }
