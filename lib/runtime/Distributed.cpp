@@ -65,6 +65,8 @@ struct RankStats {
   double loadSeconds = 0;
   RankMemory memory;
   std::vector<int64_t> expertTokens;  // MoE: tokens this rank routed to each expert, all steps
+  int64_t moeBytes = 0;               // MoE all-to-alls, per execution
+  int64_t moeTorchtitanBytes = 0;     // what torchtitan's ep would send, per execution
 };
 
 // The statistics of this node's ranks (those whose file is readable).
@@ -78,7 +80,7 @@ std::vector<RankStats> readRankStats(const std::string& dir, const DistributedOp
     if (f >> s.bytesSent >> s.stepSeconds >> m.stateBytes >> m.peakBytes >> m.rssGrowthBytes >>
         m.reservedBytes >> s.loadSeconds) {
       size_t experts = 0;
-      if (f >> experts) s.expertTokens.resize(experts);
+      if (f >> s.moeBytes >> s.moeTorchtitanBytes >> experts) s.expertTokens.resize(experts);
       for (int64_t& t : s.expertTokens) f >> t;
       out.push_back(s);
     }
@@ -118,6 +120,11 @@ std::string expertTokensLine(const std::vector<RankStats>& stats, int64_t runs) 
     for (size_t e = 0; e < s.expertTokens.size(); ++e) total[e] += s.expertTokens[e];
   }
   if (total.empty()) return "";
+  int64_t bytes = 0, torchtitan = 0;
+  for (const RankStats& s : stats) {
+    bytes = std::max(bytes, s.moeBytes);
+    torchtitan = std::max(torchtitan, s.moeTorchtitanBytes);
+  }
   std::string line = "  moe: tokens per expert per step (all ranks, all MoE layers): [";
   for (size_t e = 0; e < total.size(); ++e) {
     char v[32];
@@ -125,7 +132,14 @@ std::string expertTokensLine(const std::vector<RankStats>& stats, int64_t runs) 
                   static_cast<double>(total[e]) / static_cast<double>(runs));
     line += v;
   }
-  return line + "]\n";
+  line += "]\n";
+  if (torchtitan > 0) {
+    char ratio[32];
+    std::snprintf(ratio, sizeof ratio, "%.2f", static_cast<double>(bytes) / static_cast<double>(torchtitan));
+    line += "  moe: all-to-all " + withCommas(bytes) + " B sent per rank per step (max); torchtitan's ep " +
+            withCommas(torchtitan) + " B for the same routing (x" + ratio + ")\n";
+  }
+  return line;
 }
 
 // Writes --profile: {"format": 1, "program": <file name>, "mesh": [sizes],
@@ -387,7 +401,8 @@ int runWorker(const DistributedOptions& o, std::ostream& err) {
     const RankMemory& m = r->memory;
     f << r->stats.bytesSent / runs << " " << r->stepSeconds << " " << m.stateBytes << " " << m.peakBytes
       << " " << m.rssGrowthBytes << " " << m.reservedBytes << " " << r->loadSeconds << "\n";
-    f << r->stats.expertTokens.size();  // MoE: tokens per expert, over every step
+    f << r->stats.moeBytesSent / runs << " " << r->stats.moeTorchtitanBytes / runs << " "
+      << r->stats.expertTokens.size();  // MoE: bytes per execution, tokens per expert over every step
     for (int64_t t : r->stats.expertTokens) f << " " << t;
     f << "\n";
   }

@@ -84,7 +84,9 @@ at::Tensor exchange(const Axis& ax, const at::Tensor& send, const std::vector<in
   int64_t row = in.dim() > 1 ? in.numel() / std::max<int64_t>(in.size(0), 1) : 1;
   int64_t own = sendCounts[static_cast<size_t>(ax.coord)];
   ax.comm->stats().collectives += 1;
-  ax.comm->stats().bytesSent += (in.size(0) - own) * row * static_cast<int64_t>(in.element_size());
+  int64_t bytes = (in.size(0) - own) * row * static_cast<int64_t>(in.element_size());
+  ax.comm->stats().bytesSent += bytes;
+  ax.comm->stats().moeBytesSent += bytes;
   return out;
 }
 
@@ -189,6 +191,12 @@ at::Tensor forward(const Axis& ax, const at::Tensor& x, const at::Tensor& indice
   at::Tensor ids = exchange(ax, r.expert, r.sendCounts, r.recvCounts);
   at::Tensor y = expertsForward(rows, ids - ax.coord * w1.size(0), w1, w2, w3);
   at::Tensor back = exchange(ax, y, r.recvCounts, r.sendCounts);
+  if (ax.size > 1) {  // torchtitan: tokens out, results back; their gradients the same way in the backward
+    int64_t out = sum(r.sendCounts) - r.sendCounts[static_cast<size_t>(ax.coord)];
+    int64_t in = sum(r.recvCounts) - r.recvCounts[static_cast<size_t>(ax.coord)];
+    ax.comm->stats().moeTorchtitanBytes +=
+        2 * (out + in) * x.size(1) * static_cast<int64_t>(x.element_size());
+  }
   at::Tensor w = weights.reshape(-1).index_select(0, r.order).to(x.scalar_type()).unsqueeze(1);
   return at::zeros_like(x).index_add_(0, r.token, back * w);
 }

@@ -179,6 +179,11 @@ def check_tokens(tag, summary, ref, x, bad):
     got = [int(float(v)) for v in line.partition(": [")[2].rstrip("]").split(",") if v.strip()]
     if got != want:
         bad.append(f"{tag}: spmd-run's tokens per expert {got or line!r}, eager routes {want}")
+    traffic = next((ln.strip() for ln in summary.splitlines() if "torchtitan's ep" in ln), None)
+    if traffic is None:
+        bad.append(f"{tag}: spmd-run's summary has no MoE all-to-all bytes line")
+    else:
+        print(f"{tag}: {traffic}")
 
 
 def check_case(a, d, case, router, ref, x, y, prog_dir, bad):
