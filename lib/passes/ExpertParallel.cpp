@@ -33,7 +33,11 @@ Status checkExpertPlacements(const ir::ExportedProgram& program,
       const ir::Value* in = inputOf(operands[w]);
       auto it = in ? index.find(in) : index.end();
       if (it == index.end() || it->second >= placements.inputs.size()) continue;
-      const sharding::ShardingSpec& spec = placements.inputs[it->second];
+      // The layout the node reads: a parameter stored sharded and gathered
+      // before use (fsdp) is read in its gathered layout.
+      const auto& gathered =
+          it->second < placements.gathered.size() ? placements.gathered[it->second] : std::nullopt;
+      const sharding::ShardingSpec& spec = gathered ? *gathered : placements.inputs[it->second];
       if (in->type().sizes.empty()) continue;
       const ir::Dim& experts = in->type().sizes[0];
       std::vector<int64_t> shape;
