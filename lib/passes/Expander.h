@@ -227,6 +227,10 @@ class Expander {
   // becomes a reshape (the shard's layout may not allow the view).
   Status viewAsReshape(const ir::Node& n, const sharding::NodeSharding& ns, std::string& target,
                        std::vector<ir::NamedArgument>& args);
+  // Expert parallelism (ExpandMoe.cpp): a MoE experts node whose experts
+  // are split over a mesh axis becomes spmd.moe_experts(_backward) on it.
+  Status expertParallel(const ir::Node& n, const sharding::NodeSharding& ns, std::string& target,
+                        std::vector<ir::NamedArgument>& args);
   // Error when `n` is a view whose operand is sharded unevenly and whose
   // local result would not hold the operand's local elements.
   Status checkUnevenView(const ir::Node& n, const sharding::NodeSharding& ns);

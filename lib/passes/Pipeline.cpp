@@ -8,6 +8,7 @@
 
 #include "passes/Expand.h"
 #include "passes/ExpandLossParallel.h"
+#include "passes/ExpertParallel.h"
 #include "passes/GraphPass.h"
 #include "passes/LayoutCost.h"
 #include "passes/Passes.h"
@@ -191,6 +192,7 @@ Expected<CompileResult> compileOne(pt2::Archive& archive, const schema::Placemen
                         runGraphPasses(archive, schema, options, timer, pipeline));
   const ir::ExportedProgram& source = archive.program;
   r.notes = placements.notes;
+  SPMD_RETURN_IF_ERROR(checkExpertPlacements(source, placements).withContext(archive.path));
 
   sharding::PropagationOptions popts;
   popts.cost = options.cost;

@@ -46,6 +46,14 @@ struct CommOptions {
 struct CommStats {
   int64_t collectives = 0;
   int64_t bytesSent = 0;
+  /// Per global expert, the tokens this rank routed to it (every MoE
+  /// experts forward, summed over layers and steps; MoeOps.cpp).
+  std::vector<int64_t> expertTokens;
+  /// Bytes the MoE experts kernels sent (their all-to-alls, part of
+  /// bytesSent), and what torchtitan's expert parallelism would send for
+  /// the same routing: 2 (rows out + rows back) * hidden * element size.
+  int64_t moeBytesSent = 0;
+  int64_t moeTorchtitanBytes = 0;
 };
 
 /// A rank's view of the mesh: coordinates and one process group per axis.

@@ -64,6 +64,9 @@ struct RankStats {
   double stepSeconds = 0;
   double loadSeconds = 0;
   RankMemory memory;
+  std::vector<int64_t> expertTokens;  // MoE: tokens this rank routed to each expert, all steps
+  int64_t moeBytes = 0;               // MoE all-to-alls, per execution
+  int64_t moeTorchtitanBytes = 0;     // what torchtitan's ep would send, per execution
 };
 
 // The statistics of this node's ranks (those whose file is readable).
@@ -75,8 +78,12 @@ std::vector<RankStats> readRankStats(const std::string& dir, const DistributedOp
     std::ifstream f(dir + "/rank" + std::to_string(s.rank));
     RankMemory& m = s.memory;
     if (f >> s.bytesSent >> s.stepSeconds >> m.stateBytes >> m.peakBytes >> m.rssGrowthBytes >>
-        m.reservedBytes >> s.loadSeconds)
+        m.reservedBytes >> s.loadSeconds) {
+      size_t experts = 0;
+      if (f >> s.moeBytes >> s.moeTorchtitanBytes >> experts) s.expertTokens.resize(experts);
+      for (int64_t& t : s.expertTokens) f >> t;
       out.push_back(s);
+    }
   }
   return out;
 }
@@ -102,6 +109,37 @@ std::string memoryLine(const std::vector<RankStats>& stats, int64_t predicted) {
   }
   if (most.reservedBytes > 0) line += ", reserved " + withCommas(most.reservedBytes) + " B";
   return line + ", RSS growth " + withCommas(most.rssGrowthBytes) + " B\n";
+}
+
+// "  moe: tokens per expert per step (all ranks, all MoE layers): [12, 0,
+// 4, ...]" for a program with MoE experts; "" otherwise.
+std::string expertTokensLine(const std::vector<RankStats>& stats, int64_t runs) {
+  std::vector<int64_t> total;
+  for (const RankStats& s : stats) {
+    if (total.size() < s.expertTokens.size()) total.resize(s.expertTokens.size(), 0);
+    for (size_t e = 0; e < s.expertTokens.size(); ++e) total[e] += s.expertTokens[e];
+  }
+  if (total.empty()) return "";
+  int64_t bytes = 0, torchtitan = 0;
+  for (const RankStats& s : stats) {
+    bytes = std::max(bytes, s.moeBytes);
+    torchtitan = std::max(torchtitan, s.moeTorchtitanBytes);
+  }
+  std::string line = "  moe: tokens per expert per step (all ranks, all MoE layers): [";
+  for (size_t e = 0; e < total.size(); ++e) {
+    char v[32];
+    std::snprintf(v, sizeof v, "%s%g", e ? ", " : "",
+                  static_cast<double>(total[e]) / static_cast<double>(runs));
+    line += v;
+  }
+  line += "]\n";
+  if (torchtitan > 0) {
+    char ratio[32];
+    std::snprintf(ratio, sizeof ratio, "%.2f", static_cast<double>(bytes) / static_cast<double>(torchtitan));
+    line += "  moe: all-to-all " + withCommas(bytes) + " B sent per rank per step (max); torchtitan's ep " +
+            withCommas(torchtitan) + " B for the same routing (x" + ratio + ")\n";
+  }
+  return line;
 }
 
 // Writes --profile: {"format": 1, "program": <file name>, "mesh": [sizes],
@@ -270,6 +308,7 @@ int runDistributed(const DistributedOptions& o, std::ostream& out, std::ostream&
                 withCommas(maxBytes).c_str());
   if (!o.quiet) out << line;
   if (!o.quiet && !stats.empty()) out << memoryLine(stats, o.predictPeakBytes ? o.predictPeakBytes(p) : 0);
+  if (!o.quiet) out << expertTokensLine(stats, std::max(o.steps, 1) * std::max(o.repeat, 1));
   if (!verifying || o.nodeRank != 0) return 0;
   return verifyOutputs(o, output, out, err);
 }
@@ -367,6 +406,10 @@ int runWorker(const DistributedOptions& o, std::ostream& err) {
     const RankMemory& m = r->memory;
     f << r->stats.bytesSent / runs << " " << r->stepSeconds << " " << m.stateBytes << " " << m.peakBytes
       << " " << m.rssGrowthBytes << " " << m.reservedBytes << " " << r->loadSeconds << "\n";
+    f << r->stats.moeBytesSent / runs << " " << r->stats.moeTorchtitanBytes / runs << " "
+      << r->stats.expertTokens.size();  // MoE: bytes per execution, tokens per expert over every step
+    for (int64_t t : r->stats.expertTokens) f << " " << t;
+    f << "\n";
   }
   finishRendezvous(*store, *env, o.timeoutSeconds);
   return 0;

@@ -12,6 +12,7 @@
 
 #include "runtime/CollectiveOps.h"
 #include "runtime/MemoryMeter.h"
+#include "runtime/MoeOps.h"
 #include "serialize/ToText.h"
 
 #include <ATen/core/Tensor.h>
@@ -118,6 +119,7 @@ Status Executor::prepareNode(const ir::Node& node, const std::vector<int>& lastU
   const c10::FunctionSchema* schema = nullptr;
   const LocalOp* builtin = findBuiltin(node.target());
   if (!builtin) builtin = findCollective(node.target());
+  if (!builtin) builtin = findMoeOp(node.target());
   if (builtin) {
     step.kernel = builtin->kernel;
     step.source = KernelSource::Builtin;

@@ -49,10 +49,13 @@ struct Candidate {
 // is split strided); nullopt when the tensor lacks it.
 std::optional<Placement> placementOf(const DimFactors& dims, int f, const OpShardingRule& rule,
                                      int64_t subsplit = 1) {
+  // An exchange factor's kernel takes whichever rows a rank holds: a plain
+  // shard whatever factors are major to it (see Factor::exchange).
+  bool exchange = rule.factors[static_cast<size_t>(f)].exchange;
   for (size_t d = 0; d < dims.size(); ++d) {
     int64_t sf = 1;
     for (int g : dims[d]) {
-      if (g == f) return Placement::stridedShard(static_cast<int64_t>(d), sf * subsplit);
+      if (g == f) return Placement::stridedShard(static_cast<int64_t>(d), exchange ? 1 : sf * subsplit);
       sf *= rule.factors[static_cast<size_t>(g)].size;
     }
   }
@@ -162,6 +165,7 @@ class NodePlanner {
       if (pg < 0 || pg > pf) return false;
       k *= mesh_.size(e);
     }
+    if (rule_.factors[static_cast<size_t>(f)].exchange) return true;  // plain S(d) under the earlier splits
     if (p.splitFactor % k != 0) return false;
     p.splitFactor /= k;
     return true;
@@ -282,6 +286,15 @@ class NodePlanner {
     return true;
   }
 
+  // Whether the operand that asks for exchange factor f's split arrives
+  // split by it on axis `a` (see Factor::exchangeOperand).
+  bool exchangeAsked(int f, int64_t a) const {
+    int i = rule_.factors[static_cast<size_t>(f)].exchangeOperand;
+    if (i < 0 || static_cast<size_t>(i) >= operands_.size()) return false;
+    auto p = placementOf(rule_.operands[static_cast<size_t>(i)], f, rule_);
+    return p && cur(static_cast<size_t>(i), a) == *p;
+  }
+
   void addFactorCandidate(int64_t a, int f, int64_t subsplit, std::vector<Candidate>& out) {
     int64_t n = mesh_.size(a);
     {
@@ -292,8 +305,10 @@ class NodePlanner {
         if (axisFactor_[static_cast<size_t>(e)] == f) already *= mesh_.size(e);
       bool even = fac.size % (already * n * subsplit) == 0;
       // Uneven: torch.chunk of the factor, or of each of its subsplit rows.
-      if (!even && (fac.size % subsplit != 0 || !unevenOk(f))) return;
+      // An exchange factor's dims differ in size: only even splits.
+      if (!even && (fac.exchange || fac.size % subsplit != 0 || !unevenOk(f))) return;
       if (subsplit != 1 && already != 1) return;  // nested strided shards are not supported
+      if (fac.exchange && (already != 1 || !exchangeAsked(f, a))) return;
       bool reduction = fac.kind == FactorKind::Reduction;
       Candidate c;
       c.operands.reserve(operands_.size());

@@ -45,6 +45,13 @@ int RuleBuilder::factor(int64_t size, FactorKind kind, ReduceOp reduce) {
   return static_cast<int>(rule_.factors.size()) - 1;
 }
 
+int RuleBuilder::exchangeFactor(int64_t size, int operand) {
+  int f = factor(size);
+  rule_.factors.back().exchange = true;
+  rule_.factors.back().exchangeOperand = operand;
+  return f;
+}
+
 // Appends `f` to dim `dim` of tensor `i` of `tensors`; out of range (a
 // node the verifier did not see) records an error for build().
 static void addToDim(std::vector<DimFactors>& tensors, int i, int64_t dim, int f, const char* what,
@@ -110,6 +117,9 @@ Expected<OpShardingRule> RuleBuilder::build() {
       for (size_t d = 0; d < tensors[i].size(); ++d) {
         int64_t product = 1;
         bool overflow = false;
+        bool exchange = false;
+        for (int f : tensors[i][d]) exchange |= rule_.factors[static_cast<size_t>(f)].exchange;
+        if (exchange) continue;  // its dims differ in size by design
         for (int f : tensors[i][d])
           overflow |= __builtin_mul_overflow(product, rule_.factors[static_cast<size_t>(f)].size, &product);
         bool ok = tensors[i][d].empty() || (!overflow && product == shapes[i][d]);
@@ -189,6 +199,7 @@ std::string OpShardingRule::str() const {
       s += ')';
     }
     if (factors[f].kind == FactorKind::NeedReplication) s += " replicated";
+    if (factors[f].exchange) s += " exchange";
   }
   s += '}';
   if (linearity != Linearity::None) {

@@ -35,6 +35,16 @@ struct Factor {
   int64_t size = 1;  ///< global size (trace-time hint when symbolic)
   FactorKind kind = FactorKind::PassThrough;
   ReduceOp reduce = ReduceOp::Sum;  ///< pending op of results lacking a sharded reduction factor
+  /// An exchange factor spans dims of different sizes that split together
+  /// over one axis, the op's kernel exchanging data between the ranks (MoE
+  /// experts: tokens and experts on the ep axis, rules/moe.cpp). `size` is
+  /// the gcd of those dims: it divides over an axis exactly when each does.
+  bool exchange = false;
+  /// For an exchange factor: the operand whose layout asks for the
+  /// exchange; the factor is split only over axes where that operand
+  /// arrives split by it (the experts placed on ep), never over another
+  /// axis that would merely slice it.
+  int exchangeOperand = -1;
 };
 
 /// Per tensor dim, the factors composing it, major first; an empty list is a
@@ -84,6 +94,9 @@ class RuleBuilder {
 
   /// Adds a factor; returns its index.
   int factor(int64_t size, FactorKind kind = FactorKind::PassThrough, ReduceOp reduce = ReduceOp::Sum);
+  /// Adds an exchange factor (see Factor::exchange) of size `size`, split
+  /// only where operand `operand` arrives split by it.
+  int exchangeFactor(int64_t size, int operand);
   /// Appends factor `f` (as the next-minor factor) to dim `dim` of operand `i`.
   /// An operand or dim out of range (a malformed node) makes build() fail.
   RuleBuilder& operand(int i, int64_t dim, int f);

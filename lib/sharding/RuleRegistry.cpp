@@ -33,6 +33,7 @@ void registerAllRules(RuleRegistry& r) {
   registerIndexingRules(r);
   registerMatmulRules(r);
   registerMetaRules(r);
+  registerMoeRules(r);
   registerMovementRules(r);
   registerNormRules(r);
   registerPointwiseRules(r);

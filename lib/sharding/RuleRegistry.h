@@ -43,6 +43,7 @@ void registerFactoryRules(RuleRegistry& r);
 void registerIndexingRules(RuleRegistry& r);
 void registerMatmulRules(RuleRegistry& r);
 void registerMetaRules(RuleRegistry& r);
+void registerMoeRules(RuleRegistry& r);
 void registerMovementRules(RuleRegistry& r);
 void registerNormRules(RuleRegistry& r);
 void registerPointwiseRules(RuleRegistry& r);

@@ -206,13 +206,14 @@ def _has_cpp_kernel(op):
 
 
 def python_only_ops(program):
-    """The OpOverloads program calls outside aten and prims that have no C++ kernel."""
+    """The OpOverloads program calls outside aten and prims that have no C++
+    kernel (spmdc's own ops, experts.py, spmd-run runs itself)."""
     ops = {}
     graphs = [m.graph for m in program.graph_module.modules() if isinstance(m, torch.fx.GraphModule)]
     for node in (n for g in graphs for n in g.nodes):  # subgraphs of higher-order ops included
         op = node.target
         if node.op == "call_function" and isinstance(op, torch._ops.OpOverload) \
-                and op.namespace not in ("aten", "prims") and op not in ops:
+                and op.namespace not in ("aten", "prims", "spmdc") and op not in ops:
             ops[op] = _has_cpp_kernel(op)
     return [op for op, cpp in ops.items() if not cpp]
 

@@ -194,7 +194,7 @@ def _why_not(gm):
         if node.op != "call_function" or node.target is operator.getitem:  # getitem: a multi-output op's element
             continue
         target = node.target
-        if not isinstance(target, torch._ops.OpOverload) or target.namespace != "aten":
+        if not isinstance(target, torch._ops.OpOverload) or target.namespace not in ("aten", "spmdc"):
             return f"{target} is not an ATen op"
         if target._schema.is_mutable:
             return f"{target} mutates its input"

@@ -1,0 +1,44 @@
+// Expert parallelism in the expansion (rules/moe.cpp): a MoE experts node
+// whose layout splits tokens and experts over a mesh axis becomes the
+// runtime's exchanging kernel on that axis, given the global expert count
+// (the local expert i of rank r is global expert r * E / n + i):
+//
+//   spmdc.moe_experts.default(x=%x, indices=%i, weights=%w, w1=%a, w2=%b, w3=%c)
+//     -> spmd.moe_experts(x=%x, indices=%i, weights=%w, w1=%a, w2=%b, w3=%c, axis="ep", experts=8)
+//
+// and spmdc.moe_experts_backward.default likewise. Unsharded nodes stay as
+// they are (spmd-run runs them on each rank's whole token set).
+#include "passes/Expander.h"
+
+namespace spmd::passes::detail {
+
+Status Expander::expertParallel(const ir::Node& n, const sharding::NodeSharding& ns, std::string& target,
+                                std::vector<ir::NamedArgument>& args) {
+  bool forward = n.target() == "spmdc.moe_experts.default";
+  if (!forward && n.target() != "spmdc.moe_experts_backward.default") return Status::ok();
+  size_t w1 = forward ? 3 : 4;  // the stacked w1 among the tensor operands
+  auto operands = sharding::tensorOperands(n);
+  if (ns.operands.size() <= w1 || operands.size() <= w1) return Status::ok();
+  const ShardingSpec& spec = ns.operands[w1];
+  int64_t axis = -1;
+  for (int64_t a = 0; a < mesh_.numAxes(); ++a)
+    if (spec.placements[static_cast<size_t>(a)].isShard(0)) axis = a;
+  if (axis < 0) return Status::ok();
+  const ir::Dim& e = operands[w1]->type().sizes[0];
+  // The planner splits the exchange factor evenly only; a layout that
+  // reached here otherwise is a compiler bug, not the user's.
+  SPMD_CHECK(e.isStatic() && e.value() % mesh_.size(axis) == 0);
+  const std::string& name = mesh_.axisNames()[static_cast<size_t>(axis)];
+  if (in_.notes && forward)
+    in_.notes->push_back("%" + n.name() + ": expert parallel over " + name + " (" +
+                         std::to_string(e.value() / mesh_.size(axis)) +
+                         " experts per rank): tokens and results exchanged by all-to-all with run-time "
+                         "splits, forward and backward (not in the collective counts: the bytes depend on "
+                         "the routing; spmd-run reports tokens per expert)");
+  target = forward ? "spmd.moe_experts" : "spmd.moe_experts_backward";
+  args.push_back({"axis", stringArg(name), false});
+  args.push_back({"experts", Argument::integer(e.value()), false});
+  return Status::ok();
+}
+
+}  // namespace spmd::passes::detail
