@@ -9,6 +9,7 @@
 #include "runtime/Worker.h"
 
 using namespace spmd;
+using spmd::testing::adamw;
 using spmd::testing::compileTo;
 using spmd::testing::modelDir;
 using spmd::testing::readBytes;
@@ -19,13 +20,6 @@ namespace fs = std::filesystem;
 namespace {
 
 const std::string kRun = SPMD_RUN_PATH;
-
-passes::OptimizerOptions adamw() {
-  passes::OptimizerOptions o;
-  o.kind = "adamw";
-  o.lr = 1e-2;
-  return o;
-}
 
 // The loss log without its timings: "{"step": 0, "loss": 1.25" per line.
 std::string lossesOf(const std::string& path) {
@@ -70,7 +64,7 @@ void writeJson(const std::string& path, const nlohmann::json& j) { std::ofstream
 
 TEST_CASE("resuming with a batch folder continues from the saved step's batch, bit for bit") {
   TempDir dir;
-  compileTo("mlp_train", "fsdp", {2}, dir.file("p.spmd"), adamw());
+  compileTo("mlp_train", "fsdp", {2}, dir.file("p.spmd"), adamw(0.0));
   std::string run = kRun + " -n 2 -q " + dir.file("p.spmd") + " --inputs " + batchFolder(dir);
   auto whole = runCommand(run + " --steps 4 --loss-log " + dir.file("whole.jsonl"));
   INFO(whole.stderrText);
@@ -90,7 +84,7 @@ TEST_CASE("resuming with a batch folder continues from the saved step's batch, b
 
 TEST_CASE("a damaged, incomplete or foreign checkpoint is refused with one line naming what is wrong") {
   TempDir dir;
-  compileTo("mlp_train", "fsdp", {2}, dir.file("p.spmd"), adamw());
+  compileTo("mlp_train", "fsdp", {2}, dir.file("p.spmd"), adamw(0.0));
   REQUIRE(trainThreaded(dir.file("p.spmd"), 1, dir.file("good"), "").empty());
   std::string good = dir.file("good") + "/step-1";
   REQUIRE(fs::exists(good + "/index.json"));
@@ -176,7 +170,7 @@ TEST_CASE("a damaged, incomplete or foreign checkpoint is refused with one line 
 
 TEST_CASE("a NaN loss is logged as null, and NaN weights are not saved: latest stays on the last good step") {
   TempDir dir;
-  compileTo("mlp_train", "fsdp", {2}, dir.file("p.spmd"), adamw());
+  compileTo("mlp_train", "fsdp", {2}, dir.file("p.spmd"), adamw(0.0));
   auto in = runtime::readTensors(modelDir("mlp_train") + "/inputs.safetensors");
   REQUIRE(in.hasValue());
   runtime::TensorMap nan = *in;

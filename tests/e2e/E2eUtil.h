@@ -20,6 +20,15 @@ namespace spmd::testing {
 
 inline std::string modelDir(const std::string& m) { return std::string(SPMD_TESTDATA_DIR) + "/pt2/" + m; }
 
+/// AdamW at lr 1e-2 (and `weightDecay`, decoupled), the tests' optimizer.
+inline passes::OptimizerOptions adamw(double weightDecay = 1e-2) {
+  passes::OptimizerOptions o;
+  o.kind = "adamw";
+  o.lr = 1e-2;
+  o.weightDecay = weightDecay;
+  return o;
+}
+
 /// Compiles model `m` under `schema` (a preset name or a path relative to
 /// the source tree) on `mesh` into `out`.
 inline void compileTo(const std::string& m, std::string schema, std::vector<int64_t> mesh,

@@ -12,6 +12,7 @@
 #include "runtime/Worker.h"
 
 using namespace spmd;
+using spmd::testing::adamw;
 using spmd::testing::compileTo;
 using spmd::testing::modelDir;
 using spmd::testing::TempDir;
@@ -19,14 +20,6 @@ using spmd::testing::TempDir;
 namespace {
 
 const char* kSchema = "testdata/schemas/llama_loss_parallel.json";
-
-passes::OptimizerOptions adamw() {
-  passes::OptimizerOptions o;
-  o.kind = "adamw";
-  o.lr = 1e-2;
-  o.weightDecay = 1e-2;
-  return o;
-}
 
 passes::CompileResult compileLlama(const std::string& schemaPath, std::vector<int64_t> mesh) {
   auto archive = pt2::readArchive(modelDir("llama_train") + "/model.pt2");

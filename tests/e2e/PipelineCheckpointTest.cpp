@@ -10,6 +10,7 @@
 #include "runtime/Worker.h"
 
 using namespace spmd;
+using spmd::testing::adamw;
 using spmd::testing::compileTo;
 using spmd::testing::modelDir;
 using spmd::testing::runCommand;
@@ -35,14 +36,6 @@ void compileSchemaText(const std::string& m, const std::string& schemaJson, cons
   passes::OptimizerWeightSource weights(archiveWeights, r->program);
   Status st = program::writeProgram(out, r->program, weights);
   if (!st.isOk()) FAIL(st.message());
-}
-
-passes::OptimizerOptions adamw() {
-  passes::OptimizerOptions o;
-  o.kind = "adamw";
-  o.lr = 1e-2;
-  o.weightDecay = 1e-2;
-  return o;
 }
 
 // mlp_train cut after fc1 into 2 stages of 2 data-parallel ranks, 4 microbatches.

@@ -8,19 +8,12 @@
 #include "runtime/Worker.h"
 
 using namespace spmd;
+using spmd::testing::adamw;
 using spmd::testing::compileTo;
 using spmd::testing::modelDir;
 using spmd::testing::TempDir;
 
 namespace {
-
-passes::OptimizerOptions adamw() {
-  passes::OptimizerOptions o;
-  o.kind = "adamw";
-  o.lr = 1e-2;
-  o.weightDecay = 1e-2;
-  return o;
-}
 
 struct Run {
   std::vector<double> losses;

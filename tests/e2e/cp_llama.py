@@ -44,6 +44,9 @@ import sys
 import tempfile
 from pathlib import Path
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from hf_llama_sp_lp import collectives  # noqa: E402  (count and bytes of each collective kind in a report)
+
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
@@ -164,15 +167,6 @@ def schema(mesh, cp=True):
     if "fsdp" in mesh:
         s["preset"] = "fsdp"
     return s
-
-
-def collectives(report):
-    kinds = {}
-    for c in report.get("collectives", []):
-        k = kinds.setdefault(c["kind"], [0, 0])
-        k[0] += 1
-        k[1] += c.get("bytes_per_rank", 0)
-    return kinds
 
 
 def compare(got_path, want_path):
