@@ -191,11 +191,14 @@ void registerReductionRules(RuleRegistry& r) {
   r.add("aten.cumsum.default", pointwiseExceptDims("dim", Linearity::Each, {0}));
   r.add("aten.histc.default", histcRule);
   r.add("aten.log_softmax.int", pointwiseExceptDims("dim"));
+  // A whole-tensor max or min (no dim): a pending max or min, as amax.
+  r.add("aten.max.default", reduce(nullptr, FactorKind::Reduction, ReduceOp::Max, Linearity::None));
   r.add("aten.max.dim", whole);  // values with indices: no pending form
   r.add("aten.mean.default", reduce(nullptr, FactorKind::Reduction, ReduceOp::Avg, Linearity::Each));
   r.add("aten.mean.dim", reduce("dim", FactorKind::Reduction, ReduceOp::Avg, Linearity::Each));
   r.add({"aten.median.dim", "aten.mode.default", "aten.nanmedian.dim"}, whole);
   r.add({"aten.median.default", "aten.nanmedian.default"}, wholeAll);
+  r.add("aten.min.default", reduce(nullptr, FactorKind::Reduction, ReduceOp::Min, Linearity::None));
   r.add("aten.min.dim", whole);
   r.add("aten.nll_loss_backward.default", nllLossBackwardRule);
   r.add("aten.nll_loss_forward.default", lossRule);
