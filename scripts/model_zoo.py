@@ -1039,7 +1039,8 @@ def main():
     a = ap.parse_args()
     if a.list:
         for n, s in MODELS.items():
-            print(f"{n:24s} {s['source']:12s} {s['kind']}" + ("  (quick)" if n in QUICK else ""))
+            print(f"{n:24s} {s['source']:12s} {s['kind']}" + ("  (quick)" if n in QUICK else "")
+                  + ("  (discovered)" if discovered(n) else ""))
         return 0
     if a.render:
         with open(a.render) as f:

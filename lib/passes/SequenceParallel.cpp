@@ -243,7 +243,8 @@ Expected<SequenceParallelPlan> findSequenceParallelPlan(const ir::Graph& g, std:
   if (plan.stream.empty())
     return Status::error(
         "found no transformer block: no norm (a mean over the last dim, layer_norm or rms_norm) whose input "
-        "also feeds a residual add");
+        "also feeds a residual add; drop the \"sequence_parallel\" field, or the tp_plan's sequence_parallel "
+        "entries, to run tensor parallelism without it");
   std::sort(plan.stream.begin(), plan.stream.end(), [](auto* a, auto* b) { return a->id() < b->id(); });
   for (const ir::Value* x : plan.stream) addEmbeddingGrads(g, *x, plan);
   for (ir::Value* b : plan.blockOutputs) addBlockOutputGrad(*b, plan);

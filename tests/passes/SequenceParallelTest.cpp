@@ -194,7 +194,8 @@ TEST_CASE("SP refuses what it cannot do, naming the schema and the fix") {
   CHECK_THAT(error("mlp", R"js({"version": 1, "mesh": {"shape": [2], "axes": ["tp"]},
                                 "sequence_parallel": "tp"})js",
                    {2}),
-             Catch::Contains(s + ": /sequence_parallel: sequence parallelism: found no transformer block"));
+             Catch::Contains(s + ": /sequence_parallel: sequence parallelism: found no transformer block") &&
+                 Catch::EndsWith("to run tensor parallelism without it"));
   CHECK_THAT(error("llama", R"js({"version": 1, "mesh": {"shape": [2], "axes": ["tp"]},
                                   "sequence_parallel": {"axis": "tp", "dim": 2}})js",
                    {2}),
