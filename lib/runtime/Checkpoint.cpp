@@ -25,15 +25,6 @@ std::string keyOf(int64_t step, const std::string& what) {
   return "spmd/ckpt/" + std::to_string(step) + "/" + what;
 }
 
-std::string getString(c10d::Store& store, const std::string& key) {
-  std::vector<uint8_t> v = store.get(key);
-  return {v.begin(), v.end()};
-}
-
-void setString(c10d::Store& store, const std::string& key, const std::string& value) {
-  store.set(key, std::vector<uint8_t>(value.begin(), value.end()));
-}
-
 // Waits until every rank has added itself to `key`.
 void barrier(c10d::Store& store, const std::string& key, int64_t world) {
   if (store.add(key, 1) == world) store.set(key + "/all", std::vector<uint8_t>{1});
@@ -112,7 +103,7 @@ Expected<CheckpointIndex> buildIndex(const program::Program& p, int64_t step, c1
   CheckpointIndex index{step, p.mesh, {}};
   std::vector<json> sums;
   for (int64_t r = 0; r < saver.world; ++r)
-    sums.push_back(json::parse(getString(store, keyOf(step, "sums/" + std::to_string(r))))["sums"]);
+    sums.push_back(json::parse(storeGetString(store, keyOf(step, "sums/" + std::to_string(r))))["sums"]);
   int64_t ranks = p.mesh.numRanks();
   for (const auto& w : p.weights) {
     WeightRecord rec{w.fqn, w.spec, w.globalShape, w.dtype, {}};
@@ -143,7 +134,7 @@ Expected<CheckpointIndex> buildIndex(const program::Program& p, int64_t step, c1
 // Every rank: the first error any rank reported for this save, or OK.
 Status anyRankFailed(c10d::Store& store, int64_t step, int64_t world) {
   for (int64_t r = 0; r < world; ++r) {
-    json j = json::parse(getString(store, keyOf(step, "sums/" + std::to_string(r))));
+    json j = json::parse(storeGetString(store, keyOf(step, "sums/" + std::to_string(r))));
     if (j.contains("error"))
       return Status::error("rank " + std::to_string(r) + ": " + j["error"].get<std::string>());
   }
@@ -173,7 +164,7 @@ void writeRankFile(const std::string& folder, const Saver& saver, const TensorMa
     return syncDirectory(folder);
   });
   json report = st.isOk() ? json{{"sums", sums}} : json{{"error", st.message()}};
-  setString(store, keyOf(step, "sums/" + std::to_string(saver.key)), report.dump());
+  storeSetString(store, keyOf(step, "sums/" + std::to_string(saver.key)), report.dump());
 }
 
 // Rank 0, once every rank file is complete: the index, then `latest`.
@@ -185,7 +176,7 @@ Status commit(const std::string& dir, const std::string& name, const program::Pr
   SPMD_RETURN_IF_ERROR(syncDirectory(folder));
   SPMD_RETURN_IF_ERROR(writeFileAtomic(dir + "/latest", name + "\n"));
   SPMD_RETURN_IF_ERROR(syncDirectory(dir));
-  setString(store, keyOf(step, "prune"), pruneList(dir, name, keep).dump());
+  storeSetString(store, keyOf(step, "prune"), pruneList(dir, name, keep).dump());
   return Status::ok();
 }
 
@@ -193,7 +184,7 @@ Status commit(const std::string& dir, const std::string& name, const program::Pr
 // then rank 0 the folders (with per-node disks, other nodes' folders go
 // when their last file does).
 void prune(const std::string& dir, const Saver& saver, int64_t step, c10d::Store& store) {
-  json names = json::parse(getString(store, keyOf(step, "prune")));
+  json names = json::parse(storeGetString(store, keyOf(step, "prune")));
   std::error_code ec;
   for (const auto& n : names) fs::remove(dir + "/" + n.get<std::string>() + "/" + saver.file, ec);
   barrier(store, keyOf(step, "pruned"), saver.world);
@@ -234,18 +225,18 @@ Status saveCheckpoint(const std::string& dir, const program::Program& program, i
         name = chooseFolder(dir, step);
         return Status::ok();
       });
-      setString(store, keyOf(step, "name"), name);
+      storeSetString(store, keyOf(step, "name"), name);
     }
-    std::string name = getString(store, keyOf(step, "name"));
+    std::string name = storeGetString(store, keyOf(step, "name"));
     writeRankFile(dir + "/" + name, saver, mine, step, store);
     barrier(store, keyOf(step, "written"), world);
     Status failed = anyRankFailed(store, step, world);
     if (saver.key == 0 && failed.isOk()) {
       Status st = guarded([&] { return commit(dir, name, program, step, store, keep, saver); });
-      setString(store, keyOf(step, "committed"), st.isOk() ? "" : st.message());
+      storeSetString(store, keyOf(step, "committed"), st.isOk() ? "" : st.message());
     }
     if (!failed.isOk()) return failed.withContext(dir + ": checkpoint not saved");
-    std::string committed = getString(store, keyOf(step, "committed"));
+    std::string committed = storeGetString(store, keyOf(step, "committed"));
     if (!committed.empty()) return Status::error(dir + ": checkpoint not saved: " + committed);
     prune(dir, saver, step, store);
   } catch (const std::exception& e) {
@@ -253,6 +244,15 @@ Status saveCheckpoint(const std::string& dir, const program::Program& program, i
     return Status::error(dir + ": cannot save the checkpoint: " + what.substr(0, what.find('\n')));
   }
   return Status::ok();
+}
+
+std::string storeGetString(c10d::Store& store, const std::string& key) {
+  std::vector<uint8_t> v = store.get(key);
+  return {v.begin(), v.end()};
+}
+
+void storeSetString(c10d::Store& store, const std::string& key, const std::string& value) {
+  store.set(key, std::vector<uint8_t>(value.begin(), value.end()));
 }
 
 Status agreeOnResume(c10d::Store& store, int64_t rank, int64_t world, const Status& mine) {

@@ -51,6 +51,11 @@ Status saveCheckpoint(const std::string& dir, const program::Program& program, i
                       const TensorMap& weights, int64_t step, c10d::Store& store, int keep = 2,
                       const StageSave* stages = nullptr);
 
+/// The string stored under `key` in `store` (waits for it), and its setter:
+/// how the ranks of a checkpoint save or resume agree (also DCP's).
+std::string storeGetString(c10d::Store& store, const std::string& key);
+void storeSetString(c10d::Store& store, const std::string& key, const std::string& value);
+
 /// Every rank of `world` learns whether all ranks loaded their checkpoint
 /// shards (`mine`: this rank's outcome): the first failing rank's error on
 /// every rank, so that none waits for the others in a collective.

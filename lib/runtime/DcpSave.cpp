@@ -11,6 +11,7 @@
 #include <filesystem>
 #include <nlohmann/json.hpp>
 
+#include "runtime/Checkpoint.h"
 #include "runtime/Dcp.h"
 #include "runtime/DcpInternal.h"
 #include "support/File.h"
@@ -22,15 +23,6 @@ using nlohmann::json;
 
 std::string keyOf(int64_t step, const std::string& what) {
   return "spmd/dcp/" + std::to_string(step) + "/" + what;
-}
-
-std::string getString(c10d::Store& store, const std::string& key) {
-  std::vector<uint8_t> v = store.get(key);
-  return {v.begin(), v.end()};
-}
-
-void setString(c10d::Store& store, const std::string& key, const std::string& value) {
-  store.set(key, std::vector<uint8_t>(value.begin(), value.end()));
 }
 
 std::string fileName(int64_t rank) { return "__" + std::to_string(rank) + "_0.distcp"; }
@@ -120,7 +112,7 @@ Expected<DcpMetadata> gather(const program::Program& p, c10d::Store& store, int6
     md.tensors[dcpKeysOf(w.fqn)[0]] = DcpTensor{w.dtype, w.globalShape, {}};
   }
   for (int64_t r = 0; r < p.mesh.numRanks(); ++r) {
-    json j = json::parse(getString(store, keyOf(step, "rank/" + std::to_string(r))));
+    json j = json::parse(storeGetString(store, keyOf(step, "rank/" + std::to_string(r))));
     if (j.contains("error"))
       return Status::error("rank " + std::to_string(r) + ": " + j["error"].get<std::string>());
     for (const json& rec : j["records"]) {
@@ -156,18 +148,20 @@ Status saveDcpCheckpoint(const std::string& dir, const program::Program& program
       std::error_code ec;
       fs::create_directories(dir, ec);
       fs::remove(dir + "/.metadata", ec);  // the old chunk files are about to change
-      setString(store, keyOf(step, "cleared"), "");
+      storeSetString(store, keyOf(step, "cleared"), "");
     }
     store.wait({keyOf(step, "cleared")});
     Status st = guarded([&]() -> Status {
       fs::create_directories(dir);
       SPMD_ASSIGN_OR_RETURN(ChunkFile file, buildFile(program, rank, weights));
       SPMD_RETURN_IF_ERROR(writeFileAtomic(dir + "/" + fileName(rank), file.bytes));
-      setString(store, keyOf(step, "rank/" + std::to_string(rank)), json{{"records", file.records}}.dump());
+      storeSetString(store, keyOf(step, "rank/" + std::to_string(rank)),
+                     json{{"records", file.records}}.dump());
       return Status::ok();
     });
     if (!st.isOk())
-      setString(store, keyOf(step, "rank/" + std::to_string(rank)), json{{"error", st.message()}}.dump());
+      storeSetString(store, keyOf(step, "rank/" + std::to_string(rank)),
+                     json{{"error", st.message()}}.dump());
     if (rank == 0) {
       std::vector<std::string> keys;
       for (int64_t r = 0; r < world; ++r) keys.push_back(keyOf(step, "rank/" + std::to_string(r)));
@@ -178,10 +172,10 @@ Status saveDcpCheckpoint(const std::string& dir, const program::Program& program
         SPMD_RETURN_IF_ERROR(writeFileAtomic(dir + "/.metadata", text));
         return syncDirectory(dir);
       });
-      setString(store, keyOf(step, "done"), done.isOk() ? "" : done.message());
+      storeSetString(store, keyOf(step, "done"), done.isOk() ? "" : done.message());
     }
     store.wait({keyOf(step, "done")});
-    std::string done = getString(store, keyOf(step, "done"));
+    std::string done = storeGetString(store, keyOf(step, "done"));
     if (!done.empty()) return Status::error(dir + ": DCP checkpoint not saved: " + done);
   } catch (const std::exception& e) {
     std::string what = e.what();
