@@ -29,12 +29,23 @@ inline passes::OptimizerOptions adamw(double weightDecay = 1e-2) {
   return o;
 }
 
+/// Compiles model `m` under the parsed schema `s` with `opts` into `out`.
+inline void compileSchemaTo(const std::string& m, const schema::PlacementSchema& s,
+                            const passes::CompileOptions& opts, const std::string& out) {
+  auto archive = pt2::readArchive(modelDir(m) + "/model.pt2");
+  REQUIRE(archive.hasValue());
+  auto r = passes::compile(*archive, s, opts);
+  if (!r) FAIL(r.status().message());
+  program::ArchiveWeightSource archiveWeights(*archive);
+  passes::OptimizerWeightSource weights(archiveWeights, r->program);
+  Status st = program::writeProgram(out, r->program, weights);
+  if (!st.isOk()) FAIL(st.message());
+}
+
 /// Compiles model `m` under `schema` (a preset name or a path relative to
 /// the source tree) on `mesh` into `out`.
 inline void compileTo(const std::string& m, std::string schema, std::vector<int64_t> mesh,
                       const std::string& out, const passes::OptimizerOptions& optimizer = {}) {
-  auto archive = pt2::readArchive(modelDir(m) + "/model.pt2");
-  REQUIRE(archive.hasValue());
   if (std::filesystem::exists(std::string(SPMD_SOURCE_DIR) + "/" + schema))
     schema = std::string(SPMD_SOURCE_DIR) + "/" + schema;
   auto s = schema::loadSchemaOrPreset(schema);
@@ -42,12 +53,7 @@ inline void compileTo(const std::string& m, std::string schema, std::vector<int6
   passes::CompileOptions opts;
   opts.mesh = mesh;
   opts.optimizer = optimizer;
-  auto r = passes::compile(*archive, *s, opts);
-  if (!r) FAIL(r.status().message());
-  program::ArchiveWeightSource archiveWeights(*archive);
-  passes::OptimizerWeightSource weights(archiveWeights, r->program);
-  Status st = program::writeProgram(out, r->program, weights);
-  if (!st.isOk()) FAIL(st.message());
+  compileSchemaTo(m, *s, opts, out);
 }
 
 /// Relative error ||got - exp|| / ||exp||, in double.

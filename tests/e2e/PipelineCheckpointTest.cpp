@@ -24,18 +24,11 @@ const std::string kRun = SPMD_RUN_PATH;
 // Compiles model `m` under the schema JSON text `schemaJson` into `out`.
 void compileSchemaText(const std::string& m, const std::string& schemaJson, const std::string& out,
                        const passes::OptimizerOptions& optimizer) {
-  auto archive = pt2::readArchive(modelDir(m) + "/model.pt2");
-  REQUIRE(archive.hasValue());
   auto s = schema::parsePlacementSchema(schemaJson, "schema.json");
   if (!s) FAIL(s.status().message());
   passes::CompileOptions opts;
   opts.optimizer = optimizer;
-  auto r = passes::compile(*archive, *s, opts);
-  if (!r) FAIL(r.status().message());
-  program::ArchiveWeightSource archiveWeights(*archive);
-  passes::OptimizerWeightSource weights(archiveWeights, r->program);
-  Status st = program::writeProgram(out, r->program, weights);
-  if (!st.isOk()) FAIL(st.message());
+  spmd::testing::compileSchemaTo(m, *s, opts, out);
 }
 
 // mlp_train cut after fc1 into 2 stages of 2 data-parallel ranks, 4 microbatches.
