@@ -233,10 +233,7 @@ int runDistributed(const DistributedOptions& o, std::ostream& out, std::ostream&
   if (Status plan = pipeline::verifyPipeline(p); !plan.isOk())
     return fail(err, kBadInput, o.program + ": " + plan.message());
   if (p.pipeline && o.saveDcp && !o.save.empty())
-    return fail(err, kBadInput,
-                o.program +
-                    ": --save-dcp does not take pipelined programs yet: save with --save (a run "
-                    "without the pipeline reads that checkpoint too)");
+    return fail(err, kBadInput, o.program + ": " + kNoDcpSaveUnderPipeline);
   int64_t ranks = program::worldSize(p);
   if (static_cast<int64_t>(o.nproc) * o.nnodes != ranks)
     return fail(err, kBadInput,

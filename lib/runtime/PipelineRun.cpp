@@ -397,10 +397,7 @@ Expected<RankResult> runPipelineRank(const program::LoadedProgram& lp, int64_t r
   const program::Program& p = lp.program();
   auto where = [&](const Status& s) { return s.withContext("rank " + std::to_string(rank)); };
   SPMD_RETURN_IF_ERROR(pipeline::verifyPipeline(p));
-  if (options.saveDcp && !options.save.empty())
-    return Status::error(
-        "--save-dcp does not take pipelined programs yet: save with --save (a run without the pipeline "
-        "reads that checkpoint too)");
+  if (options.saveDcp && !options.save.empty()) return Status::error(kNoDcpSaveUnderPipeline);
   selectDevice(options.device);
   RankMemoryProbe memory(options.device);
   SPMD_ASSIGN_OR_RETURN(auto comm, MeshComm::createPipelined(store, p.mesh, p.pipeline->microbatchAxis,
@@ -455,8 +452,7 @@ Expected<RankResult> runPipelineRank(const program::LoadedProgram& lp, int64_t r
     seconds.push_back(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
     if (!std::isnan(loss)) result.losses.push_back(loss);
     if (options.onStep) options.onStep(firstStep + i, loss, seconds.back());
-    bool lastRun = i + 1 == runs;
-    if (!options.save.empty() && (lastRun || (options.saveEvery > 0 && (i + 1) % options.saveEvery == 0)))
+    if (options.savesAfter(i, runs))
       SPMD_RETURN_IF_ERROR(where(saveCheckpoint(options.save, ckpt.view, ckpt.rank, weights,
                                                 firstStep + i + 1, *store, options.keep, &ckpt.stages)));
   }

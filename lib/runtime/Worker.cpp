@@ -265,8 +265,7 @@ Expected<RankResult> runRank(const program::LoadedProgram& lp, int64_t rank,
     seconds.push_back(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
     if (loss != outputs->end()) result.losses.push_back(value);
     if (options.onStep) options.onStep(firstStep + i, value, seconds.back());
-    bool last = i + 1 == runs;
-    if (!options.save.empty() && (last || (options.saveEvery > 0 && (i + 1) % options.saveEvery == 0)))
+    if (options.savesAfter(i, runs))
       SPMD_RETURN_IF_ERROR(where(
           options.saveDcp
               ? saveDcpCheckpoint(options.save, p, rank, weights, firstStep + i + 1, *store)

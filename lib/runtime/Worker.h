@@ -25,6 +25,11 @@
 namespace spmd::runtime {
 
 /// Options of one rank.
+/// Why --save-dcp refuses a pipelined program (launcher and worker alike).
+inline constexpr const char* kNoDcpSaveUnderPipeline =
+    "--save-dcp does not take pipelined programs yet: save with --save (a run without the pipeline reads "
+    "that checkpoint too)";
+
 struct RankOptions {
   c10::Device device = c10::kCPU;
   CommOptions comm;
@@ -42,10 +47,15 @@ struct RankOptions {
   std::string resume;
   /// Save a sharded checkpoint to this folder after the last step.
   std::string save;
-  /// Write `save` as a PyTorch Distributed Checkpoint folder (Dcp.h) instead.
+  /// Write `save` as a PyTorch Distributed Checkpoint folder (Dcp.h) instead
+  /// (refused for pipelined programs, with kNoDcpSaveUnderPipeline).
   bool saveDcp = false;
   /// Also save after every `saveEvery` steps (0: only after the last).
   int saveEvery = 0;
+  /// Whether a run of `runs` steps saves after its step `i` (from 0).
+  bool savesAfter(int i, int runs) const {
+    return !save.empty() && (i + 1 == runs || (saveEvery > 0 && (i + 1) % saveEvery == 0));
+  }
   /// Step folders of `save` to keep (0: all).
   int keep = 2;
   /// Called on every rank after each step with the step number (counting
