@@ -31,19 +31,6 @@ void barrier(c10d::Store& store, const std::string& key, int64_t world) {
   store.wait({key + "/all"});
 }
 
-// "step-<N>" and "step-<N>-<k>" -> (N, k); nullopt for other names.
-std::optional<std::pair<int64_t, int64_t>> stepOfFolder(const std::string& name) {
-  if (name.rfind("step-", 0) != 0) return std::nullopt;
-  std::string rest = name.substr(5);
-  size_t dash = rest.find('-');
-  std::string n = rest.substr(0, dash), k = dash == std::string::npos ? "0" : rest.substr(dash + 1);
-  auto digits = [](const std::string& s) {
-    return !s.empty() && s.size() < 18 && s.find_first_not_of("0123456789") == std::string::npos;
-  };
-  if (!digits(n) || !digits(k)) return std::nullopt;
-  return std::make_pair(std::stoll(n), std::stoll(k));
-}
-
 // Rank 0: a fresh folder name for step `step` ("step-N", or "step-N-k" when
 // a complete "step-N" exists; an incomplete one, left by a crash, is reused).
 std::string chooseFolder(const std::string& dir, int64_t step) {
@@ -200,6 +187,18 @@ void prune(const std::string& dir, const Saver& saver, int64_t step, c10d::Store
 }
 
 }  // namespace
+
+std::optional<std::pair<int64_t, int64_t>> stepOfFolder(const std::string& name) {
+  if (name.rfind("step-", 0) != 0) return std::nullopt;
+  std::string rest = name.substr(5);
+  size_t dash = rest.find('-');
+  std::string n = rest.substr(0, dash), k = dash == std::string::npos ? "0" : rest.substr(dash + 1);
+  auto digits = [](const std::string& s) {
+    return !s.empty() && s.size() < 18 && s.find_first_not_of("0123456789") == std::string::npos;
+  };
+  if (!digits(n) || !digits(k)) return std::nullopt;
+  return std::make_pair(std::stoll(n), std::stoll(k));
+}
 
 Status saveCheckpoint(const std::string& dir, const program::Program& program, int64_t rank,
                       const TensorMap& weights, int64_t step, c10d::Store& store, int keep,

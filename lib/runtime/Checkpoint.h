@@ -20,6 +20,7 @@
 #include <torch/csrc/distributed/c10d/Store.hpp>
 
 #include <map>
+#include <optional>
 #include <string>
 
 #include "program/Program.h"
@@ -50,6 +51,10 @@ struct StageSave {
 Status saveCheckpoint(const std::string& dir, const program::Program& program, int64_t rank,
                       const TensorMap& weights, int64_t step, c10d::Store& store, int keep = 2,
                       const StageSave* stages = nullptr);
+
+/// "step-<N>" and "step-<N>-<k>" -> (N, k); nullopt for any other folder
+/// name (the step folders of --save, and of --save-dcp with --save-every).
+std::optional<std::pair<int64_t, int64_t>> stepOfFolder(const std::string& name);
 
 /// The string stored under `key` in `store` (waits for it), and its setter:
 /// how the ranks of a checkpoint save or resume agree (also DCP's).

@@ -12,8 +12,10 @@
 
 #include <filesystem>
 #include <memory>
+#include <optional>
 
 #include "io/MappedFile.h"
+#include "runtime/Checkpoint.h"
 #include "runtime/DcpInternal.h"
 #include "runtime/TypeMap.h"
 #include "support/File.h"
@@ -216,6 +218,26 @@ Expected<std::vector<DcpMatch>> matchDcpWeights(const DcpMetadata& md, const pro
 bool isDcpCheckpoint(const std::string& dir) {
   std::error_code ec;
   return fs::is_regular_file(dir + "/.metadata", ec);
+}
+
+Expected<std::string> resolveDcpFolder(const std::string& dir) {
+  if (isDcpCheckpoint(dir)) return dir;
+  std::error_code ec;
+  std::optional<std::pair<int64_t, int64_t>> best;
+  std::string found;
+  for (const auto& e : fs::directory_iterator(dir, ec)) {
+    std::string name = e.path().filename().string();
+    auto step = stepOfFolder(name);
+    if (step && isDcpCheckpoint(e.path().string()) && (!best || *step > *best)) {
+      best = step;
+      found = e.path().string();
+    }
+  }
+  if (!best)
+    return Status::error(dir +
+                         ": not a DCP checkpoint folder (no .metadata, and no step-<N> folder holding one; "
+                         "spmd-run's own checkpoints take --resume)");
+  return found;
 }
 
 Status checkDcpCheckpoint(const std::string& dir, const program::Program& program) {

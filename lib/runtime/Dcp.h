@@ -28,6 +28,13 @@ namespace spmd::runtime {
 /// True when `dir` is a folder holding a DCP `.metadata` file.
 bool isDcpCheckpoint(const std::string& dir);
 
+/// The DCP folder `--resume-dcp dir` means: `dir` itself when it holds a
+/// `.metadata`, else its complete step folder of the highest step (the
+/// "step-<N>" folders that `--save-dcp dir --save-every K` and torchtitan's
+/// checkpointer write; a folder without `.metadata`, left by a crash, is
+/// passed over). An error names `dir` when it is neither.
+Expected<std::string> resolveDcpFolder(const std::string& dir);
+
 /// What a launcher checks before starting workers: `dir`'s .metadata parses,
 /// every weight of `program` has a key of its global shape and dtype, and
 /// every chunk's bytes lie inside an existing file. Errors name the file and
@@ -50,5 +57,12 @@ Expected<int64_t> loadDcpCheckpoint(const std::string& dir, const program::Progr
 /// Errors (on every rank): I/O failures, a weight pending a reduction.
 Status saveDcpCheckpoint(const std::string& dir, const program::Program& program, int64_t rank,
                          const TensorMap& weights, int64_t step, c10d::Store& store);
+
+/// Periodic DCP saves (`--save-dcp root --save-every K`), laid out as
+/// torchtitan's checkpointer does: saveDcpCheckpoint into
+/// `root/step-<step>`, then rank 0 removes all but the newest `keep`
+/// complete step folders (0: keep all) and any incomplete older one.
+Status saveDcpStep(const std::string& root, const program::Program& program, int64_t rank,
+                   const TensorMap& weights, int64_t step, c10d::Store& store, int keep);
 
 }  // namespace spmd::runtime

@@ -8,6 +8,7 @@
 #include <ATen/ATen.h>
 #include <torch/csrc/jit/serialization/pickle.h>
 
+#include <algorithm>
 #include <filesystem>
 #include <nlohmann/json.hpp>
 
@@ -180,6 +181,34 @@ Status saveDcpCheckpoint(const std::string& dir, const program::Program& program
   } catch (const std::exception& e) {
     std::string what = e.what();
     return Status::error(dir + ": cannot save the DCP checkpoint: " + what.substr(0, what.find('\n')));
+  }
+  return Status::ok();
+}
+
+Status saveDcpStep(const std::string& root, const program::Program& program, int64_t rank,
+                   const TensorMap& weights, int64_t step, c10d::Store& store, int keep) {
+  namespace fs = std::filesystem;
+  std::string name = "step-" + std::to_string(step);
+  SPMD_RETURN_IF_ERROR(saveDcpCheckpoint(root + "/" + name, program, rank, weights, step, store));
+  if (rank != 0 || keep <= 0) return Status::ok();
+  // Every rank has written its file and rank 0 the .metadata: older step
+  // folders are no longer needed by anyone.
+  std::vector<std::pair<std::pair<int64_t, int64_t>, fs::path>> complete;
+  std::error_code ec;
+  for (const auto& e : fs::directory_iterator(root, ec)) {
+    auto s = stepOfFolder(e.path().filename().string());
+    if (!s || e.path().filename() == name || !e.is_directory(ec)) continue;
+    if (isDcpCheckpoint(e.path().string()))
+      complete.emplace_back(*s, e.path());
+    else if (s->first < step)
+      fs::remove_all(e.path(), ec);  // an older save that never finished
+  }
+  std::sort(complete.rbegin(), complete.rend());
+  for (size_t i = static_cast<size_t>(keep - 1); i < complete.size(); ++i) {
+    fs::remove_all(complete[i].second, ec);
+    if (ec)
+      return Status::error(complete[i].second.string() +
+                           ": cannot remove an old checkpoint: " + ec.message());
   }
   return Status::ok();
 }

@@ -266,10 +266,12 @@ Expected<RankResult> runRank(const program::LoadedProgram& lp, int64_t rank,
     if (loss != outputs->end()) result.losses.push_back(value);
     if (options.onStep) options.onStep(firstStep + i, value, seconds.back());
     if (options.savesAfter(i, runs))
-      SPMD_RETURN_IF_ERROR(where(
-          options.saveDcp
-              ? saveDcpCheckpoint(options.save, p, rank, weights, firstStep + i + 1, *store)
-              : saveCheckpoint(options.save, p, rank, weights, firstStep + i + 1, *store, options.keep)));
+      SPMD_RETURN_IF_ERROR(
+          where(!options.saveDcp
+                    ? saveCheckpoint(options.save, p, rank, weights, firstStep + i + 1, *store, options.keep)
+                : options.saveEvery > 0
+                    ? saveDcpStep(options.save, p, rank, weights, firstStep + i + 1, *store, options.keep)
+                    : saveDcpCheckpoint(options.save, p, rank, weights, firstStep + i + 1, *store)));
   }
   result.stepSeconds = medianStepSeconds(seconds);
   result.loadSeconds = loadSeconds;

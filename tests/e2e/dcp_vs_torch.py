@@ -19,6 +19,10 @@ it into a plain state dict shaped like get_state_dict's ("model.<fqn>",
 spmd-run's own consolidated output exactly (buffers: torch's), the optimizer states must match
 torch's continued run (1e-5) and every step must be 4.
 
+Periodic saves: --save-dcp with --save-every 1 --keep 1 leaves only the
+last step-<N> folder, which torch loads equal to the single save; a
+--resume-dcp of the parent folder takes it over a newer unfinished one.
+
 Bad input: a truncated .distcp, a .metadata that is not DCP's, a missing
 tensor, a shape and a dtype mismatch must each end spmd-run with exit 2 and
 one line naming the file and the tensor, before any worker computes (no
@@ -166,6 +170,44 @@ def check_save(d, got, ref, failures):
           f"optimizer states vs torch rel err {worst:.2g}", flush=True)
 
 
+def check_periodic(a, d, prog, ckpt, failures):
+    """--save-dcp with --save-every writes torchtitan's step-<N> folders, --keep of them; --resume-dcp of the
+    parent takes the newest complete one."""
+    import torch
+    import torch.distributed.checkpoint as dcp
+    from torch.distributed.checkpoint import FileSystemReader
+    root = d / "periodic"
+    run([a[1], "-n", 4, prog, "--inputs", MODEL / "inputs.safetensors", "--steps", MORE, "--resume-dcp", ckpt,
+         "--save-dcp", root, "--save-every", 1, "--keep", 1, "-q"])
+    last = f"step-{SAVED_AT + MORE}"
+    if sorted(os.listdir(root)) != [last]:
+        failures.append(f"periodic: {root} holds {sorted(os.listdir(root))}, want only {last} (--keep 1)")
+        return
+
+    def state(folder):
+        md = FileSystemReader(str(folder)).read_metadata()
+        sd = {k: torch.empty(m.size, dtype=m.properties.dtype) for k, m in md.state_dict_metadata.items()
+              if hasattr(m, "size")}
+        dcp.load(sd, checkpoint_id=str(folder))
+        return sd
+
+    got, want = state(root / last), state(d / "spmd_ckpt")  # the same run's single save at the same step
+    if got.keys() != want.keys() or any(not torch.equal(got[k], want[k]) for k in want):
+        failures.append(f"periodic: {root / last} as torch loads it differs from --save-dcp's folder")
+    (root / "step-9").mkdir()  # a newer save that never finished: no .metadata
+    logs = []
+    for src in (root, d / "spmd_ckpt"):
+        log = d / f"periodic-{len(logs)}.log"
+        run([a[1], "-n", 4, prog, "--inputs", MODEL / "inputs.safetensors", "--steps", 1, "--resume-dcp", src,
+             "--loss-log", log, "-q"])
+        logs.append([json.loads(x) for x in log.read_text().splitlines()])
+    if logs[0] != [dict(logs[1][0], step_ms=logs[0][0]["step_ms"])] or logs[0][0]["step"] != SAVED_AT + MORE:
+        failures.append(f"periodic: --resume-dcp {root} logged {logs[0]}, want step {SAVED_AT + MORE} as from "
+                        f"{d / 'spmd_ckpt'}: {logs[1]}")
+    print(f"spmd-run --save-dcp --save-every 1 --keep 1: only {last} kept, equal to the single save; "
+          f"--resume-dcp of the folder takes it over an unfinished step-9", flush=True)
+
+
 def bad_inputs(a, d, prog, ckpt, failures):
     """Each damaged checkpoint: exit 2, one line naming file and tensor, nothing computed."""
     import torch
@@ -243,6 +285,7 @@ def main():
             prog = compile_dp_tp(a, d)
             got = check_resume(a, d, prog, ckpt, ref, failures)
             check_save(d, got, ref, failures)
+            check_periodic(a, d, prog, ckpt, failures)
             bad_inputs(a, d, prog, ckpt, failures)
         except RuntimeError as e:
             failures.append(str(e))

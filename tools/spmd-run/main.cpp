@@ -103,19 +103,12 @@ Status applyDcpFlags(const std::string& saveDcp, const std::string& resumeDcp,
                      runtime::DistributedOptions& d) {
   if (!saveDcp.empty()) {
     if (!d.save.empty()) return Status::error("--save and --save-dcp: choose one checkpoint format");
-    if (d.saveEvery > 0)
-      return Status::error(
-          "--save-dcp writes one checkpoint after the last step; --save-every is for --save");
     d.save = saveDcp;
     d.saveDcp = true;
   }
   if (!resumeDcp.empty()) {
     if (!d.resume.empty()) return Status::error("--resume and --resume-dcp: choose one checkpoint");
-    if (!runtime::isDcpCheckpoint(resumeDcp))
-      return Status::error(resumeDcp +
-                           ": not a DCP checkpoint folder (no .metadata; spmd-run's own "
-                           "checkpoints take --resume)");
-    d.resume = resumeDcp;
+    SPMD_ASSIGN_OR_RETURN(d.resume, runtime::resolveDcpFolder(resumeDcp));
   }
   return Status::ok();
 }
@@ -179,7 +172,9 @@ int main(int argc, char** argv) {
                  "after the last step");
   app.add_option("--save-every", d.saveEvery, "also save every N steps (0: only after the last)")
       ->check(CLI::NonNegativeNumber);
-  app.add_option("--keep", d.keep, "step folders of --save to keep, newest first (0: all; default 2)")
+  app.add_option(
+         "--keep", d.keep,
+         "step folders of --save (or --save-dcp with --save-every) to keep, newest first (0: all; default 2)")
       ->check(CLI::NonNegativeNumber);
   app.add_option("--resume", d.resume,
                  "start from a checkpoint: a --save folder (its latest step) or one step folder; a "
@@ -187,10 +182,12 @@ int main(int argc, char** argv) {
   std::string saveDcp, resumeDcp;
   app.add_option("--save-dcp", saveDcp,
                  "after the last step, save a PyTorch Distributed Checkpoint folder (.metadata + "
-                 "__<rank>_0.distcp) that torch.distributed.checkpoint.load reads (docs/CHECKPOINTS.md)");
+                 "__<rank>_0.distcp) that torch.distributed.checkpoint.load reads; with --save-every, "
+                 "as step-<N>/ folders in it, --keep of them (docs/CHECKPOINTS.md)");
   app.add_option("--resume-dcp", resumeDcp,
-                 "start from a PyTorch Distributed Checkpoint folder (dcp.save, FSDP2, torchtitan), "
-                 "resharded to this program's layout (docs/CHECKPOINTS.md)");
+                 "start from a PyTorch Distributed Checkpoint folder (dcp.save, FSDP2, torchtitan), or "
+                 "the newest complete step-<N>/ folder in it, resharded to this program's layout "
+                 "(docs/CHECKPOINTS.md)");
   app.add_option("--weights-root", d.weightsRoot,
                  "a program compiled by reference: the folder its checkpoint files lie in now (default: "
                  "where they were at compile time)");
