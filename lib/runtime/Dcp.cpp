@@ -10,6 +10,7 @@
 #include <c10/core/InferenceMode.h>
 #include <torch/csrc/jit/serialization/pickle.h>
 
+#include <cstring>
 #include <filesystem>
 #include <memory>
 #include <optional>
@@ -52,6 +53,7 @@ class ChunkReader {
   Expected<at::Tensor> read(const DcpChunk& c, const DcpTensor& t, const std::string& key) {
     SPMD_ASSIGN_OR_RETURN(std::string_view b, bytes(c.storage, key));
     std::string what = dir_ + "/" + c.storage.file + ": tensor '" + key + "'";
+    if (c.storage.raw) return checked(raw(b, c, t), what);
     at::Tensor out;
     try {
       c10::IValue v = torch::jit::pickle_load(std::vector<char>(b.begin(), b.end()));
@@ -64,12 +66,27 @@ class ChunkReader {
     SPMD_ASSIGN_OR_RETURN(c10::ScalarType dtype, toC10ScalarType(t.dtype));
     if (out.scalar_type() != dtype || out.sizes() != c10::IntArrayRef(c.sizes))
       return Status::error(what + ": a chunk of another dtype or shape than .metadata records");
-    if (out.is_floating_point() && !at::isfinite(out).all().item<bool>())
+    return checked(out, what);
+  }
+
+ private:
+  // A safetensors chunk: its raw elements (the header gave dtype and sizes).
+  static Expected<at::Tensor> raw(std::string_view b, const DcpChunk& c, const DcpTensor& t) {
+    SPMD_ASSIGN_OR_RETURN(c10::ScalarType dtype, toC10ScalarType(t.dtype));
+    at::Tensor out = at::empty(c.sizes, at::TensorOptions().dtype(dtype));
+    if (static_cast<size_t>(out.nbytes()) != b.size())
+      return Status::error("a chunk of another size than its header says");
+    if (!b.empty()) std::memcpy(out.data_ptr(), b.data(), b.size());
+    return out;
+  }
+
+  static Expected<at::Tensor> checked(Expected<at::Tensor> out, const std::string& what) {
+    if (!out) return out.status().withContext(what);
+    if (out->is_floating_point() && !at::isfinite(*out).all().item<bool>())
       return Status::error(what + " holds NaN or Inf values: refusing to resume from it");
     return out;
   }
 
- private:
   std::string dir_;
   std::map<std::string, std::unique_ptr<io::MappedFile>> files_;
 };
@@ -109,9 +126,15 @@ void copyRuns(const at::Tensor& chunk, const at::Tensor& local, const at::Tensor
              covered.narrow(dim, r.inLocal, r.size), runs, d + 1);
 }
 
+// What errors about `dir`'s metadata name: its .metadata file, or the
+// folder itself for one in DCP's Hugging Face format (headers, no file).
+std::string metadataName(const std::string& dir) {
+  return isSafetensorsDcp(dir) ? dir + " (its safetensors headers)" : dir + "/.metadata";
+}
+
 Expected<DcpMetadata> readMetadata(const std::string& dir) {
   std::string path = dir + "/.metadata";
-  if (!fs::exists(path)) return Status::error(dir + ": not a DCP checkpoint (no .metadata)");
+  if (!fs::exists(path)) return safetensorsDcpMetadata(dir);
   SPMD_ASSIGN_OR_RETURN(std::string text, readFile(path));
   return parseDcpMetadata(text, path);
 }
@@ -137,7 +160,7 @@ Expected<at::Tensor> localShard(ChunkReader& reader, const DcpTensor& t, const s
     copyRuns(chunk, local, covered, runs, 0);
   }
   if (!covered.all().item<bool>())
-    return Status::error(dir + "/.metadata: tensor '" + key + "': its chunks leave part of rank " +
+    return Status::error(metadataName(dir) + ": tensor '" + key + "': its chunks leave part of rank " +
                          std::to_string(rank) + "'s shard unsaved");
   for (size_t a = 0; a < spec->placements.size(); ++a)
     if (spec->placements[a].isPartial() && p.mesh.coords(rank)[a] != 0) local.zero_();
@@ -152,12 +175,12 @@ Expected<at::Tensor> stepTensor(ChunkReader& reader, const DcpMetadata& md,
   for (const std::string& key : keys) {
     const DcpTensor& t = md.tensors.at(key);
     if (t.chunks.size() != 1)
-      return Status::error(dir + "/.metadata: tensor '" + key + "' is not one scalar");
+      return Status::error(metadataName(dir) + ": tensor '" + key + "' is not one scalar");
     SPMD_ASSIGN_OR_RETURN(at::Tensor v, reader.read(t.chunks[0], t, key));
     if (!first.defined()) {
       first = v, firstKey = key;
     } else if (!at::equal(v, first)) {
-      return Status::error(dir + "/.metadata: tensor '" + key + "' (" + std::to_string(v.item<double>()) +
+      return Status::error(metadataName(dir) + ": tensor '" + key + "' (" + std::to_string(v.item<double>()) +
                            ") and '" + firstKey + "' (" + std::to_string(first.item<double>()) +
                            ") differ: spmdc keeps one optimizer step for all parameters");
     }
@@ -199,16 +222,19 @@ Expected<std::vector<DcpMatch>> matchDcpWeights(const DcpMetadata& md, const pro
         }
     }
     if (m.keys.empty())
-      return Status::error(dir + "/.metadata: no tensor for weight '" + w.fqn + "' (looked for '" +
+      return Status::error(metadataName(dir) + ": no tensor for weight '" + w.fqn + "' (looked for '" +
                            (w.fqn == "optim.step" ? "optim.state.<param>.step" : dcpKeysOf(w.fqn)[0]) +
                            "'): a checkpoint of another model or optimizer?");
     for (const std::string& k : m.keys) {
       const DcpTensor& t = md.tensors.at(k);
       std::vector<int64_t> want = w.fqn == "optim.step" ? std::vector<int64_t>{} : w.globalShape;
       if (t.size != want || t.dtype != w.dtype)
-        return Status::error(dir + "/.metadata: tensor '" + k + "' is " + formatShape(t.size) + " " +
+        return Status::error(metadataName(dir) + ": tensor '" + k + "' is " + formatShape(t.size) + " " +
                              std::string(ir::scalarTypeName(t.dtype)) + ", but weight '" + w.fqn + "' is " +
-                             formatShape(want) + " " + std::string(ir::scalarTypeName(w.dtype)));
+                             formatShape(want) + " " + std::string(ir::scalarTypeName(w.dtype)) +
+                             (isSafetensorsDcp(dir) && t.dtype == w.dtype
+                                  ? " (its files record no global size: is a shard file missing?)"
+                                  : ""));
     }
     out.push_back(std::move(m));
   }
@@ -217,7 +243,7 @@ Expected<std::vector<DcpMatch>> matchDcpWeights(const DcpMetadata& md, const pro
 
 bool isDcpCheckpoint(const std::string& dir) {
   std::error_code ec;
-  return fs::is_regular_file(dir + "/.metadata", ec);
+  return fs::is_regular_file(dir + "/.metadata", ec) || isSafetensorsDcp(dir);
 }
 
 Expected<std::string> resolveDcpFolder(const std::string& dir) {

@@ -25,7 +25,10 @@
 
 namespace spmd::runtime {
 
-/// True when `dir` is a folder holding a DCP `.metadata` file.
+/// True when `dir` is a DCP folder: one holding a `.metadata` file, or
+/// `.safetensors` files in DCP's Hugging Face format (HuggingFaceStorageWriter;
+/// a plain save_pretrained folder reads the same way) and no spmd-run
+/// checkpoint files.
 bool isDcpCheckpoint(const std::string& dir);
 
 /// The DCP folder `--resume-dcp dir` means: `dir` itself when it holds a

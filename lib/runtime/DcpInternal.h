@@ -27,4 +27,18 @@ std::vector<std::string> dcpKeysOf(const std::string& fqn);
 Expected<std::vector<DcpMatch>> matchDcpWeights(const DcpMetadata& md, const program::Program& p,
                                                 const std::string& dir);
 
+/// True when `dir` holds `.safetensors` files and neither a `.metadata` nor
+/// spmd-run's own checkpoint files (index.json, latest): a checkpoint in
+/// DCP's Hugging Face format (HuggingFaceStorageWriter, torchtitan's
+/// last_save_in_hf) or a plain save_pretrained folder.
+bool isSafetensorsDcp(const std::string& dir);
+
+/// The metadata DCP's HuggingFaceStorageReader builds for `dir`: every
+/// tensor of every `*.safetensors` file is a chunk at the offsets of the
+/// file's "DCP_SHARDING_INFO" header entry (zeros without one), the global
+/// size the chunks' extent. Errors name the file and tensor: a file that is
+/// not safetensors, malformed sharding info, a tensor whose chunks disagree
+/// on dtype or rank, chunks that do not cover the tensor exactly once.
+Expected<DcpMetadata> safetensorsDcpMetadata(const std::string& dir);
+
 }  // namespace spmd::runtime

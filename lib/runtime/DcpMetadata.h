@@ -32,6 +32,9 @@ struct DcpStorage {
   std::string file;  ///< a plain file name inside the checkpoint folder ("__0_0.distcp")
   int64_t offset = 0;
   int64_t length = 0;
+  /// The bytes are a safetensors tensor's raw little-endian elements
+  /// (DCP's HuggingFaceStorageWriter format), not a torch.save'd tensor.
+  bool raw = false;
 };
 
 /// One saved piece of a tensor: a box of the global tensor.

@@ -13,6 +13,10 @@ ranks under dp x tp (2x2, Megatron TP: another layout and mesh) and runs 2
 steps; its losses and final parameters must match torch's continued run
 (relative 1e-5).
 
+The same state saved by torch in DCP's Hugging Face format
+(HuggingFaceStorageWriter, save_distributed: one safetensors file per rank,
+offsets in its header) resumes the same way.
+
 spmd-run -> torch: the same spmd-run run writes --save-dcp; PyTorch dcp.load's
 it into a plain state dict shaped like get_state_dict's ("model.<fqn>",
 "optim.state.<fqn>.exp_avg/exp_avg_sq/step"): every parameter must equal
@@ -50,6 +54,7 @@ def torch_worker(rank, store, ckpt, out):
     import torch
     import torch.distributed as dist
     import torch.distributed.checkpoint as dcp
+    from torch.distributed.checkpoint import HuggingFaceStorageWriter
     from torch.distributed.checkpoint.state_dict import get_state_dict
     from torch.distributed.fsdp import fully_shard
     from safetensors.torch import load_file
@@ -70,6 +75,9 @@ def torch_worker(rank, store, ckpt, out):
         if step == SAVED_AT:
             msd, osd = get_state_dict(m, opt)
             dcp.save({"model": msd, "optim": osd}, checkpoint_id=ckpt)
+            # The same state in DCP's Hugging Face format (one safetensors file per rank, tensors only).
+            dcp.save({"model": msd, "optim": {"state": osd["state"]}},
+                     storage_writer=HuggingFaceStorageWriter(ckpt + "_hf", save_distributed=True))
         opt.zero_grad()
         loss = m(inputs["input.0"], inputs["input.1"])
         loss.backward()
@@ -116,30 +124,30 @@ def rel_err(got, want):
     return float((got.double() - want.double()).norm()) / max(float(want.double().norm()), 1e-12)
 
 
-def check_resume(a, d, prog, ckpt, ref, failures):
-    """spmd-run resumes torch's checkpoint, continues, and saves its own."""
+def check_resume(a, d, prog, ckpt, ref, failures, save=True):
+    """spmd-run resumes torch's checkpoint, continues, and (save) saves its own."""
     from safetensors.torch import load_file
-    log, out = d / "spmd.log", d / "spmd.safetensors"
+    log, out = d / f"{ckpt.name}.log", d / f"{ckpt.name}.safetensors"
     run([a[1], "-n", 4, prog, "--inputs", MODEL / "inputs.safetensors", "--steps", MORE, "--resume-dcp", ckpt,
-         "--save-dcp", d / "spmd_ckpt", "--loss-log", log, "--output", out, "-q"])
+         "--loss-log", log, "--output", out, "-q"] + (["--save-dcp", d / "spmd_ckpt"] if save else []))
     lines = [json.loads(x) for x in log.read_text().splitlines()]
     want = ref["losses"][SAVED_AT:]
     if [x["step"] for x in lines] != list(range(SAVED_AT, SAVED_AT + MORE)):
-        failures.append(f"resume: logged steps {[x['step'] for x in lines]}, want {SAVED_AT}.. (torch's step)")
+        failures.append(f"resume {ckpt.name}: logged steps {[x['step'] for x in lines]}, want {SAVED_AT}.. (torch's step)")
     for x, w in zip(lines, want):
         if not abs(x["loss"] - w) <= TOL * max(1.0, abs(w)):
-            failures.append(f"resume: step {x['step']} loss {x['loss']} vs torch {w}")
+            failures.append(f"resume {ckpt.name}: step {x['step']} loss {x['loss']} vs torch {w}")
     got = load_file(str(out))
     worst = 0.0
     for fqn in ref["names"]:
         w, g = ref["params"][fqn], got.get(f"parameter.{fqn}")
         if g is None:
-            failures.append(f"resume: no parameter.{fqn} in spmd-run's output")
+            failures.append(f"resume {ckpt.name}: no parameter.{fqn} in spmd-run's output")
             continue
         worst = max(worst, rel_err(g, w))
         if rel_err(g, w) > TOL:
-            failures.append(f"resume: parameter {fqn} differs from torch's by {rel_err(g, w):.3g}")
-    print(f"torch FSDP2 (2 ranks, {SAVED_AT} steps) -> spmd-run dp x tp (4 ranks, {MORE} steps): losses "
+            failures.append(f"resume {ckpt.name}: parameter {fqn} differs from torch's by {rel_err(g, w):.3g}")
+    print(f"torch FSDP2 (2 ranks, {SAVED_AT} steps, {ckpt.name}) -> spmd-run dp x tp (4 ranks, {MORE} steps): losses "
           f"{[round(x['loss'], 6) for x in lines]} vs torch {[round(w, 6) for w in want]}, "
           f"param rel err {worst:.2g}", flush=True)
     return got
@@ -212,9 +220,9 @@ def bad_inputs(a, d, prog, ckpt, failures):
     """Each damaged checkpoint: exit 2, one line naming file and tensor, nothing computed."""
     import torch
 
-    def damaged(name, edit):
+    def damaged(name, edit, src=ckpt):
         bad = d / name
-        shutil.copytree(ckpt, bad)
+        shutil.copytree(src, bad)
         edit(bad)
         return bad
 
@@ -251,6 +259,10 @@ def bad_inputs(a, d, prog, ckpt, failures):
          [".metadata", "optim.model.out.weight.exp_avg"]),
         ("shape", damaged("shape", edit_metadata(shape)), [".metadata", "model.model.norm.weight", "[2, 32]"]),
         ("dtype", damaged("dtype", edit_metadata(dtype)), [".metadata", "model.model.norm.weight", "f64"]),
+        # DCP's Hugging Face format: one rank's shard file lost.
+        ("hf_shard", damaged("hf_shard", lambda b: (b / "shard-00002-model-00001-of-00001.safetensors").unlink(),
+                             ckpt.with_name(ckpt.name + "_hf")),
+         ["safetensors headers", "tensor 'model.model.tok.weight'", "is a shard file missing?"]),
     ]
     for name, bad, words in cases:
         log, out = d / f"{name}.log", d / f"{name}.safetensors"
@@ -285,6 +297,7 @@ def main():
             prog = compile_dp_tp(a, d)
             got = check_resume(a, d, prog, ckpt, ref, failures)
             check_save(d, got, ref, failures)
+            check_resume(a, d, prog, ckpt.with_name(ckpt.name + "_hf"), ref, failures, save=False)
             check_periodic(a, d, prog, ckpt, failures)
             bad_inputs(a, d, prog, ckpt, failures)
         except RuntimeError as e:
