@@ -155,7 +155,8 @@ std::vector<at::Tensor> forward(const Ring& ring, const at::Tensor& q0, const at
     if (i + 1 < ring.size) next.emplace(ring, std::vector<at::Tensor>{k, v}, kKvTag);
     if (auto s = scores(q, k, mask, scale, causal, ring.coord, j)) {
       at::Tensor blockLse = at::logsumexp(*s, -1);
-      at::Tensor blockOut = at::matmul(at::exp(*s - finite(blockLse).unsqueeze(-1)), v);
+      at::Tensor blockOut = at::matmul(s->sub_(finite(blockLse).unsqueeze(-1)).exp_(), v);
+      s.reset();
       at::Tensor both = at::logaddexp(lse, blockLse), base = finite(both);
       out = out * at::exp(lse - base).unsqueeze(-1) + blockOut * at::exp(blockLse - base).unsqueeze(-1);
       lse = both;
@@ -186,9 +187,11 @@ std::vector<at::Tensor> backward(const Ring& ring, const at::Tensor& grad0, cons
     if (i + 1 < ring.size) next.emplace(ring, std::vector<at::Tensor>{k, v}, kKvTag);
     at::Tensor dk = at::zeros_like(k), dv = at::zeros_like(v);
     if (auto s = scores(q, k, mask, scale, causal, ring.coord, j)) {
-      at::Tensor p = at::exp(*s - lse);
+      at::Tensor p = s->sub_(lse).exp_();  // in place: one [L/cp, S/cp] block at a time
+      s.reset();
       dv = at::matmul(p.transpose(-2, -1), dout);
-      at::Tensor ds = p * (at::matmul(dout, v.transpose(-2, -1)) - rowDot);
+      at::Tensor ds = at::matmul(dout, v.transpose(-2, -1)).sub_(rowDot).mul_(p);
+      p.reset();
       dq.add_(at::matmul(ds, k), scale);
       dk = at::matmul(ds.transpose(-2, -1), q).mul_(scale);
     }

@@ -13,12 +13,13 @@ gradients):
   joint graph's matmul, causal mask from positions, softmax, matmul);
 - sdpa_causal: a Llama with F.scaled_dot_product_attention(is_causal=True),
   train step (decomposed into the eager pattern by the joint graph);
+- sdpa_full: the same with is_causal=False (no mask: every block computed);
 - fused_causal_infer: its logits, the graph keeping the fused
   aten.scaled_dot_product_attention (is_causal -> the ring's causal flag:
   blocks above the diagonal skipped, the diagonal masked).
 
-Each is compiled with "rotate": "ring" at cp 2, cp 4 and dp 2 x cp 2 (the
-inference model at cp 2), run on spmd-run -n (gloo, CPU) with --profile,
+Each is compiled with "rotate": "ring" at cp 2, cp 4 and dp 2 x cp 2
+(sdpa_full and the inference model at cp 2), run on spmd-run -n (gloo, CPU) with --profile,
 and must match eager at rel 1e-5 (max norm, loss and every gradient). The
 compile must say the attentions became ring attention and the program must
 hold no all-gather of keys and values: the bytes each rank sent
@@ -141,9 +142,10 @@ def main():
         if a.memory:
             rows = memory(a, d, a.memory)
         else:
-            for name in ("hf_llama", "sdpa_causal", "fused_causal_infer"):
+            for name in ("hf_llama", "sdpa_causal", "sdpa_full", "fused_causal_infer"):
                 cp_llama.export(name, d / name)
-                meshes = [{"cp": 2}] if name.endswith("_infer") else [{"cp": 2}, {"cp": 4}, {"dp": 2, "cp": 2}]
+                full = name in ("hf_llama", "sdpa_causal")
+                meshes = [{"cp": 2}, {"cp": 4}, {"dp": 2, "cp": 2}] if full else [{"cp": 2}]
                 for mesh in meshes:
                     check_case(a, d, name, mesh, failures, rows)
     if a.json:
