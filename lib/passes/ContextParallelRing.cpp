@@ -84,7 +84,7 @@ class Inserter {
   }
 
   /// `x` viewed (or reshaped, when not contiguous) as `sizes`.
-  Expected<ir::Value*> view(const ir::Node& anchor, ir::Value* x, std::vector<int64_t> sizes,
+  Expected<ir::Value*> view(const ir::Node& anchor, ir::Value* x, const std::vector<int64_t>& sizes,
                             const std::string& base) {
     bool plain = isContiguous(x->type());
     SPMD_ASSIGN_OR_RETURN(auto v, add(anchor, plain ? "aten.view.default" : "aten.reshape.default",
