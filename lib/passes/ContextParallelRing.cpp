@@ -231,7 +231,7 @@ Status scoresChain(ir::Value* v, EagerAttention& a) {
       if (self->type().sizes != v->type().sizes) std::swap(self, other);
       a.mask = other;
     } else {
-      return Status::error("ring attention: the scores of %" + v->name() + " pass through " + at(*p) +
+      return Status::error("ring attention: the scores of " + at(*a.softmax) + " pass through " + at(*p) +
                            "; only views, scalar scalings and one additive mask are supported (or use "
                            "\"rotate\": \"allgather\")");
     }
