@@ -16,6 +16,7 @@
 #include <unordered_set>
 
 #include "passes/Anchors.h"
+#include "passes/ContextParallelRing.h"
 #include "passes/GraphPass.h"
 #include "support/Strings.h"
 
@@ -26,12 +27,14 @@ using sharding::Placement;
 using sharding::ShardingSpec;
 using Argument = ir::Argument;
 
+}  // namespace
+
+namespace detail {
+
 ir::Value* tensorInput(const ir::Node& n, std::string_view name) {
   const Argument* a = n.input(name);
   return a != nullptr && a->kind == Argument::Kind::Tensor ? a->value() : nullptr;
 }
-
-bool isMatmul(const std::string& t) { return t == "aten.bmm.default" || t == "aten.matmul.default"; }
 
 bool isSoftmax(const std::string& t) {
   return t == "aten._softmax.default" || t == "aten._safe_softmax.default" || t == "aten.softmax.int";
@@ -46,6 +49,14 @@ bool isBackward(const std::string& t) { return t.find("_backward.") != std::stri
 bool isViewLike(const std::string& t) {
   return t == "aten.view.default" || t == "aten._unsafe_view.default" || t == "aten.reshape.default";
 }
+
+}  // namespace detail
+
+namespace {
+
+using namespace detail;  // NOLINT(google-build-using-namespace)
+
+bool isMatmul(const std::string& t) { return t == "aten.bmm.default" || t == "aten.matmul.default"; }
 
 // Ops between a key / value projection and the attention that change no
 // element's sequence position: gathering before them is gathering after.
@@ -125,9 +136,11 @@ ir::Node* scoresMatmul(ir::Value* v) {
   return nullptr;
 }
 
+}  // namespace
+
 // The first matmul (in graph order) reading the probabilities `probs` as
 // its left operand, through where / casts / expands / views (depth 6).
-ir::Node* valuesMatmul(ir::Value* probs) {
+ir::Node* detail::valuesMatmul(ir::Value* probs) {
   static const std::set<std::string> kThrough = {"aten.where.self",       "aten.alias.default",
                                                  "aten._to_copy.default", "aten.expand.default",
                                                  "aten.clone.default",    "aten.masked_fill.Scalar"};
@@ -148,6 +161,8 @@ ir::Node* valuesMatmul(ir::Value* probs) {
   }
   return best;
 }
+
+namespace {
 
 ir::Value* rhs(const ir::Node& mm) {
   ir::Value* v = tensorInput(mm, "mat2");
@@ -392,6 +407,21 @@ Status applyContextParallel(ir::ExportedProgram& program, const schema::Placemen
   SPMD_ASSIGN_OR_RETURN(int sharded, shardUserInputs(program, placements, axis, length));
   if (sharded == 0)
     return Status::error(where + "no user input has the sequence (length " + length.str() + ") as its dim 1");
+  if (schema.contextParallel->rotate == "ring") {
+    auto rung = applyRingAttention(program, schema, placements, options, axis);
+    if (!rung) return Status::error(where + rung.status().message());
+    const RingCount& ring = *rung;
+    if (ring.attentions != static_cast<int>(sites.size()))
+      return Status::error(where + "ring attention took " + std::to_string(ring.attentions) + " of the " +
+                           std::to_string(sites.size()) + " attentions found; use \"rotate\": \"allgather\"");
+    placements.notes.push_back(
+        "context parallelism on '" + axisName + "' (" + schema.contextParallel->pointer.substr(1) +
+        ", rotate ring): " + std::to_string(sharded) + " user inputs sharded on dim 1 (sequence " +
+        length.str() + " over " + std::to_string(size) + "), " + std::to_string(ring.attentions) +
+        " attentions (" + std::to_string(ring.fused) + " fused) rotate key/value blocks around '" + axisName +
+        "' (ring attention)");
+    return Status::ok();
+  }
   auto masks = explicitCausalMasks(program.graph);
   if (!masks) return Status::error(where + masks.status().message());
   sites = findAttention(program.graph);  // the rewrite kept the nodes; refind after reordering

@@ -1,8 +1,9 @@
-// Context parallelism (long-context training; torchtitan's context_parallel
-// without the ring, see docs/CONTEXT_PARALLEL.md): the sequence is sharded
-// over one mesh axis from the user inputs on, and each attention keeps its
-// queries sharded while its keys and values are all-gathered. Before
-// propagation the pass
+// Context parallelism (long-context training; torchtitan's context_parallel,
+// see docs/CONTEXT_PARALLEL.md): the sequence is sharded over one mesh axis
+// from the user inputs on, and each attention keeps its queries sharded
+// while its keys and values are all-gathered ("rotate": "allgather", the
+// default, below) or rotate around the axis ("rotate": "ring":
+// ContextParallelRing.h). Before propagation the all-gather form
 //
 //   * sets every user input whose dim 1 is the attention's length to S(1)
 //     on the axis (the other user inputs to R there),

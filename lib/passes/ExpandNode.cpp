@@ -416,6 +416,7 @@ Status Expander::expandNode(const ir::Node& n) {
   SPMD_RETURN_IF_ERROR(globalSqueeze(n, ns, target, args));
   SPMD_RETURN_IF_ERROR(viewAsReshape(n, ns, target, args));
   SPMD_RETURN_IF_ERROR(expertParallel(n, ns, target, args));
+  SPMD_RETURN_IF_ERROR(ringAttention(n, ns, target, args));
   if (target == "aten.embedding.default" && !ns.operands.empty() && ns.operands[0].shardsDim(0)) {
     // Vocab-parallel: this rank's rows are looked up, the rest give zeros.
     target = std::string(ir::kVocabEmbedding);

@@ -231,6 +231,11 @@ class Expander {
   // are split over a mesh axis becomes spmd.moe_experts(_backward) on it.
   Status expertParallel(const ir::Node& n, const sharding::NodeSharding& ns, std::string& target,
                         std::vector<ir::NamedArgument>& args);
+  // Ring attention (ExpandRing.cpp): a ring attention node whose queries
+  // are split by their length over a mesh axis becomes spmd.ring_attention
+  // (_backward) on it.
+  Status ringAttention(const ir::Node& n, const sharding::NodeSharding& ns, std::string& target,
+                       std::vector<ir::NamedArgument>& args);
   // Error when `n` is a view whose operand is sharded unevenly and whose
   // local result would not hold the operand's local elements.
   Status checkUnevenView(const ir::Node& n, const sharding::NodeSharding& ns);

@@ -13,6 +13,7 @@
 #include "runtime/CollectiveOps.h"
 #include "runtime/MemoryMeter.h"
 #include "runtime/MoeOps.h"
+#include "runtime/RingAttentionOps.h"
 #include "serialize/ToText.h"
 
 #include <ATen/core/Tensor.h>
@@ -120,6 +121,7 @@ Status Executor::prepareNode(const ir::Node& node, const std::vector<int>& lastU
   const LocalOp* builtin = findBuiltin(node.target());
   if (!builtin) builtin = findCollective(node.target());
   if (!builtin) builtin = findMoeOp(node.target());
+  if (!builtin) builtin = findRingAttentionOp(node.target());
   if (builtin) {
     step.kernel = builtin->kernel;
     step.source = KernelSource::Builtin;

@@ -187,7 +187,7 @@ std::vector<std::string> allowedKeys(const std::vector<std::string>& tokens) {
   if (tokens.size() == 1 && tokens[0] == "pipeline")
     return {"axis", "stages", "schedule", "microbatches", "comment"};
   if (tokens.size() == 1 && tokens[0] == "sequence_parallel") return {"axis", "dim", "comment"};
-  if (tokens.size() == 1 && tokens[0] == "context_parallel") return {"axis", "comment"};
+  if (tokens.size() == 1 && tokens[0] == "context_parallel") return {"axis", "rotate", "comment"};
   if (tokens.size() == 1 && tokens[0] == "mixed_precision") return {"param_dtype", "reduce_dtype", "comment"};
   if (tokens.size() == 1 && tokens[0] == "mesh") return {"shape", "axes"};
   if (tokens.size() == 2 && tokens[0] == "recompute") return {"save", "comment"};
@@ -427,6 +427,7 @@ Expected<PlacementSchema> schemaFrom(const json& doc, std::string_view source) {
     const json& cp = doc["context_parallel"];
     s.contextParallel =
         ContextParallelRequest{cp.is_string() ? cp.get<std::string>() : cp.at("axis").get<std::string>()};
+    if (cp.is_object()) s.contextParallel->rotate = cp.value("rotate", "allgather");
   }
   if (doc.contains("pipeline")) {
     const json& pp = doc["pipeline"];

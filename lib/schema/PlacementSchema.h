@@ -102,9 +102,13 @@ struct SequenceParallelRequest {
 ///
 ///   "context_parallel": "cp"           -> {axis "cp"}
 ///   "context_parallel": {"axis": "cp"} -> {axis "cp"}
+///   "context_parallel": {"axis": "cp", "rotate": "ring"} -> ring attention
 struct ContextParallelRequest {
   /// Mesh axis name.
   std::string axis;
+  /// How keys and values reach the queries: "allgather" (the default,
+  /// torchtitan's) or "ring" (point-to-point rotation, ring attention).
+  std::string rotate = "allgather";
   /// Where the request is written, for messages ("/context_parallel").
   std::string pointer = "/context_parallel";
 };

@@ -38,6 +38,7 @@ void registerAllRules(RuleRegistry& r) {
   registerNormRules(r);
   registerPointwiseRules(r);
   registerReductionRules(r);
+  registerRingAttentionRules(r);
   registerViewRules(r);
 }
 

@@ -44,6 +44,7 @@ void registerIndexingRules(RuleRegistry& r);
 void registerMatmulRules(RuleRegistry& r);
 void registerMetaRules(RuleRegistry& r);
 void registerMoeRules(RuleRegistry& r);
+void registerRingAttentionRules(RuleRegistry& r);
 void registerMovementRules(RuleRegistry& r);
 void registerNormRules(RuleRegistry& r);
 void registerPointwiseRules(RuleRegistry& r);

@@ -27,9 +27,18 @@ TEST_CASE("context_parallel: an axis name, or an object with one", "[schema][par
   CHECK_FALSE(requestOf(R"js({"version": 1})js"));
 }
 
+TEST_CASE("context_parallel: rotate is allgather unless ring is asked for", "[schema][parse]") {
+  CHECK(requestOf(R"js({"version": 1, "context_parallel": "cp"})js")->rotate == "allgather");
+  CHECK(requestOf(R"js({"version": 1, "context_parallel": {"axis": "cp"}})js")->rotate == "allgather");
+  CHECK(requestOf(R"js({"version": 1, "context_parallel": {"axis": "cp", "rotate": "ring"}})js")->rotate ==
+        "ring");
+}
+
 TEST_CASE("bad schema: context_parallel mistakes", "[schema][bad]") {
   CHECK(parseError(R"js({"version": 1, "context_parallel": {"axis": "cp", "load_balance": true}})js") ==
-        "s.json: /context_parallel: unknown key 'load_balance' (allowed: axis, comment)");
+        "s.json: /context_parallel: unknown key 'load_balance' (allowed: axis, rotate, comment)");
+  CHECK_THAT(parseError(R"js({"version": 1, "context_parallel": {"axis": "cp", "rotate": "spiral"}})js"),
+             Catch::StartsWith("s.json: /context_parallel/rotate: "));
   CHECK_THAT(parseError(R"js({"version": 1, "context_parallel": {}})js"),
              Catch::StartsWith("s.json: /context_parallel: "));
   CHECK_THAT(parseError(R"js({"version": 1, "context_parallel": ""})js"),

@@ -1,0 +1,180 @@
+#!/usr/bin/env python3
+"""Ring attention ("context_parallel": {"axis": "cp", "rotate": "ring"}) of
+Llama train steps at sequence 64, against eager PyTorch.
+
+Usage:
+    cp_ring.py SPMDC SPMD_RUN [--memory SEQ] [--json OUT]
+
+Models (cp_llama.py's: random weights, seed 0, batch 2, sequence 64, hidden
+64, 4 heads, 2 layers; expected.safetensors holds eager PyTorch's loss and
+gradients):
+
+- hf_llama: transformers LlamaForCausalLM train step (eager attention: the
+  joint graph's matmul, causal mask from positions, softmax, matmul);
+- sdpa_causal: a Llama with F.scaled_dot_product_attention(is_causal=True),
+  train step (decomposed into the eager pattern by the joint graph);
+- sdpa_full: the same with is_causal=False (no mask: every block computed);
+- fused_causal_infer: its logits, the graph keeping the fused
+  aten.scaled_dot_product_attention (is_causal -> the ring's causal flag:
+  blocks above the diagonal skipped, the diagonal masked).
+
+Each is compiled with "rotate": "ring" (hf_llama at cp 2, cp 4, dp 2 x cp
+2 and fsdp 2 x cp 2; the others at cp 2; and testdata's llama_train under llama_tp.json at tp 2 x cp 2), run on spmd-run -n (gloo, CPU) with --profile,
+and must match eager at rel 1e-5 (max norm, loss and every gradient). The
+compile must say the attentions became ring attention and the program must
+hold no all-gather of keys and values: the bytes each rank sent
+(spmd-run --profile) minus the report's collectives must equal the ring's
+theory, per attention and rank with a key/value block of
+c = b * (s/cp) * d * 4 bytes per tensor:
+
+    forward:  (cp - 1) sends of K and V           = (cp - 1) * 2c
+    backward: (cp - 1) sends of K and V, cp sends  = (2 cp - 1) * 2c
+              of the travelling dK and dV
+
+--memory SEQ compiles sdpa_causal at sequence SEQ (batch 1) with "rotate"
+"allgather" and "ring" at cp 2 and 4 and prints each rank's measured peak
+(spmd-run --profile): the ring holds key/value blocks, not whole keys and
+values, and no [s/cp, s] scores. Exit 1 on any mismatch; CI=true makes a
+missing transformers a failure, not a skip (77).
+"""
+import argparse
+import json
+import math
+import os
+import sys
+import tempfile
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import cp_llama  # noqa: E402  (models, export, schema, compare, run)
+from hf_llama_sp_lp import collectives  # noqa: E402
+
+B, S, D, LAYERS = cp_llama.B, cp_llama.S, cp_llama.D, cp_llama.LAYERS
+
+
+def ring_schema(mesh, rotate="ring"):
+    s = cp_llama.schema(mesh)
+    s["context_parallel"] = {"axis": "cp", "rotate": rotate}
+    return s
+
+
+def ring_theory(mesh, train, seq=S, batch=B):
+    """Bytes a rank sends in the ring kernels per step (all layers)."""
+    cp = mesh["cp"]
+    block = batch // mesh.get("dp", 1) // mesh.get("fsdp", 1) * (seq // cp) * D * 4
+    per_layer = (cp - 1) * 2 * block + ((2 * cp - 1) * 2 * block if train else 0)
+    return LAYERS * per_layer
+
+
+def check_case(a, d, name, mesh, failures, rows):
+    tag = name + "_ring_" + "x".join(f"{k}{v}" for k, v in mesh.items())
+    n = math.prod(mesh.values())
+    sfile, prog, rep, prof = (d / f"{tag}.{x}" for x in ("json", "spmd", "report.json", "prof.json"))
+    sfile.write_text(json.dumps(ring_schema(mesh)))
+    r = cp_llama.run([a.spmdc, "compile", d / name / "model.pt2", "--schema", sfile, "-o", prog, "--report", rep])
+    note = [line for line in (r.stdout + r.stderr).splitlines() if "context parallelism on 'cp'" in line]
+    if not note or "ring attention" not in note[0]:
+        failures.append(f"{tag}: the compile does not say the attentions became ring attention: {note}")
+    out = d / f"{tag}.out.safetensors"
+    cp_llama.run([a.spmd_run, "-n", n, prog, "--inputs", d / name / "inputs.safetensors", "--output", out,
+                  "--profile", prof, "-q"])
+    worst, bad = cp_llama.compare(out, d / name / "expected.safetensors")
+    failures.extend(f"{tag}: {b}" for b in bad)
+    report = json.loads(rep.read_text())
+    kinds = collectives(report)
+    planned = sum(by for _, by in kinds.values())
+    train = not name.endswith("_infer")
+    theory = ring_theory(mesh, train)
+    # Over cp: no all-gather of keys and values, no reduce-scatter of their
+    # gradients (an inference graph's replicated logits are gathered once;
+    # fsdp's parameters, stored over fsdp x cp, are 1-d and 2-d).
+    on_cp = [c["kind"] for c in report.get("collectives", [])
+             if c.get("mesh_axis") == "cp" and len(c.get("shape", [])) >= 3]
+    gathers = on_cp.count("all_gather") + on_cp.count("reduce_scatter")
+    if gathers != (1 if name.endswith("_infer") else 0):
+        failures.append(f"{tag}: keys and values are still gathered or scattered over cp: {on_cp}")
+    ranks = json.loads(prof.read_text())["ranks"]
+    for rk in ranks:
+        ring = rk["bytes_sent"] - planned
+        if ring != theory:
+            failures.append(f"{tag}: rank {rk.get('rank')} sent {ring:,} ring bytes "
+                            f"({rk['bytes_sent']:,} - planned {planned:,}), theory {theory:,}")
+    rows.append({"case": tag, "ranks": n, "rel_err": worst, "collectives": kinds, "ring_theory": theory,
+                 "bytes_sent": [rk["bytes_sent"] for rk in ranks], "peak": [rk["peak_bytes"] for rk in ranks]})
+    print(f"{tag:32} rel {worst:.2g}  ring bytes/rank {theory:,} (theory)  "
+          + "  ".join(f"{k} {c}/{by:,}" for k, (c, by) in sorted(kinds.items())), flush=True)
+
+
+def check_tp_cp(a, d, failures):
+    """testdata's llama_train under llama_tp.json on a tp 2 x cp 2 mesh with
+    ring attention: eager's loss and gradients (its expected.safetensors)."""
+    pt2 = cp_llama.ROOT / "testdata" / "pt2" / "llama_train"
+    s = json.loads((cp_llama.ROOT / "schemas" / "examples" / "llama_tp.json").read_text())
+    s["mesh"] = {"shape": [2, 2], "axes": ["tp", "cp"]}
+    s["context_parallel"] = {"axis": "cp", "rotate": "ring"}
+    (d / "tpcp.json").write_text(json.dumps(s))
+    cp_llama.run([a.spmdc, "compile", pt2 / "model.pt2", "--schema", d / "tpcp.json", "-o", d / "tpcp.spmd", "-q"])
+    r = cp_llama.run([a.spmd_run, "-n", 4, d / "tpcp.spmd", "--inputs", pt2 / "inputs.safetensors",
+                      "--verify-against", pt2 / "expected.safetensors", "--rtol", "1e-5"], ok=(0, 1))
+    if r.returncode != 0:
+        failures.append(f"llama_train tp 2 x cp 2 (ring) differs from eager:\n{r.stdout}{r.stderr}")
+    else:
+        print("llama_train_ring_tp2xcp2         matches eager (spmd-run --verify-against, rtol 1e-5)")
+
+
+def memory(a, d, seq):
+    name = "sdpa_causal"
+    cp_llama.export(name, d / "mem", seq=seq, batch=1)
+    rows = []
+    for cp in (2, 4):
+        for rotate in ("allgather", "ring"):
+            tag = f"mem_{rotate}_cp{cp}"
+            sfile, prog, prof = (d / f"{tag}.{x}" for x in ("json", "spmd", "prof.json"))
+            sfile.write_text(json.dumps(ring_schema({"cp": cp}, rotate)))
+            cp_llama.run([a.spmdc, "compile", d / "mem" / "model.pt2", "--schema", sfile, "-o", prog, "-q"])
+            cp_llama.run([a.spmd_run, "-n", cp, prog, "--inputs", d / "mem" / "inputs.safetensors", "--profile",
+                          prof, "-q"])
+            ranks = json.loads(prof.read_text())["ranks"]
+            peaks = [r["peak_bytes"] for r in ranks]
+            rows.append({"cp": cp, "rotate": rotate, "measured_peak": peaks,
+                         "bytes_sent": [r["bytes_sent"] for r in ranks]})
+            print(f"seq {seq} cp {cp} {rotate:9} peak per rank {' '.join(f'{p:,}' for p in peaks)}  "
+                  f"bytes sent {ranks[0]['bytes_sent']:,}", flush=True)
+    return rows
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("spmdc")
+    ap.add_argument("spmd_run")
+    ap.add_argument("--memory", type=int, default=0)
+    ap.add_argument("--json")
+    a = ap.parse_args()
+    try:
+        import transformers  # noqa: F401
+    except ImportError:
+        print("cp_ring: transformers is not installed")
+        return 1 if os.environ.get("CI") == "true" else 77
+    failures, rows = [], []
+    with tempfile.TemporaryDirectory(prefix="spmdc-cp-ring-") as tmp:
+        d = Path(tmp)
+        if a.memory:
+            rows = memory(a, d, a.memory)
+        else:
+            meshes = {"hf_llama": [{"cp": 2}, {"cp": 4}, {"dp": 2, "cp": 2}, {"fsdp": 2, "cp": 2}],
+                      "sdpa_causal": [{"cp": 2}], "sdpa_full": [{"cp": 2}],
+                      "fused_causal_infer": [{"cp": 2}]}
+            for name, name_meshes in meshes.items():
+                cp_llama.export(name, d / name)
+                for mesh in name_meshes:
+                    check_case(a, d, name, mesh, failures, rows)
+            check_tp_cp(a, d, failures)
+    if a.json:
+        Path(a.json).write_text(json.dumps(rows, indent=1))
+    for f in failures:
+        print("FAIL:", f)
+    return 1 if failures else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
