@@ -12,12 +12,13 @@ Usage:
    model's logits, cross-entropy loss and gradients: each stacked gradient
    (`<block>.experts.w1` [E, H, D]) against the original experts' own
    (`<block>.experts.<e>.w1.weight` or `.gate_proj.weight`, zeros for an
-   expert no token reached), every other parameter by its name; once with
-   a random router, once with one that sends every token to expert 0 and
-   none to the last. The undo must give the model its experts back.
+   expert no token reached), every other parameter by its name. For
+   Mixtral and Qwen2-MoE also one block whose router sends every token to
+   expert 0 and none to the last (outputs, input and parameter gradients).
+   The undo must give the model its experts back.
 2. The export and the run. For Mixtral and Qwen2-MoE, `python -m
-   spmdc_export --hf NAME --train` and `--hf NAME` (inference) must say
-   they stacked the experts; `spmdc compile` places the glob the note
+   spmdc_export --hf NAME --train` and the inference export must say they
+   stacked the experts; `spmdc compile` places the glob the note
    names (e.g. "model.layers.*.mlp.experts.*") S(0) on ep; spmd-run runs
 
        ep2     mesh 2 (ep): tokens and experts split over ep, 2 workers
@@ -25,7 +26,8 @@ Usage:
 
    and must match the original HF model in eager PyTorch: the loss and every
    gradient of one step, the losses of --steps AdamW steps and the
-   parameters after them (torch.optim.AdamW), the inference logits; and
+   parameters after them (torch.optim.AdamW, lr 1e-3), the inference
+   logits (that program exported by spmdc_export.export in process); and
    spmd-run's tokens per expert the original routing's counts (summed over
    the MoE layers, as its summary does). The programs must hold the
    spmd.moe_experts exchange. Tolerance: ||a - b|| <= 1e-5 ||b|| + 1e-6
