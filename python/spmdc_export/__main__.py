@@ -7,6 +7,7 @@
     python -m spmdc_export --hf llama --layers 2 --hidden 64 [--train] -o out/
     python -m spmdc_export --hf llama --train --mixed-precision bf16 [--reduce-dtype float32] -o out/
     python -m spmdc_export --hf path/to/checkpoint-folder [--dtype bfloat16] [--expected] -o out/
+    python -m spmdc_export --hf mixtral --train [--moe dense] -o out/
 
 The factory is imported and called with no arguments; it returns an
 nn.Module (or a (module, example_inputs) pair, used when no --example-input
@@ -14,7 +15,10 @@ is given). Example inputs are expressions over randint, randn, rand, ones,
 zeros, full and arange (and dtypes such as float64 or int32), evaluated
 with nothing else in scope. What the export changes is printed as a note:
 tied parameters untied for --train, transformers' MoE experts set to their
-ATen path, ops registered from Python replaced by their decompositions (one
+ATen path, transformers 4.x MoE blocks' experts stacked into the experts op
+(parameters <block>.experts.w1, w2, w3, which expert parallelism places on
+an ep axis; --moe dense keeps the per-expert parameters and routes by dense
+dispatch), ops registered from Python replaced by their decompositions (one
 with none is an error). Errors are one line; the exit code is then 2.
 
 --hf PATH exports a local Hugging Face checkpoint folder (config.json and
@@ -175,6 +179,12 @@ def parse(argv):
     ap.add_argument("--no-decompose", action="store_true",
                     help="inference: keep the training IR (no run_decompositions())")
     ap.add_argument("--seed", type=int, default=0, help="torch.manual_seed before building (default 0)")
+    ap.add_argument("--moe", choices=("experts", "dense"), default="experts",
+                    help="transformers 4.x MoE blocks (Mixtral, Qwen2-MoE, Qwen3-MoE, OLMoE, DeepSeek-V3): 'experts' "
+                         "(default) stacks each block's experts into the experts op, parameters "
+                         "<block>.experts.w1, w2, w3 [E, ...] that expert parallelism shards over an ep axis "
+                         "(docs/EXPERT_PARALLEL.md); 'dense' keeps the per-expert parameters and runs every expert "
+                         "on every token (no ep); a checkpoint folder (--hf PATH) is always 'dense'")
     hf = ap.add_argument_group("Hugging Face models (nothing downloaded; needs transformers)")
     hf.add_argument("--hf", metavar="NAME|PATH",
                     help="NAME: a small model with random weights (llama, mistral, qwen2, the MoE mixtral, qwen2_moe, "
@@ -308,7 +318,11 @@ def dynamic_batch(module, inputs):
 
 def export_ref(a, module, inputs, targets, loss_fn):
     """--hf PATH: exports the checkpoint by reference (hfref.py)."""
-    from . import hfref
+    from . import hfref, moe
+    if a.moe == "experts" and any(moe._replacement(m) is not None for m in module.modules()):
+        note("MoE experts of a checkpoint exported by reference are not stacked into the experts op (the "
+             "archive reads each expert's own tensors from the checkpoint): they are routed by dense dispatch, "
+             "without expert parallelism")
     attn = getattr(getattr(module, "config", None), "_attn_implementation", None)
     if a.train:
         expected = hfref.expected_train_step(a.checkpoint.root, a.model_dtype, inputs, targets, loss_fn, attn) \
@@ -340,10 +354,11 @@ def export(a, module, inputs, targets, loss_fn):
     strict = False if a.hf else None  # transformers models trace best without dynamo (torch 2.6's default is strict)
     if a.train:
         return core.export_train_step(module, inputs, a.out, loss_fn=loss_fn, targets=targets, strict=strict,
-                                      untie=True, log=note, fast=not a.torch_joint, precision=mixed_policy(a))
+                                      untie=True, log=note, fast=not a.torch_joint, precision=mixed_policy(a),
+                                      moe=a.moe)
     dynamic = dynamic_batch(module, inputs) if a.dynamic_batch else None
     return core.export(module, inputs, a.out, dynamic_shapes=dynamic, decompose=not a.no_decompose, strict=strict,
-                       log=note)
+                       log=note, moe=a.moe)
 
 
 def one_line(e):

@@ -206,7 +206,19 @@ def _reference_outputs(module, inputs):
     return outs
 
 
-def export(module, example_inputs, out_dir, dynamic_shapes=None, decompose=True, note="", strict=None, log=None):
+MOE_ROUTES = ("experts", "dense")  # transformers 4.x MoE blocks: stacked into the experts op, or dense dispatch
+
+
+def _moe_experts_op(moe):
+    """Whether `moe` (one of MOE_ROUTES) stacks MoE blocks into the experts op."""
+    if moe not in MOE_ROUTES:
+        raise ExportError(f"moe={moe!r}: choose 'experts' (the experts op, expert parallelism) or 'dense' "
+                          f"(dense dispatch, per-expert parameters)")
+    return moe == "experts"
+
+
+def export(module, example_inputs, out_dir, dynamic_shapes=None, decompose=True, note="", strict=None, log=None,
+           moe="experts"):
     """Exports `module` for inference: runs it eagerly in eval mode under
     no_grad for the reference outputs, exports it with torch.export.export
     (then run_decompositions() unless decompose=False) and writes out_dir/
@@ -215,17 +227,21 @@ def export(module, example_inputs, out_dir, dynamic_shapes=None, decompose=True,
     strict=None leaves torch.export's default. Ops registered from Python
     are replaced by their registered decompositions (ExportError when one
     has none), transformers' MoE experts take their ATen path; each such
-    change is a note in meta.json, also passed to log(str) when given. The
-    module's buffers and configs are left as they were. Returns the
-    ExportedProgram."""
+    change is a note in meta.json, also passed to log(str) when given.
+    transformers 4.x MoE blocks have their experts stacked into the experts
+    op (moe="experts": parameters <block>.experts.w1/w2/w3, what expert
+    parallelism shards) or dense dispatch (moe="dense"; moe.py). The
+    module's buffers, configs and experts are left as they were. Returns
+    the ExportedProgram."""
     check_torch()
     _check_module(module)
     inputs = _as_inputs(example_inputs)
+    experts_op = _moe_experts_op(moe)
     notes = []
     say = _logger(log, notes)
     was_training = module.training
     buffers = fixups.snapshot_buffers(module)
-    undo_experts = fixups.aten_experts(module, say)
+    undo_experts = fixups.aten_experts(module, say, experts_op)
     module.eval()
     try:
         outs = _reference_outputs(module, inputs)
@@ -375,7 +391,7 @@ def _untie(module, say):
 
 
 def export_train_step(module, example_inputs, out_dir, loss_fn=None, targets=(), note="", strict=None,
-                      untie=False, log=None, fast=True, precision=None):
+                      untie=False, log=None, fast=True, precision=None, moe="experts"):
     """Exports one training step as the joint forward+backward graph
     (torch.export.experimental._export_forward_backward): its outputs are the
     loss, then one gradient per parameter. Without loss_fn, module(*inputs)
@@ -407,6 +423,7 @@ def export_train_step(module, example_inputs, out_dir, loss_fn=None, targets=(),
     if loss_fn is not None and not callable(loss_fn):
         raise ExportError(f"loss_fn must be callable, not {type(loss_fn).__name__}")
     _joint_exporter()
+    experts_op = _moe_experts_op(moe)
     if isinstance(precision, str):
         try:
             precision = mixed.policy(precision)
@@ -424,7 +441,7 @@ def export_train_step(module, example_inputs, out_dir, loss_fn=None, targets=(),
             undos.append(restore)
             n_inputs.append(len(inputs))
             inputs = inputs + targets
-        undos.append(fixups.aten_experts(module, say))
+        undos.append(fixups.aten_experts(module, say, experts_op))
         if untie:
             undos.append(_untie(module, say))
         module.train()

@@ -8,7 +8,9 @@
   "batched_mm" exports Python-only ops (grouped_mm_fallback) or a
   data-dependent loop, so it is set to "batched_mm" for the export;
   transformers 4.x's MoE blocks (a loop over a ModuleList of experts with
-  data-dependent sizes) get moe.py's dense-dispatch routing instead;
+  data-dependent sizes) get moe.py's static-shape routing instead: their
+  experts stacked into the experts op (what expert parallelism shards), or
+  dense dispatch;
 * Python-only ops: an op registered from Python (a torch.library custom op
   with no C++ kernel) cannot run in spmd-run: it is replaced by its
   registered decomposition, or the export fails naming it;
@@ -160,14 +162,15 @@ def _configs(module):
     return list(seen.values())
 
 
-def aten_experts(module, log):
+def aten_experts(module, log, experts_op=False):
     """Sets `_experts_implementation` to "batched_mm" on every config that
     has one and holds another value (transformers 5's MoE; its default path
     exports transformers::grouped_mm_fallback, registered from Python, and
     "eager" loops over the experts a batch routes to), and gives
-    transformers 4.x's MoE blocks static-shape routing (moe.static_routing).
-    Returns the undo."""
-    undos = [moe.static_routing(module, log)]
+    transformers 4.x's MoE blocks static-shape routing (moe.static_routing:
+    with experts_op=True their experts stacked into the experts op, else
+    dense dispatch). Returns the undo."""
+    undos = [moe.static_routing(module, log, experts_op)]
     for cfg in _configs(module):
         if not hasattr(cfg, "_experts_implementation"):
             continue

@@ -42,7 +42,8 @@ MODELS = {
     "llama": _decoder("LlamaConfig", "LlamaForCausalLM"),
     "mistral": _decoder("MistralConfig", "MistralForCausalLM", kv_heads_half=True, sliding_window=None),
     "qwen2": _decoder("Qwen2Config", "Qwen2ForCausalLM", kv_heads_half=True),
-    # MoE decoders: transformers 4.x routes them through moe.py's dense dispatch for the export
+    # MoE decoders: the export stacks transformers 4.x's experts into the experts op (moe.py; --moe dense: dense
+    # dispatch)
     "mixtral": _decoder("MixtralConfig", "MixtralForCausalLM", kv_heads_half=True, sliding_window=None,
                         num_local_experts=4, num_experts_per_tok=2),
     "qwen2_moe": _decoder("Qwen2MoeConfig", "Qwen2MoeForCausalLM", kv_heads_half=True, sized=_shared_expert_sizes,

@@ -18,6 +18,14 @@ the original's 0.7*E1(x) + 0.3*E3(x) (adding an exact zero changes
 nothing). It costs experts/top_k times the expert FLOPs: a tool for
 exporting and checking programs, not for serving large MoE models.
 
+static_routing(experts_op=True) instead stacks each block's experts into
+the spmdc::moe_experts op (experts.py): the ModuleList `experts` becomes a
+StackedExperts holding w1 (the gate projection), w3 (up) [E, H, D] and w2
+(down) [E, D, H], so that `<block>.experts.w1` ... can be placed S(0) on
+an ep axis (docs/EXPERT_PARALLEL.md); the router is kept as above. Only
+experts that are three bias-free linears with silu (the op's FFN) are
+stacked; other blocks keep the dense dispatch.
+
 Blocks of transformers 5 (one fused experts module, not a ModuleList) are
 left alone: fixups.aten_experts gives them their batched_mm path.
 """
@@ -25,6 +33,8 @@ import types
 
 import torch
 import torch.nn.functional as F
+
+from .experts import experts as experts_op
 
 
 def dense_dispatch(experts, x, topk_indices, topk_weights):
@@ -39,6 +49,31 @@ def dense_dispatch(experts, x, topk_indices, topk_weights):
         y = expert(x) * dense[:, e, None]
         out = y if out is None else out + y
     return out
+
+
+class StackedExperts(torch.nn.Module):
+    """A block's E experts as the experts op's stacked weights: w1, w3
+    [E, H, D] and w2 [E, D, H] (parameters, copies of the experts' own)."""
+
+    def __init__(self, w1, w2, w3):
+        super().__init__()
+        self.w1, self.w2, self.w3 = (torch.nn.Parameter(w, requires_grad=w.requires_grad) for w in (w1, w2, w3))
+
+    def __len__(self):
+        return self.w1.shape[0]
+
+    def forward(self, x, indices, weights):
+        """The routed experts' output for x [T, D], indices and weights [T, K]."""
+        return experts_op(x, indices, weights, self.w1, self.w2, self.w3)
+
+
+def dispatch(block, x, topk_indices, topk_weights):
+    """The routed experts' sum for x [T, D]: the experts op where the block's
+    experts are stacked, else dense_dispatch (both in expert(x)'s dtype
+    times the weights' dtype, as the original)."""
+    if isinstance(block.experts, StackedExperts):
+        return block.experts(x, topk_indices, topk_weights.to(x.dtype)).to(torch.result_type(x, topk_weights))
+    return dense_dispatch(block.experts, x, topk_indices, topk_weights)
 
 
 def softmax_topk_forward(self, hidden_states):
@@ -57,7 +92,7 @@ def softmax_topk_forward(self, hidden_states):
     if getattr(self, "norm_topk_prob", True):
         routing_weights = routing_weights / routing_weights.sum(dim=-1, keepdim=True)
     routing_weights = routing_weights.to(hidden_states.dtype)
-    final_hidden_states = dense_dispatch(self.experts, hidden_states, selected_experts, routing_weights)
+    final_hidden_states = dispatch(self, hidden_states, selected_experts, routing_weights)
     final_hidden_states = final_hidden_states.to(hidden_states.dtype)
     shared = getattr(self, "shared_expert", None)
     if shared is not None:
@@ -69,7 +104,7 @@ def softmax_topk_forward(self, hidden_states):
 def deepseek_moe(self, hidden_states, topk_indices, topk_weights):
     """DeepseekV3MoE.moe (its forward, router and shared experts are kept):
     the routed experts' sum in the dtype of topk_weights, cast back."""
-    out = dense_dispatch(self.experts, hidden_states, topk_indices, topk_weights)
+    out = dispatch(self, hidden_states, topk_indices, topk_weights)
     return out.type(hidden_states.dtype)
 
 
@@ -101,30 +136,95 @@ def _replacement(module):
     return (method, fn) if applies(module) else None
 
 
-def static_routing(module, log):
+# (gate, down, up) projections of one expert: Mixtral's w1, w2, w3; the others' gate_proj, down_proj, up_proj
+PROJECTIONS = (("w1", "w2", "w3"), ("gate_proj", "down_proj", "up_proj"))
+
+
+def _is_silu(act):
+    return isinstance(act, torch.nn.SiLU) or type(act).__name__ in ("SiLU", "SiLUActivation")
+
+
+def _projections(expert):
+    """(gate, down, up) nn.Linear of an expert computing down(silu(gate(x)) * up(x)), else None."""
+    for names in PROJECTIONS:
+        layers = [getattr(expert, n, None) for n in names]
+        if all(isinstance(lin, torch.nn.Linear) and lin.bias is None for lin in layers) \
+                and _is_silu(getattr(expert, "act_fn", None)):
+            return layers
+    return None
+
+
+def stacked(experts):
+    """A StackedExperts of a ModuleList of experts (copies of their weights,
+    gate -> w1, down -> w2, up -> w3), or None where an expert is not the
+    op's FFN (another activation, a bias, other shapes)."""
+    layers = [_projections(e) for e in experts]
+    if not layers or any(p is None for p in layers):
+        return None
+    weights = [[lin.weight for lin in p] for p in layers]
+    if any([w.shape for w in ws] != [w.shape for w in weights[0]] for ws in weights):
+        return None
+    with torch.no_grad():
+        w1, w2, w3 = (torch.stack([ws[i].detach() for ws in weights]).requires_grad_(weights[0][i].requires_grad)
+                      for i in range(3))
+    return StackedExperts(w1, w2, w3)
+
+
+def _layer_glob(name):
+    """A block's module name with its layer indices as `*`: model.layers.0.mlp -> model.layers.*.mlp."""
+    return ".".join("*" if part.isdigit() else part for part in name.split("."))
+
+
+def _stack_note(cls, names, sample):
+    """The note of the blocks of one class whose experts were stacked."""
+    glob = _layer_glob(names[0]) + ".experts.*"
+    shape = lambda w: "x".join(map(str, w.shape))  # noqa: E731
+    return (f"{cls}: {len(names)} block{'s' if len(names) > 1 else ''}' experts stacked into the experts op "
+            f"(spmdc::moe_experts): parameters {names[0]}.experts.w1, w3 [{shape(sample.w1)}] and w2 "
+            f"[{shape(sample.w2)}] replace experts.<e>.* (expert parallelism: place \"{glob}\" S(0) on an ep "
+            f"axis; --moe dense keeps the per-expert parameters); router as transformers computes it")
+
+
+def static_routing(module, log, experts_op=False):
     """Gives every MoE block of `module` that BLOCKS lists (transformers
-    4.x's, with a ModuleList of experts) the dense-dispatch routing as an
-    instance attribute; parameter names and the module tree do not change.
-    Logs one line per block class; returns the undo."""
-    replaced, counts = [], {}
-    for block in module.modules():
-        found = _replacement(block)
-        if found is None:
+    4.x's, with a ModuleList of experts) static-shape routing as an
+    instance attribute: the dense dispatch (parameter names and the module
+    tree unchanged), or with experts_op=True the experts op on the block's
+    experts stacked into a StackedExperts (the parameters `experts.w1`,
+    `experts.w2`, `experts.w3` replace `experts.<e>.*`; blocks whose experts
+    are not the op's FFN keep the dense dispatch). Logs one line per block
+    class and route; returns the undo, which puts the experts back."""
+    found = [(name, block, _replacement(block)) for name, block in module.named_modules()]
+    replaced, dense, stacks = [], {}, {}
+    for name, block, how in found:
+        if how is None:
             continue
-        method, fn = found
+        method, fn = how
         old = block.__dict__.get(method)
+        stack = stacked(block.experts) if experts_op else None
+        if stack is not None:
+            replaced.append((block, "experts", block.experts))
+            block.experts = stack
+            stacks.setdefault(type(block).__name__, []).append(name)
+        else:
+            dense[type(block).__name__] = dense.get(type(block).__name__, 0) + 1
         setattr(block, method, types.MethodType(fn, block))
         replaced.append((block, method, old))
-        counts[type(block).__name__] = counts.get(type(block).__name__, 0) + 1
-    for name, n in counts.items():
-        log(f"{name}: {n} block{'s' if n > 1 else ''} routed by dense dispatch for the export (every expert "
+    for cls, names in stacks.items():
+        log(_stack_note(cls, names, module.get_submodule(names[0]).experts))
+    for cls, n in dense.items():
+        log(f"{cls}: {n} block{'s' if n > 1 else ''} routed by dense dispatch for the export (every expert "
             f"on every token, weighted by its routing weight, zero where unrouted; transformers' loop over "
-            f"experts has data-dependent sizes torch.export cannot trace)")
+            f"experts has data-dependent sizes torch.export cannot trace)"
+            + ("; not stacked into the experts op: its experts are not three bias-free linears with silu"
+               if experts_op else ""))
 
     def undo():
-        for block, method, old in reversed(replaced):
-            if old is None:
-                delattr(block, method)
+        for block, attr, old in reversed(replaced):
+            if attr == "experts":
+                block.experts = old
+            elif old is None:
+                delattr(block, attr)
             else:
-                setattr(block, method, old)
+                setattr(block, attr, old)
     return undo

@@ -14,7 +14,8 @@ configs, 2 layers, hidden 64, 4 or 8 experts), in fp32:
 * the whole model, train mode with output_router_logits (so the
   auxiliary load-balancing loss reads the router logits): loss and every
   parameter's gradient;
-* `python -m spmdc_export --hf NAME` and `--hf NAME --train`: the archive's
+* `python -m spmdc_export --hf NAME --moe dense` and with `--train` (the
+  default, the experts op, is tests/e2e/hf_moe_ep.py's): the archive's
   expected outputs (and loss and gradients) against the original model's
   eager ones on the archive's own inputs; then `spmdc compile` under dp
   (inference), Megatron TP from the model's tp_plan.json where it has one
@@ -274,7 +275,8 @@ def expert_tp_schema(a, d):
 
 def case_cli(a, work, name, train):
     d = os.path.join(work, name + ("_train" if train else ""))
-    out = sh([sys.executable, "-m", "spmdc_export", "--hf", name, "-o", d] + (["--train"] if train else []), 600)
+    out = sh([sys.executable, "-m", "spmdc_export", "--hf", name, "--moe", "dense", "-o", d]
+             + (["--train"] if train else []), 600)
     if "dense dispatch" not in out:
         raise AssertionError(f"--hf {name}: the CLI does not say it replaced the routing: {out!r}")
     want = original_eager(name, d, train)
