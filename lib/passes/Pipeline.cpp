@@ -89,7 +89,8 @@ Expected<RecomputePlan> resolveRecompute(const program::Program& p,
     const LayoutCost cost = modelLayout(copy, sharding::defaultDeviceProfile());
     return PlanCost{cost.peakBytes, cost.stepSeconds()};
   };
-  return chooseRecompute(p, rules, *options.memoryBudget, options.recomputeCollectives, peakOf, choice);
+  return chooseRecompute(p, rules, *options.memoryBudget, options.recomputeCollectives, peakOf, choice,
+                         options.recomputeLeanestWhenNoFit);
 }
 
 // Every --print-after name must be a pass (with --no-async too, the async
