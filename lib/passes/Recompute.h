@@ -87,6 +87,10 @@ Status applyRecompute(program::Program& program, const RecomputePlan& plan, Reco
 struct PlanCost {
   int64_t peakBytes = 0;
   double stepSeconds = 0;
+  /// Collectives of activations the plan's recomputation reads (-1: not
+  /// counted). chooseRecompute skips re-issuing when full recomputation
+  /// of every module reads none: it would change nothing.
+  int64_t activationCollectives = -1;
 };
 
 /// Applies a plan and the passes after it to a copy of the program;

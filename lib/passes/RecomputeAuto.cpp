@@ -131,7 +131,7 @@ Expected<RecomputePlan> chooseRecompute(const program::Program& program,
   if (most.peakBytes <= budget) {
     SPMD_ASSIGN_OR_RETURN(taken, lowestFitting(costAs(first), 1, {top, most}, budget));
   }
-  if (!collectives) {
+  if (!collectives && most.activationCollectives != 0) {
     // Re-issuing lowers each level's peak: a lower level may fit that way.
     SPMD_ASSIGN_OR_RETURN(PlanCost most2, costAs(RC::Reissue)(top));
     if (most2.peakBytes <= budget) {
