@@ -441,6 +441,7 @@ std::vector<JointCandidate> jointOrder(Search& search, const Search* finals, Eva
     for (const auto& [key, seen] : finals->seen) all.push_back({seen.second, seen.first});
   }
   std::vector<schema::PlacementSchema> schemas;
+  schemas.reserve(all.size());
   for (const JointCandidate& c : all) schemas.push_back(c.seen.schema);
   ev.prefetch(schemas);
   for (JointCandidate& c : all)
