@@ -45,8 +45,40 @@ std::string why(const Evaluated& alt, const Evaluated& chosen) {
   double dc = (alt.cost.computeSeconds - chosen.cost.computeSeconds) * 1e3;
   out += ": " + (diffs.empty() ? std::string("same collectives") : diffs) + ", compute " +
          (dc >= 0 ? "+" : "") + fixed(dc, 3) + " ms, peak " + withCommas(alt.cost.peakBytes) + " B/rank";
+  if (alt.plain) out += " with recomputation (" + withCommas(alt.plain->peakBytes) + " B/rank without)";
   if (!alt.fits) out += " (over the budget)";
   return out;
+}
+
+// The joint search's figures of one layout: its peak and step with the
+// recomputation chosen for the budget, and without.
+nlohmann::ordered_json recomputeJson(const Evaluated& e) {
+  nlohmann::ordered_json j;
+  j["name"] = e.name;
+  j["fits"] = e.fits;
+  j["recomputed"] = e.plain.has_value();
+  j["peak_bytes_per_rank"] = e.cost.peakBytes;
+  j["modeled_step_ms"] = e.cost.stepSeconds() * 1e3;
+  const passes::LayoutCost& plain = e.plain ? *e.plain : e.cost;
+  j["peak_bytes_without_recompute"] = plain.peakBytes;
+  j["memory_saved_bytes"] = plain.peakBytes - e.cost.peakBytes;
+  j["extra_compute_ms"] = (e.cost.computeSeconds - plain.computeSeconds) * 1e3;
+  j["extra_step_ms"] = (e.cost.stepSeconds() - plain.stepSeconds()) * 1e3;
+  return j;
+}
+
+// One summary line: what the chosen layout recomputes for the budget.
+std::string recomputeLine(const AutoResult& r) {
+  const Evaluated& c = r.chosen;
+  if (!c.plain)
+    return "  recomputes nothing: the layout fits the budget as it is (" +
+           std::to_string(r.recomputeTried.size()) + (r.recomputeTried.size() == 1 ? " layout" : " layouts") +
+           " priced with " + r.recomputeGlob + " recomputation where needed)";
+  const double extra = (c.cost.computeSeconds - c.plain->computeSeconds) * 1e3;
+  return "  recomputes " + r.recomputeGlob + " for the budget (the compile note says what): peak " +
+         withCommas(c.plain->peakBytes) + " -> " + withCommas(c.cost.peakBytes) + " B/rank (" +
+         withCommas(c.plain->peakBytes - c.cost.peakBytes) + " B saved), compute +" + fixed(extra, 3) +
+         " ms (+" + fixed(100 * extra / std::max(c.plain->computeSeconds * 1e3, 1e-30), 1) + "%)";
 }
 
 }  // namespace
@@ -85,6 +117,14 @@ std::string autoReportJson(const AutoResult& r, const std::optional<int64_t>& bu
     alts.push_back(e);
   }
   j["alternatives"] = alts;
+  if (!r.recomputeGlob.empty()) {
+    nlohmann::ordered_json rc;
+    rc["glob"] = r.recomputeGlob;
+    rc["chosen"] = recomputeJson(r.chosen);
+    rc["tried"] = nlohmann::ordered_json::array();
+    for (const Evaluated& e : r.recomputeTried) rc["tried"].push_back(recomputeJson(e));
+    j["recompute"] = rc;
+  }
   return j.dump();
 }
 
@@ -110,6 +150,7 @@ std::vector<std::string> autoSummaryLines(const AutoResult& r, const std::option
     if (option != "[R]" && option.find_first_not_of("[R, ]") != std::string::npos)
       chose += (chose.empty() ? "" : ", ") + match + " " + option;
   out.push_back("  chose " + (chose.empty() ? std::string("everything replicated") : chose));
+  if (!r.recomputeGlob.empty()) out.push_back(recomputeLine(r));
   for (const auto& a : r.alternatives) out.push_back("  " + why(a, r.chosen));
   return out;
 }

@@ -8,6 +8,7 @@
 #include "autoshard/AutoShard.h"
 
 #include "autoshard/Isolate.h"
+#include "autoshard/JointRecompute.h"
 #include "autoshard/QuickModel.h"
 
 #include <algorithm>
@@ -212,81 +213,7 @@ class Evaluator {
   int64_t crashed_ = 0;
 };
 
-// Within the budget first, then the faster step (over it: the leaner).
-// Strictly: a step within 1e-9 of b's is not better, whatever its sign (a
-// margin of b * 1e-9 let equal negative steps beat each other, and the
-// local search went round them until its time limit).
-bool better(const Evaluated& a, const Evaluated& b) {
-  if (a.fits != b.fits) return a.fits;
-  if (!a.fits) return a.cost.peakBytes < b.cost.peakBytes;
-  const double step = b.cost.stepSeconds();
-  return a.cost.stepSeconds() < step - 1e-9 * std::abs(step);
-}
-
-// The option index of `g` whose layout is S(0) on every axis (gathered as
-// asked; parameters of hsdp: R on axis 0), or 0 when it has none.
-size_t presetOption(const Group& g, const sharding::Mesh& mesh, bool gathered, bool hsdp) {
-  for (size_t i = 1; i < g.options.size(); ++i) {
-    const Option& o = g.options[i];
-    if (o.gathered != gathered) continue;
-    bool ok = true;
-    for (int64_t a = 0; a < mesh.numAxes(); ++a) {
-      const auto& p = o.spec.placements[static_cast<size_t>(a)];
-      bool wantR = (hsdp && a == 0) || mesh.size(a) == 1;
-      ok = ok && (wantR ? p.isReplicate() : p.isShard(0));
-    }
-    if (ok) return i;
-  }
-  return 0;
-}
-
-// The option of `g` that is `want` (not gathered), or 0.
-size_t optionWith(const Group& g, const sharding::ShardingSpec& want) {
-  for (size_t i = 0; i < g.options.size(); ++i)
-    if (!g.options[i].gathered && g.options[i].spec == want) return i;
-  return 0;
-}
-
-// Megatron on the last mesh axis (roles from rowParallelWeights), the batch
-// split over the other axes.
-std::vector<size_t> tensorParallelSeed(const std::vector<Group>& gs, const sharding::Mesh& mesh,
-                                       const std::map<std::string, bool>& rows) {
-  std::vector<size_t> c(gs.size(), 0);
-  const int64_t last = mesh.numAxes() - 1;
-  for (size_t i = 0; i < gs.size(); ++i) {
-    sharding::ShardingSpec want = sharding::ShardingSpec::replicated(mesh.numAxes());
-    if (gs[i].isParam) {
-      auto it = rows.find(gs[i].names.front());
-      if (it == rows.end()) continue;
-      want.placements[static_cast<size_t>(last)] = sharding::Placement::shard(it->second ? 1 : 0);
-    } else {
-      for (int64_t a = 0; a < last; ++a)
-        want.placements[static_cast<size_t>(a)] = sharding::Placement::shard(0);
-    }
-    c[i] = optionWith(gs[i], want);
-  }
-  return c;
-}
-
-// Seeds: replicated, tensor-parallel, dp, fsdp and (2-D) hsdp, as assignments.
-std::vector<std::pair<std::string, std::vector<size_t>>> seeds(const std::vector<Group>& gs,
-                                                               const sharding::Mesh& mesh,
-                                                               const std::map<std::string, bool>& rows) {
-  std::vector<std::pair<std::string, std::vector<size_t>>> out;
-  out.emplace_back("replicated", std::vector<size_t>(gs.size(), 0));
-  out.emplace_back("tensor-parallel", tensorParallelSeed(gs, mesh, rows));
-  for (const char* name : {"dp", "fsdp", "hsdp"}) {
-    std::string n = name;
-    if (n == "hsdp" && mesh.numAxes() != 2) continue;
-    std::vector<size_t> c(gs.size(), 0);
-    for (size_t i = 0; i < gs.size(); ++i)
-      c[i] = !gs[i].isParam ? presetOption(gs[i], mesh, false, false)
-             : n == "dp"    ? 0
-                            : presetOption(gs[i], mesh, true, n == "hsdp");
-    out.emplace_back(n, c);
-  }
-  return out;
-}
+bool better(const Evaluated& a, const Evaluated& b) { return betterLayout(a, b); }
 
 struct Search {
   const std::vector<Group>& groups;
@@ -459,12 +386,136 @@ std::unique_ptr<QuickModel> quickModelFor(pt2::Archive& archive, const AutoOptio
   return q ? std::move(*q) : nullptr;
 }
 
+// The chosen layout (`s`'s best), its choices and the alternatives.
+Status finish(Search& s, Evaluator& ev, const AutoOptions& o, AutoResult& r) {
+  if (!s.best->fits)
+    return Status::error("--schema auto: no layout fits the memory budget of " + withCommas(*o.memoryBudget) +
+                         " B/rank: the leanest layout found needs " + withCommas(s.leanest->cost.peakBytes) +
+                         " B/rank; raise --memory-budget or use a larger mesh");
+  r.chosen = *s.best;
+  r.chosen.name = "auto";
+  for (size_t g = 0; g < s.groups.size(); ++g)
+    r.choices.emplace_back(s.groups[g].match, s.groups[g].options[s.bestChoice[g]].str());
+  for (const auto& [preset, ps] : presetAlternatives(o.mesh))
+    if (auto e = ev.evaluate(preset, ps)) r.alternatives.push_back(*e);
+  if (s.second) {
+    r.alternatives.push_back(*s.second);
+    r.alternatives.back().name = "runner-up";
+  }
+  r.evaluations = ev.count();
+  return Status::ok();
+}
+
+// What an assignment shards, for the joint search's error ("{tokens [S(0)],
+// model.out.weight [S(0)]}", the first 3 and a count); seeds keep their
+// name.
+std::string layoutName(const std::vector<Group>& groups, const JointCandidate& c) {
+  if (c.seen.name != "auto") return c.seen.name;
+  std::string out;
+  int shown = 0, more = 0;
+  for (size_t g = 0; g < groups.size(); ++g) {
+    const Option& opt = groups[g].options[c.choice[g]];
+    if (opt.spec.isReplicated() && !opt.gathered) continue;
+    if (shown++ < 3)
+      out += (out.empty() ? "" : ", ") + groups[g].match + " " + opt.str();
+    else
+      ++more;
+  }
+  if (more) out += " and " + std::to_string(more) + " more";
+  return out.empty() ? "replicated" : "{" + out + "}";
+}
+
+// The layouts the joint search prices, fastest first, on compiled costs:
+// the (step, peak) front of what `search` saw (at most 8 of it, from the
+// fastest to the leanest, when the quick model priced it) and `finals`'
+// compiled layouts, compiled without recomputation, and the front of those;
+// only the fastest of `finals` when it fits `budget` as it is.
+std::vector<JointCandidate> jointOrder(Search& search, const Search* finals, Evaluator& ev, int64_t budget) {
+  std::vector<JointCandidate> all, exact;
+  if (finals && finals->best && finals->best->cost.peakBytes <= budget)  // the fastest fits as it is
+    return {{finals->bestChoice, *finals->best}};
+  for (const auto& [key, seen] : search.seen) all.push_back({seen.second, seen.first});
+  all = paretoFront(std::move(all));
+  if (finals) {
+    all = spreadOut(std::move(all), 8);
+    for (const auto& [key, seen] : finals->seen) all.push_back({seen.second, seen.first});
+  }
+  std::vector<schema::PlacementSchema> schemas;
+  schemas.reserve(all.size());
+  for (const JointCandidate& c : all) schemas.push_back(c.seen.schema);
+  ev.prefetch(schemas);
+  for (JointCandidate& c : all)
+    if (auto e = ev.evaluate(c.seen.name, c.seen.schema); e && search.verify(c.choice)) {
+      c.seen.cost = e->cost;
+      c.seen.name = layoutName(search.groups, c);
+      exact.push_back(std::move(c));
+    }
+  return paretoFront(std::move(exact));
+}
+
+// Recomputation chosen with the layout (AutoShard.h): jointOrder's layouts
+// compiled for the budget of `o` (plain by `ev`, with "auto" recomputation
+// of `glob` where that does not fit); the presets priced alike for the
+// report.
+Status finishJointly(Search& search, const Search* finals, Evaluator& ev, const std::string& modelPath,
+                     const AutoOptions& o, const std::string& glob, AutoResult& r) {
+  AutoOptions jo = o;
+  jo.compile.memoryBudget = o.memoryBudget;
+  jo.compile.recomputeLeanestWhenNoFit = true;
+  Evaluator rec(modelPath, jo);
+  const int64_t budget = *o.memoryBudget;
+  JointPrice price = [&](const JointCandidate& c) -> Expected<Evaluated> {
+    SPMD_ASSIGN_OR_RETURN(Evaluated plain, ev.evaluate(c.seen.name, c.seen.schema));
+    plain.fits = plain.cost.peakBytes <= budget;
+    if (plain.fits) return plain;
+    SPMD_ASSIGN_OR_RETURN(Evaluated e, rec.evaluate(c.seen.name, withRecompute(c.seen.schema, glob)));
+    if (!e.fits && plain.cost.peakBytes <= e.cost.peakBytes) return plain;  // recomputing gathers more
+    e.plain = plain.cost;
+    return e;
+  };
+  std::vector<JointCandidate> order = jointOrder(search, finals, ev, budget);
+  JointOutcome out = chooseJointly(order, price, static_cast<size_t>(std::max<int64_t>(o.finalists, 4)));
+  r.recomputeGlob = glob;
+  r.recomputeTried = out.tried;
+  r.method += "; " + glob + " recomputed where a layout does not fit alone (" +
+              std::to_string(out.tried.size()) + " of " + std::to_string(order.size()) +
+              " on the front priced)";
+  if (!out.best) return noJointFit(budget, glob, out.tried);
+  r.chosen = *out.best;
+  r.chosen.name = "auto";
+  for (size_t g = 0; g < search.groups.size(); ++g)
+    r.choices.emplace_back(search.groups[g].match, search.groups[g].options[out.bestChoice[g]].str());
+  for (const auto& [preset, ps] : presetAlternatives(o.mesh))
+    if (auto e = price({{}, Evaluated{preset, ps, {}, true, std::nullopt}})) r.alternatives.push_back(*e);
+  if (out.second) {
+    r.alternatives.push_back(*out.second);
+    r.alternatives.back().name = "runner-up";
+  }
+  r.evaluations = ev.count() + rec.count();
+  r.crashedLayouts += rec.crashed();
+  return Status::ok();
+}
+
 }  // namespace
 
-Expected<AutoResult> autoShard(const std::string& modelPath, const AutoOptions& o) {
+// Strictly: a step within 1e-9 of b's is not better, whatever its sign (a
+// margin of b * 1e-9 let equal negative steps beat each other, and the
+// local search went round them until its time limit).
+bool betterLayout(const Evaluated& a, const Evaluated& b) {
+  if (a.fits != b.fits) return a.fits;
+  if (!a.fits) return a.cost.peakBytes < b.cost.peakBytes;
+  const double step = b.cost.stepSeconds();
+  return a.cost.stepSeconds() < step - 1e-9 * std::abs(step);
+}
+
+Expected<AutoResult> autoShard(const std::string& modelPath, const AutoOptions& options) {
   AutoResult r;
   auto start = Clock::now();
   SPMD_ASSIGN_OR_RETURN(pt2::Archive a, pt2::readArchive(modelPath, {.loadWeights = false}));
+  const std::optional<std::string> glob =
+      options.memoryBudget && options.jointRecompute ? recomputeGlob(a.program) : std::nullopt;
+  AutoOptions o = options;  // jointly: the search ranks by step, the budget comes after (finishJointly)
+  if (glob) o.memoryBudget.reset();
   std::vector<Group> groups = buildGroups(a.program, o.mesh, pinnedNames(a.program, o.pins), o.allowGather);
   r.groups = static_cast<int64_t>(groups.size());
   bool exhaustive = searchSpace(groups, o.exhaustiveLimit) <= o.exhaustiveLimit;
@@ -525,23 +576,11 @@ Expected<AutoResult> autoShard(const std::string& modelPath, const AutoOptions& 
         ev.evaluate("replicated", schemaFor(groups, std::vector<size_t>(groups.size(), 0), o.mesh, o.pins));
     return e.status().withContext("--schema auto: not even the replicated layout compiles");
   }
-  if (!s.best->fits)
-    return Status::error("--schema auto: no layout fits the memory budget of " + withCommas(*o.memoryBudget) +
-                         " B/rank: the leanest layout found needs " + withCommas(s.leanest->cost.peakBytes) +
-                         " B/rank; raise --memory-budget or use a larger mesh");
-  r.chosen = *s.best;
-  r.chosen.name = "auto";
-  for (size_t g = 0; g < groups.size(); ++g)
-    r.choices.emplace_back(groups[g].match, groups[g].options[s.bestChoice[g]].str());
-  for (const auto& [preset, ps] : presetAlternatives(o.mesh))
-    if (auto e = ev.evaluate(preset, ps)) r.alternatives.push_back(*e);
-  if (s.second) {
-    r.alternatives.push_back(*s.second);
-    r.alternatives.back().name = "runner-up";
-  }
-  r.evaluations = ev.count();
-  r.crashedLayouts = ev.crashed();
   r.timedOut = search.timedOut;
+  SPMD_RETURN_IF_ERROR(
+      glob ? finishJointly(search, quick ? &compiled : nullptr, ev, modelPath, options, *glob, r)
+           : finish(s, ev, o, r));
+  r.crashedLayouts += ev.crashed();
   r.solveMs = msSince(start);
   return r;
 }

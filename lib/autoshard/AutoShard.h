@@ -18,6 +18,18 @@
 // best option until no move improves or the time limit passes. Layouts over
 // the budget lose to any layout within it; when none fits, the error says
 // how much memory the leanest layout needs.
+//
+// Recomputation chosen with the layout (--memory-budget, a train step whose
+// ops name their modules): the search ranks layouts by step time alone;
+// then the (step, peak) Pareto front of what it saw, fastest first, is
+// compiled for the budget: a layout that fits as it is costs its step; one
+// that does not gets "recompute": {"model.layers.*": "auto"}
+// (passes::chooseRecompute: the least recomputation that fits), and costs
+// the step with that recomputation, or is over the budget when even full
+// recomputation does not fit. Fastest fitting wins (replicate + recompute
+// against shard + save); a layout whose plain step is already slower than
+// the best so far is not priced. Error when none fits: the smallest peak
+// found and the layouts tried.
 #pragma once
 
 #include <cstdint>
@@ -66,6 +78,11 @@ struct AutoOptions {
   /// alike, peak memory within a few percent); 0, or a memory budget,
   /// prices the whole program.
   int foldKeep = 2;
+  /// With a memoryBudget, choose recomputation with the layout (the
+  /// bottom of this file's comment): a train step whose ops name the
+  /// modules of its stack of layers gets "recompute": {"<stack>.*":
+  /// "auto"} where the layout alone does not fit.
+  bool jointRecompute = true;
 };
 
 /// One evaluated layout.
@@ -74,7 +91,15 @@ struct Evaluated {
   schema::PlacementSchema schema;
   passes::LayoutCost cost;
   bool fits = true;  ///< peak within the budget
+  /// Set when `schema` recomputes for the budget (joint search): the cost
+  /// of the same layout without recomputation, which did not fit. `cost`
+  /// is then the compiled program's with the recomputation chosen (its
+  /// extra compute included).
+  std::optional<passes::LayoutCost> plain;
 };
+
+/// Within the budget first, then the faster step (over it: the leaner).
+bool betterLayout(const Evaluated& a, const Evaluated& b);
 
 /// What autoShard() chose, and the layouts it compared it with.
 struct AutoResult {
@@ -98,6 +123,12 @@ struct AutoResult {
   bool timedOut = false;
   /// Layouts skipped because compiling them stopped on an internal error.
   int64_t crashedLayouts = 0;
+  /// The joint search's module glob ("model.layers.*"); empty when
+  /// recomputation was not chosen with the layout.
+  std::string recomputeGlob;
+  /// The layouts the joint search priced for the budget, in that order
+  /// (with recomputation where they did not fit alone).
+  std::vector<Evaluated> recomputeTried;
 };
 
 /// Chooses the layout of the model at `modelPath` (see the top). Errors: the

@@ -348,6 +348,12 @@ void Folder::apply() {
 
 }  // namespace
 
+std::optional<std::string> layerStackPrefix(const ir::ExportedProgram& program) {
+  std::optional<Stack> s = findStack(program);
+  if (!s) return std::nullopt;
+  return s->prefix;
+}
+
 Expected<FoldedStack> foldLayers(ir::ExportedProgram& program, int keep) {
   std::optional<Stack> stack = findStack(program);
   if (!stack) return Status::error("no stored inputs repeat per layer (<prefix>.<k>.<name>)");

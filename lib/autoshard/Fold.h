@@ -23,6 +23,7 @@
 // layers 1..L-1 are the stack, and layer 0 is kept as part of the rest.
 #pragma once
 
+#include <optional>
 #include <string>
 
 #include "ir/Graph.h"
@@ -45,5 +46,10 @@ struct FoldedStack {
 /// than keep + 1 layers, or its layers do not repeat as the file comment
 /// says.
 Expected<FoldedStack> foldLayers(ir::ExportedProgram& program, int keep);
+
+/// The prefix of the largest stack of layers in `program`'s stored inputs
+/// (`<prefix>.<k>.<rest>` as above: "model.layers"), whether or not the
+/// layers repeat node for node; nullopt when none.
+std::optional<std::string> layerStackPrefix(const ir::ExportedProgram& program);
 
 }  // namespace spmd::autoshard

@@ -44,6 +44,51 @@ std::string paramBehind(const ir::Value* v, const std::unordered_map<const ir::V
   return "";
 }
 
+// The option index of `g` whose layout is S(0) on every axis (gathered as
+// asked; parameters of hsdp: R on axis 0), or 0 when it has none.
+size_t presetOption(const Group& g, const sharding::Mesh& mesh, bool gathered, bool hsdp) {
+  for (size_t i = 1; i < g.options.size(); ++i) {
+    const Option& o = g.options[i];
+    if (o.gathered != gathered) continue;
+    bool ok = true;
+    for (int64_t a = 0; a < mesh.numAxes(); ++a) {
+      const auto& p = o.spec.placements[static_cast<size_t>(a)];
+      bool wantR = (hsdp && a == 0) || mesh.size(a) == 1;
+      ok = ok && (wantR ? p.isReplicate() : p.isShard(0));
+    }
+    if (ok) return i;
+  }
+  return 0;
+}
+
+// The option of `g` that is `want` (not gathered), or 0.
+size_t optionWith(const Group& g, const sharding::ShardingSpec& want) {
+  for (size_t i = 0; i < g.options.size(); ++i)
+    if (!g.options[i].gathered && g.options[i].spec == want) return i;
+  return 0;
+}
+
+// Megatron on the last mesh axis (roles from rowParallelWeights), the batch
+// split over the other axes.
+std::vector<size_t> tensorParallelSeed(const std::vector<Group>& gs, const sharding::Mesh& mesh,
+                                       const std::map<std::string, bool>& rows) {
+  std::vector<size_t> c(gs.size(), 0);
+  const int64_t last = mesh.numAxes() - 1;
+  for (size_t i = 0; i < gs.size(); ++i) {
+    sharding::ShardingSpec want = sharding::ShardingSpec::replicated(mesh.numAxes());
+    if (gs[i].isParam) {
+      auto it = rows.find(gs[i].names.front());
+      if (it == rows.end()) continue;
+      want.placements[static_cast<size_t>(last)] = sharding::Placement::shard(it->second ? 1 : 0);
+    } else {
+      for (int64_t a = 0; a < last; ++a)
+        want.placements[static_cast<size_t>(a)] = sharding::Placement::shard(0);
+    }
+    c[i] = optionWith(gs[i], want);
+  }
+  return c;
+}
+
 }  // namespace
 
 std::map<std::string, bool> rowParallelWeights(const ir::ExportedProgram& p) {
@@ -86,6 +131,25 @@ std::map<std::string, bool> rowParallelWeights(const ir::ExportedProgram& p) {
     roles[weight] = afterColumn;
   }
   return roles;
+}
+
+std::vector<std::pair<std::string, std::vector<size_t>>> seeds(const std::vector<Group>& gs,
+                                                               const sharding::Mesh& mesh,
+                                                               const std::map<std::string, bool>& rows) {
+  std::vector<std::pair<std::string, std::vector<size_t>>> out;
+  out.emplace_back("replicated", std::vector<size_t>(gs.size(), 0));
+  out.emplace_back("tensor-parallel", tensorParallelSeed(gs, mesh, rows));
+  for (const char* name : {"dp", "fsdp", "hsdp"}) {
+    std::string n = name;
+    if (n == "hsdp" && mesh.numAxes() != 2) continue;
+    std::vector<size_t> c(gs.size(), 0);
+    for (size_t i = 0; i < gs.size(); ++i)
+      c[i] = !gs[i].isParam ? presetOption(gs[i], mesh, false, false)
+             : n == "dp"    ? 0
+                            : presetOption(gs[i], mesh, true, n == "hsdp");
+    out.emplace_back(n, c);
+  }
+  return out;
 }
 
 }  // namespace spmd::autoshard

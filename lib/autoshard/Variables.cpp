@@ -201,6 +201,17 @@ std::string schemaJson(const schema::PlacementSchema& s, const std::string& comm
   j["params"] = rules(s.params);
   j["inputs"] = rules(s.inputs);
   j["outputs"] = "replicate";
+  if (!s.recompute.empty()) {
+    nlohmann::ordered_json rc = nlohmann::ordered_json::object();
+    for (const auto& r : s.recompute) {
+      using M = schema::RecomputeMode;
+      if (r.mode == M::Selective)
+        rc[r.glob] = {{"save", r.save}};
+      else
+        rc[r.glob] = r.mode == M::Full ? "full" : r.mode == M::Auto ? "auto" : "none";
+    }
+    j["recompute"] = rc;
+  }
   return j.dump(1) + "\n";
 }
 

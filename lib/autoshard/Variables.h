@@ -66,6 +66,14 @@ std::vector<Group> buildGroups(const ir::ExportedProgram& program, const shardin
 /// (S(0)), by FQN.
 std::map<std::string, bool> rowParallelWeights(const ir::ExportedProgram& program);
 
+/// The seeds of the local search, as assignments of `gs`: replicated,
+/// tensor-parallel (Megatron on the last mesh axis, roles from `rows`,
+/// rowParallelWeights; the batch split over the other axes), dp, fsdp and,
+/// on 2-D meshes, hsdp.
+std::vector<std::pair<std::string, std::vector<size_t>>> seeds(const std::vector<Group>& gs,
+                                                               const sharding::Mesh& mesh,
+                                                               const std::map<std::string, bool>& rows);
+
 /// The schema meaning `choice` (one option index per group), after the
 /// rules of `pins` (first rule wins, so pins win): mesh of `mesh`, outputs
 /// replicated.
@@ -74,7 +82,8 @@ schema::PlacementSchema schemaFor(const std::vector<Group>& groups, const std::v
 
 /// The placement-schema JSON text of `s` (lib/schema format: loads back with
 /// schema::parsePlacementSchema). Presets are written as their rule-less
-/// equivalent only when s has no preset; `comment` goes into the file.
+/// equivalent only when s has no preset; its "recompute" entries too;
+/// `comment` goes into the file.
 std::string schemaJson(const schema::PlacementSchema& s, const std::string& comment);
 
 }  // namespace spmd::autoshard

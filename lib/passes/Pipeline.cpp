@@ -83,13 +83,18 @@ Expected<RecomputePlan> resolveRecompute(const program::Program& p,
   SPMD_ASSIGN_OR_RETURN(std::string json, program::programToJsonText(p));
   PlanPeak peakOf = [&](const RecomputePlan& plan) -> Expected<PlanCost> {
     SPMD_ASSIGN_OR_RETURN(program::Program copy, program::programFromJson(json));
+    int64_t collectives = -1;
     for (auto& pass : defaultPasses(options.async, options.bucketBytes, plan.rules,
-                                    plan.collectives == RecomputeCollectives::Reissue))
+                                    plan.collectives == RecomputeCollectives::Reissue)) {
       SPMD_RETURN_IF_ERROR(pass->run(copy));
+      if (const auto* rc = dynamic_cast<const Recompute*>(pass.get()))
+        collectives = rc->summary().collectives;
+    }
     const LayoutCost cost = modelLayout(copy, sharding::defaultDeviceProfile());
-    return PlanCost{cost.peakBytes, cost.stepSeconds()};
+    return PlanCost{cost.peakBytes, cost.stepSeconds(), collectives};
   };
-  return chooseRecompute(p, rules, *options.memoryBudget, options.recomputeCollectives, peakOf, choice);
+  return chooseRecompute(p, rules, *options.memoryBudget, options.recomputeCollectives, peakOf, choice,
+                         options.recomputeLeanestWhenNoFit);
 }
 
 // Every --print-after name must be a pass (with --no-async too, the async

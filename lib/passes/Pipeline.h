@@ -45,6 +45,10 @@ struct CompileOptions {
   /// collectives of activations; nullopt: save them, except that "auto"
   /// under memoryBudget tries both (chooseRecompute).
   std::optional<RecomputeCollectives> recomputeCollectives;
+  /// --schema auto's joint search: when no "auto" plan fits memoryBudget,
+  /// apply the leanest (every module fully recomputed) instead of refusing,
+  /// so that the layout is priced, over the budget.
+  bool recomputeLeanestWhenNoFit = false;
   /// --mixed-precision: the policy the train step must have been exported
   /// with (passes/MixedPrecision.h); nullopt: the schema's, or the archive's.
   std::optional<schema::MixedPrecisionRequest> mixedPrecision;

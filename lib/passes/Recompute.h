@@ -87,6 +87,10 @@ Status applyRecompute(program::Program& program, const RecomputePlan& plan, Reco
 struct PlanCost {
   int64_t peakBytes = 0;
   double stepSeconds = 0;
+  /// Collectives of activations the plan's recomputation reads (-1: not
+  /// counted). chooseRecompute skips re-issuing when full recomputation
+  /// of every module reads none: it would change nothing.
+  int64_t activationCollectives = -1;
 };
 
 /// Applies a plan and the passes after it to a copy of the program;
@@ -100,13 +104,16 @@ using PlanPeak = std::function<Expected<PlanCost>(const RecomputePlan&)>;
 /// then fully. Collectives of activations: `collectives` when given; else
 /// both ways are tried, and re-issuing is taken only when it lets a plan
 /// with less recomputation fit and that plan's modeled step is faster (or
-/// when only re-issuing fits). `choice` says what was chosen. Error when
-/// even full recomputation of every module does not fit, with the smallest
-/// peak found.
+/// when only re-issuing fits). `choice` says what was chosen. A plan
+/// without recomputation that fits is taken after one try. Error when even
+/// full recomputation of every module does not fit, with the smallest peak
+/// found; with `leanestWhenNoFit` that leanest plan is returned instead
+/// (--schema auto prices the layout with it, over the budget).
 Expected<RecomputePlan> chooseRecompute(const program::Program& program,
                                         const std::vector<schema::RecomputeRule>& rules, int64_t budget,
                                         std::optional<RecomputeCollectives> collectives,
-                                        const PlanPeak& peakOf, std::string& choice);
+                                        const PlanPeak& peakOf, std::string& choice,
+                                        bool leanestWhenNoFit = false);
 
 class Recompute : public Pass {
  public:

@@ -104,7 +104,7 @@ std::string microseconds(double seconds) {
 Expected<RecomputePlan> chooseRecompute(const program::Program& program,
                                         const std::vector<schema::RecomputeRule>& rules, int64_t budget,
                                         std::optional<RecomputeCollectives> collectives,
-                                        const PlanPeak& peakOf, std::string& choice) {
+                                        const PlanPeak& peakOf, std::string& choice, bool leanestWhenNoFit) {
   SPMD_ASSIGN_OR_RETURN(std::vector<RecomputeRegion> regions, recomputeRegions(program, rules));
   std::vector<std::string> modules;
   for (const RecomputeRegion& r : regions)
@@ -116,26 +116,28 @@ Expected<RecomputePlan> chooseRecompute(const program::Program& program,
   };
   const RC first = collectives.value_or(RC::Save);  // the way tried first: saving adds no time
   SPMD_ASSIGN_OR_RETURN(PlanCost none, costAs(first)(0));
+  auto chose = [&](const Rung& r, RC how, const std::string& what) {
+    choice = "auto: " + describe(r.level, n) +
+             (how == RC::Reissue ? ", collectives of activations re-issued" : "") + ": estimated peak " +
+             withCommas(r.cost.peakBytes) + " B/rank " + what + " --memory-budget " + withCommas(budget) +
+             " (" + withCommas(none.peakBytes) + " B/rank without recomputation); modeled step " +
+             microseconds(r.cost.stepSeconds);
+    return RecomputePlan{levelRules(rules, modules, r.level), how};
+  };
+  if (none.peakBytes <= budget) return chose({0, none}, first, "within");
   SPMD_ASSIGN_OR_RETURN(PlanCost most, costAs(first)(top));
-  // Saving fits nowhere: re-issuing (when not ruled out) frees the most.
   std::optional<Rung> taken;
-  RC how = first;
+  RC how = first, leanest = first;
   if (most.peakBytes <= budget) {
-    if (none.peakBytes <= budget) {
-      taken = Rung{0, none};
-    } else {
-      SPMD_ASSIGN_OR_RETURN(taken, lowestFitting(costAs(first), 1, {top, most}, budget));
-    }
+    SPMD_ASSIGN_OR_RETURN(taken, lowestFitting(costAs(first), 1, {top, most}, budget));
   }
-  if (!collectives && (!taken || taken->level != 0)) {
+  if (!collectives && most.activationCollectives != 0) {
     // Re-issuing lowers each level's peak: a lower level may fit that way.
     SPMD_ASSIGN_OR_RETURN(PlanCost most2, costAs(RC::Reissue)(top));
     if (most2.peakBytes <= budget) {
-      const size_t hi = taken ? taken->level : top;
-      const PlanCost atHi = taken ? PlanCost{} : most2;
-      Rung r{hi, atHi};
+      Rung r{taken ? taken->level : top, most2};
       if (taken) {
-        SPMD_ASSIGN_OR_RETURN(r.cost, costAs(RC::Reissue)(hi));
+        SPMD_ASSIGN_OR_RETURN(r.cost, costAs(RC::Reissue)(r.level));
       }
       SPMD_ASSIGN_OR_RETURN(Rung re, lowestFitting(costAs(RC::Reissue), 1, r, budget));
       if (!taken || (re.level < taken->level && re.cost.stepSeconds < taken->cost.stepSeconds)) {
@@ -143,19 +145,17 @@ Expected<RecomputePlan> chooseRecompute(const program::Program& program,
         how = RC::Reissue;
       }
     }
-    most = std::min(most, most2, [](const auto& a, const auto& b) { return a.peakBytes < b.peakBytes; });
+    if (most2.peakBytes < most.peakBytes) {
+      most = most2;
+      leanest = RC::Reissue;
+    }
   }
-  if (!taken)
-    return Status::error("recompute: no plan fits --memory-budget " + withCommas(budget) +
-                         " B/rank: the smallest estimated peak is " + withCommas(most.peakBytes) +
-                         " B/rank, with " + describe(top, n) + " (without recomputation " +
-                         withCommas(none.peakBytes) + " B/rank); give a larger budget or shard more");
-  choice = "auto: " + describe(taken->level, n) +
-           (how == RC::Reissue ? ", collectives of activations re-issued" : "") + ": estimated peak " +
-           withCommas(taken->cost.peakBytes) + " B/rank within --memory-budget " + withCommas(budget) + " (" +
-           withCommas(none.peakBytes) + " B/rank without recomputation); modeled step " +
-           microseconds(taken->cost.stepSeconds);
-  return RecomputePlan{levelRules(rules, modules, taken->level), how};
+  if (taken) return chose(*taken, how, "within");
+  if (leanestWhenNoFit) return chose({top, most}, leanest, "(the leanest plan) over");
+  return Status::error("recompute: no plan fits --memory-budget " + withCommas(budget) +
+                       " B/rank: the smallest estimated peak is " + withCommas(most.peakBytes) +
+                       " B/rank, with " + describe(top, n) + " (without recomputation " +
+                       withCommas(none.peakBytes) + " B/rank); give a larger budget or shard more");
 }
 
 }  // namespace spmd::passes
