@@ -137,6 +137,10 @@ TEST_CASE("pipelined train steps give one device's loss and gradients") {
                                R"({"microbatches": 2, "stages": ["mlp.fc2"], "schedule": "gpipe"})",
                                R"("preset": "fsdp", )")},
       {"resmlp_train", schemaText("[2]", R"(["pp"])", R"({"microbatches": 4})")},
+      {"../pipeline/llama_pipe_train",
+       schemaText("[2, 2]", R"(["pp", "dp"])",
+                  R"({"microbatches": 2, "stages": 2, "schedule": "interleaved-1f1b", "virtual_stages": 2})",
+                  R"("preset": "fsdp", )")},
   };
   for (const auto& c : cases) {
     INFO(c.model << " " << c.schema);
