@@ -31,6 +31,11 @@ pp x fsdp: testdata/pt2/mlp_train on 2 stages x 2 fsdp ranks (`spmd-run
 -n 4`, 2 microbatches, 1F1B; GPipe in e2e_pipeline_test) against eager
 torch.optim.AdamW.
 
+DCP resume: eager PyTorch saves a DCP checkpoint of llama_train after 2
+AdamW steps (dcp.save of get_state_dict's model and optimizer) and runs 2
+more; `spmd-run --resume-dcp` under 2 stages (1F1B) continues it: steps 2
+and 3, losses (1e-5) and parameters (1e-4) equal eager's.
+
 Every step's loss (torch's: the mean of its microbatches' losses) and every
 parameter after the last step must match (|a - b| <= tol * max(1, |b|); on
 parameters ||a - b|| <= tol ||b|| + 1e-6 sqrt(n)); tol is 1e-4 for the
@@ -410,6 +415,47 @@ def check_pp_fsdp(a, steps, d):
 
 
 
+def check_dcp_resume(a, d):
+    """Eager PyTorch saves a DCP checkpoint (get_state_dict's {"model",
+    "optim"}, dcp.save) after 2 AdamW steps of llama_train and runs 2 more;
+    spmd-run resumes it with --resume-dcp under 2 pipeline stages (1F1B) and
+    runs 2 steps: the same step numbers, losses (1e-5) and parameters."""
+    import warnings
+    import torch.distributed.checkpoint as dcp
+    from safetensors.torch import load_file
+    from torch.distributed.checkpoint.state_dict import get_state_dict
+    m, (tokens, labels), ckpt = load_model(), batch(), d / "dcp_ckpt"
+    opt, losses = adamw(m.parameters()), []
+    for step in range(4):
+        if step == 2:
+            msd, osd = get_state_dict(m, opt)
+            with warnings.catch_warnings():  # one process, no process group: dcp says so
+                warnings.simplefilter("ignore")
+                dcp.save({"model": msd, "optim": osd}, checkpoint_id=str(ckpt))
+        opt.zero_grad()
+        loss = m(tokens, labels)
+        loss.backward()
+        losses.append(loss.item())
+        opt.step()
+    want = {k: p.detach().clone() for k, p in m.named_parameters()}
+    prog = spmd_compile(a, MODEL, {"version": 1, "mesh": {"shape": [2], "axes": ["pp"]},
+                                   "pipeline": {"axis": "pp", "stages": ["model.layers.1"], "schedule": "1f1b",
+                                                "microbatches": MICROBATCHES}}, "dcp_pp", d)
+    log, out = d / "dcp_pp.log", d / "dcp_pp.out.safetensors"
+    subprocess.run([a.spmd_run, "-n", "2", prog, "--inputs", MODEL / "inputs.safetensors", "--steps", "2",
+                    "--resume-dcp", ckpt, "--loss-log", log, "--output", out, "-q"], check=True)
+    lines = [json.loads(x) for x in log.read_text().splitlines()]
+    failures = []
+    if [x["step"] for x in lines] != [2, 3]:
+        failures.append(f"dcp resume under pp: logged steps {[x['step'] for x in lines]}, want [2, 3]")
+    got = {k[len("parameter."):]: v for k, v in load_file(str(out)).items() if k.startswith("parameter.")}
+    failures += compare("dcp resume under pp: spmdc vs eager", [x["loss"] for x in lines], got, losses[2:], want,
+                        1e-5, 1e-4)
+    print(f"dcp resume under pp: losses spmdc {[round(x['loss'], 6) for x in lines]} eager "
+          f"{[round(x, 6) for x in losses[2:]]}")
+    return failures
+
+
 def close(a, b, tol=1e-4):
     return abs(a - b) <= tol * max(1.0, abs(b))
 
@@ -457,6 +503,7 @@ def main():
                   f"torch {t_sent:,} ({s_sent / max(t_sent, 1):.2f}x)")
         failures += check_interleaved(a, a.steps, d)
         failures += check_pp_fsdp(a, a.steps, d)
+        failures += check_dcp_resume(a, d)
     for f in failures:
         print("FAIL", f)
     print("pipeline_vs_torch:", "ok" if not failures else f"{len(failures)} failures")
