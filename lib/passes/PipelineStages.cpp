@@ -23,9 +23,17 @@ Expected<PipelineSetup> pipelineSetup(const schema::PlacementSchema& s,
   out.request.stages = full.size(axis);
   out.request.boundaries = pp.boundaries;
   out.request.schedule = pp.schedule;
+  out.request.virtualStages = pp.virtualStages;
+  if (pp.virtualStages < 1)
+    return Status::error(s.source + ": pipeline: \"virtual_stages\" must be at least 1");
   if (pp.stageCount > 0 && pp.stageCount != out.request.stages)
     return Status::error(s.source + ": pipeline: \"stages\": " + std::to_string(pp.stageCount) +
                          " but axis '" + pp.axis + "' has size " + std::to_string(out.request.stages));
+  // A schedule that cannot run these microbatches is refused before compiling.
+  if (auto actions =
+          pipeline::scheduleActions(pp.schedule, out.request.stages, pp.microbatches, pp.virtualStages);
+      !actions)
+    return actions.status().withContext(s.source);
   std::string mb = "mb";
   while (full.axisIndex(mb) >= 0) mb += "_";
   out.request.microbatchAxis = mb;
@@ -100,7 +108,10 @@ std::string pipelineNote(const program::Program& p) {
     if (v && v->type().numel()) bytes += *v->type().numel() * ir::elementSize(v->type().dtype);
   }
   return "pipeline: " + std::to_string(plan.stages) + " stages over axis '" + plan.axis + "', " +
-         plan.schedule + ", " + std::to_string(p.mesh.size(p.mesh.axisIndex(plan.microbatchAxis))) +
+         plan.schedule +
+         (plan.virtualStages > 1 ? " (" + std::to_string(plan.virtualStages) + " virtual stages per rank)"
+                                 : "") +
+         ", " + std::to_string(p.mesh.size(p.mesh.axisIndex(plan.microbatchAxis))) +
          " microbatches (mesh axis '" + plan.microbatchAxis +
          "': its all-reduces sum over microbatches, nothing is sent); stages send each other " +
          std::to_string(transfers.size()) + " values, " + withCommas(bytes) + " B per microbatch";

@@ -47,6 +47,7 @@ class Placer {
   Expected<std::vector<PipelinePlace>> run() {
     for (const auto& n : g_.nodes()) SPMD_RETURN_IF_ERROR(classify(*n));
     SPMD_RETURN_IF_ERROR(moveParameterOnlyToStep());
+    SPMD_RETURN_IF_ERROR(stageShared());
     markForward();
     for (const auto& n : g_.nodes()) SPMD_RETURN_IF_ERROR(assignStage(*n));
     SPMD_RETURN_IF_ERROR(checkOutputs());
@@ -98,6 +99,10 @@ class Placer {
 
   // A value of parameters alone (weight decay's p * (1 - lr * wd)) that
   // only the optimizer reads is part of the step, not of every microbatch.
+  // One that the microbatches read too (under fsdp, a bias's all-gather
+  // that AdamW's update also reads) is shared: free, so that the step and
+  // the microbatches each compute it from the parameter (stageShared keeps
+  // it on its parameter's stage).
   Status moveParameterOnlyToStep() {
     const auto& nodes = g_.nodes();
     for (auto it = nodes.rbegin(); it != nodes.rend(); ++it) {
@@ -106,14 +111,40 @@ class Placer {
       bool micro = false, step = false, other = false;
       for (const ir::Value* v : n.outputValues()) {
         micro |= flags_[v].micro;
-        for (const ir::Node* u : v->users()) (place(*u).phase == Phase::Step ? step : other) = true;
+        for (const ir::Node* u : v->users()) {
+          bool shared = place(*u).phase == Phase::Free && shared_.count(u);
+          (place(*u).phase == Phase::Step ? step : other) = true;
+          step |= shared;
+        }
       }
       if (micro || !step) continue;
-      if (other)
-        return Status::error(nodeRef(n) + " is read both by the microbatches and by the optimizer step: a " +
-                             "pipeline cannot share it; compute it in one of them");
+      if (other) {
+        place(n).phase = Phase::Free;
+        shared_.insert(&n);
+        continue;
+      }
       place(n).phase = Phase::Step;
       for (const ir::Value* v : n.outputValues()) flags_[v].acc = true;
+    }
+    return Status::ok();
+  }
+
+  // A shared value of parameters counts as a parameter of their stage
+  // (assignStage then keeps its readers there).
+  Status stageShared() {
+    for (const auto& n : g_.nodes()) {
+      if (!shared_.count(n.get())) continue;
+      const ir::Value* from = nullptr;
+      for (const ir::Value* v : n->inputValues()) {
+        auto it = paramStage_.find(v);
+        if (it == paramStage_.end()) continue;
+        if (from && it->second != paramStage_[from])
+          return Status::error(nodeRef(*n) + " reads parameters '" + fqn_[from] + "' and '" + fqn_[v] +
+                               "' of two stages: a pipeline cannot share it; move the stage boundary");
+        from = v;
+      }
+      if (!from) continue;
+      for (const ir::Value* v : n->outputValues()) paramStage_[v] = paramStage_[from], fqn_[v] = fqn_[from];
     }
     return Status::ok();
   }
@@ -199,6 +230,7 @@ class Placer {
   std::unordered_map<const ir::Value*, int64_t> paramStage_;
   std::unordered_map<const ir::Value*, std::string> fqn_;
   std::unordered_set<const ir::Node*> accumulations_;
+  std::unordered_set<const ir::Node*> shared_;  // values of parameters alone, made free
   std::vector<PipelinePlace> places_;
 };
 
@@ -220,10 +252,12 @@ Expected<program::PipelinePlan> planPipeline(const program::Program& p, const St
   program::PipelinePlan plan;
   plan.axis = req.axis;
   plan.stages = req.stages;
+  plan.virtualStages = req.virtualStages;
   plan.microbatchAxis = req.microbatchAxis;
   plan.schedule = req.schedule;
   SPMD_ASSIGN_OR_RETURN(plan.places, Placer(p, req, std::move(paramStages)).run());
-  SPMD_ASSIGN_OR_RETURN(plan.actions, scheduleActions(req.schedule, req.stages, p.mesh.size(mbAxis)));
+  SPMD_ASSIGN_OR_RETURN(plan.actions,
+                        scheduleActions(req.schedule, req.stages, p.mesh.size(mbAxis), req.virtualStages));
   return plan;
 }
 

@@ -134,12 +134,13 @@ std::set<std::string> stageWeightNames(const program::Program& p, const StageGra
 }
 
 Expected<std::vector<std::set<std::string>>> stageWeights(const program::Program& p) {
-  std::vector<std::set<std::string>> out;
+  std::vector<std::set<std::string>> out(static_cast<size_t>(p.pipeline->stages));
   std::set<std::string> read;
-  for (int64_t s = 0; s < p.pipeline->stages; ++s) {
-    SPMD_ASSIGN_OR_RETURN(StageGraphs g, stageGraphs(p, s));
-    out.push_back(stageWeightNames(p, g));
-    read.insert(out.back().begin(), out.back().end());
+  for (int64_t c = 0; c < p.pipeline->chunks(); ++c) {
+    SPMD_ASSIGN_OR_RETURN(StageGraphs g, stageGraphs(p, c));
+    std::set<std::string> names = stageWeightNames(p, g);
+    out[static_cast<size_t>(p.pipeline->rankOf(c))].insert(names.begin(), names.end());
+    read.insert(names.begin(), names.end());
   }
   for (const program::WeightEntry& w : p.weights)
     if (!read.count(w.fqn) && !out.empty()) out[0].insert(w.fqn);

@@ -44,7 +44,8 @@ struct StageGraphs {
   std::vector<std::pair<Subgraph, const ir::Node*>> prologue;
 };
 
-/// Cuts `stage`'s subgraphs out of `p` (which has a pipeline plan).
+/// Cuts `stage`'s subgraphs out of `p` (which has a pipeline plan; a
+/// virtual stage under an interleaved schedule).
 /// Outputs of the forward and backward: every value they define that is
 /// read elsewhere; of the step: the graph outputs it computes, plus the
 /// free ones every stage computes (buffer updates such as a step count).
@@ -54,10 +55,11 @@ Expected<StageGraphs> stageGraphs(const program::Program& p, int64_t stage);
 /// `g`'s subgraphs read, by FQN (the program's weight names).
 std::set<std::string> stageWeightNames(const program::Program& p, const StageGraphs& g);
 
-/// The weights each stage loads, one set per stage: what its subgraphs
-/// read; a weight no stage reads goes to stage 0 (so that it is loaded and
-/// checkpointed somewhere). A weight several stages read (a step count
-/// every stage updates alike) is in each of their sets.
+/// The weights each pipeline rank loads, one set per rank: what the
+/// subgraphs of its (virtual) stages read; a weight no stage reads goes to
+/// rank 0 (so that it is loaded and checkpointed somewhere). A weight
+/// several ranks read (a step count every stage updates alike) is in each
+/// of their sets.
 Expected<std::vector<std::set<std::string>>> stageWeights(const program::Program& p);
 
 /// What a pipelined run's checkpoint describes (docs/PIPELINE.md): `p`'s
@@ -67,7 +69,8 @@ Expected<std::vector<std::set<std::string>>> stageWeights(const program::Program
 /// not replicated over the microbatch axis.
 Expected<program::Program> checkpointView(const program::Program& p);
 
-/// The stage that checkpoints each weight: the lowest whose set holds it.
+/// The pipeline rank that checkpoints each weight: the lowest whose set
+/// holds it.
 std::map<std::string, int64_t> weightOwners(const std::vector<std::set<std::string>>& stageWeights);
 
 }  // namespace spmd::pipeline

@@ -71,13 +71,15 @@ bool under(const std::string& fqn, const std::string& module) {
 Expected<std::vector<int64_t>> parameterStages(const ir::ExportedProgram& g, const StageRequest& req) {
   std::vector<std::string> cuts = req.boundaries;
   if (cuts.empty()) {
-    SPMD_ASSIGN_OR_RETURN(cuts, evenBoundaries(g, req.stages));
+    SPMD_ASSIGN_OR_RETURN(cuts, evenBoundaries(g, req.chunks()));
   }
-  if (static_cast<int64_t>(cuts.size()) != req.stages - 1)
-    return Status::error("pipeline: " + std::to_string(cuts.size()) + " module boundaries make " +
-                         std::to_string(cuts.size() + 1) + " stages, but the mesh's '" + req.axis +
-                         "' axis has " + std::to_string(req.stages) +
-                         ": give one boundary fewer than the stages");
+  if (static_cast<int64_t>(cuts.size()) != req.chunks() - 1)
+    return Status::error(
+        "pipeline: " + std::to_string(cuts.size()) + " module boundaries make " +
+        std::to_string(cuts.size() + 1) + " stages, but the mesh's '" + req.axis + "' axis has " +
+        std::to_string(req.stages) +
+        (req.virtualStages > 1 ? " ranks of " + std::to_string(req.virtualStages) + " virtual stages" : "") +
+        ": give one boundary fewer than the stages");
   std::unordered_map<const ir::Value*, int> firstUse;
   for (const auto& n : g.graph.nodes())
     for (const ir::Value* v : n->inputValues()) firstUse.try_emplace(v, n->index());
@@ -109,10 +111,61 @@ Expected<std::vector<int64_t>> parameterStages(const ir::ExportedProgram& g, con
   return stages;
 }
 
+namespace {
+
+using Actions = std::vector<std::vector<program::PipelineAction>>;
+using Kind = program::PipelineAction::Kind;
+
+// PyTorch's ScheduleInterleaved1F1B (schedules.py: _get_warmup_ops and
+// _get_1f1b_rank_ops, whose None idle slots are left out): rank r runs
+// `warmup` forwards, then pairs of a forward and a backward, then the
+// remaining backwards; the virtual stage of the k-th forward advances every
+// `perRound` microbatches, the backwards' runs the other way.
+Expected<Actions> interleavedActions(int64_t stages, int64_t microbatches, int64_t virtualStages) {
+  int64_t rounds = std::max<int64_t>(1, microbatches / stages);
+  int64_t perRound = microbatches / rounds;
+  if (microbatches % rounds != 0)
+    return Status::error(
+        "pipeline: interleaved-1f1b runs the microbatches in rounds of " + std::to_string(perRound) + " (" +
+        std::to_string(rounds) + " rounds for " + std::to_string(stages) + " ranks), so " +
+        std::to_string(microbatches) +
+        " microbatches do not fit (PyTorch's ScheduleInterleaved1F1B refuses them too): give " +
+        "a multiple of " + std::to_string(rounds) + " microbatches");
+  Actions out(static_cast<size_t>(stages));
+  int64_t total = virtualStages * microbatches;
+  for (int64_t r = 0; r < stages; ++r) {
+    int64_t warmup = std::min((virtualStages - 1) * perRound + 2 * (stages - 1 - r), total);
+    auto fwdStage = [&](int64_t op) { return ((op / perRound) % virtualStages) * stages + r; };
+    auto bwdStage = [&](int64_t op) {
+      return (virtualStages - 1 - ((op - warmup) / perRound) % virtualStages) * stages + r;
+    };
+    std::map<int64_t, int64_t> nextF, nextB;
+    auto& list = out[static_cast<size_t>(r)];
+    for (int64_t op = 0; op < total + warmup; ++op) {
+      if (op < total) {
+        int64_t c = fwdStage(op);
+        list.push_back({Kind::Forward, nextF[c]++, c});
+      }
+      if (op >= warmup) {
+        int64_t c = bwdStage(op);
+        list.push_back({Kind::Backward, nextB[c]++, c});
+      }
+    }
+  }
+  return out;
+}
+
+}  // namespace
+
 Expected<std::vector<std::vector<program::PipelineAction>>> scheduleActions(const std::string& schedule,
                                                                             int64_t stages,
-                                                                            int64_t microbatches) {
-  using Kind = program::PipelineAction::Kind;
+                                                                            int64_t microbatches,
+                                                                            int64_t virtualStages) {
+  if (schedule == "interleaved-1f1b") return interleavedActions(stages, microbatches, virtualStages);
+  if (virtualStages != 1)
+    return Status::error("pipeline: \"virtual_stages\": " + std::to_string(virtualStages) +
+                         " needs \"schedule\": " + "\"interleaved-1f1b\" (" + schedule +
+                         " runs one stage per rank)");
   std::vector<std::vector<program::PipelineAction>> out(static_cast<size_t>(stages));
   for (int64_t s = 0; s < stages; ++s) {
     auto& list = out[static_cast<size_t>(s)];
@@ -129,7 +182,8 @@ Expected<std::vector<std::vector<program::PipelineAction>>> scheduleActions(cons
       }
       for (int64_t i = microbatches - warm; i < microbatches; ++i) list.push_back({Kind::Backward, i});
     } else {
-      return Status::error("pipeline: schedule '" + schedule + "' is not one of gpipe, 1f1b");
+      return Status::error("pipeline: schedule '" + schedule +
+                           "' is not one of gpipe, 1f1b, interleaved-1f1b");
     }
   }
   return out;

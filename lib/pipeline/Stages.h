@@ -32,18 +32,23 @@ namespace spmd::pipeline {
 /// What the schema asks for (schema::PipelineRequest, resolved).
 struct StageRequest {
   std::string axis = "pp";
+  /// Pipeline ranks (the axis's size).
   int64_t stages = 2;
-  /// Module boundaries ("model.layers.4"), stages - 1 of them; empty: the
+  /// Virtual stages per rank (interleaved-1f1b); the model is cut into
+  /// chunks() = stages * virtualStages stages.
+  int64_t virtualStages = 1;
+  /// Module boundaries ("model.layers.4"), chunks() - 1 of them; empty: the
   /// repeated layers split evenly.
   std::vector<std::string> boundaries;
   std::string schedule = "1f1b";
   std::string microbatchAxis = "mb";
+  int64_t chunks() const { return stages * virtualStages; }
 };
 
-/// The stage of every parameter, by first use: a parameter is on the stage
-/// of the number of boundaries at or before its module. Errors: a boundary
-/// no parameter lies under, boundaries out of order, more stages than
-/// layers.
+/// The (virtual) stage of every parameter, by first use: a parameter is on
+/// the stage of the number of boundaries at or before its module. Errors:
+/// a boundary no parameter lies under, boundaries out of order, more stages
+/// than layers.
 Expected<std::vector<int64_t>> parameterStages(const ir::ExportedProgram& g, const StageRequest& req);
 
 /// Places every node of `p` (an expanded train step whose mesh has the
@@ -53,10 +58,15 @@ Expected<std::vector<int64_t>> parameterStages(const ir::ExportedProgram& g, con
 /// of one microbatch, a step reading two stages.
 Expected<program::PipelinePlan> planPipeline(const program::Program& p, const StageRequest& req);
 
-/// The action lists of `schedule` ("gpipe", "1f1b") for `stages` stages
-/// and `microbatches` microbatches.
+/// The action lists of `schedule` ("gpipe", "1f1b", "interleaved-1f1b"),
+/// one per pipeline rank, for `stages` ranks of `virtualStages` stages each
+/// and `microbatches` microbatches. interleaved-1f1b's lists are the order
+/// of PyTorch's ScheduleInterleaved1F1B (torch.distributed.pipelining,
+/// _get_1f1b_rank_ops without its idle slots); like it, refuses a count of
+/// microbatches that is not a multiple of its rounds (max(1, m / stages)).
 Expected<std::vector<std::vector<program::PipelineAction>>> scheduleActions(const std::string& schedule,
                                                                             int64_t stages,
-                                                                            int64_t microbatches);
+                                                                            int64_t microbatches,
+                                                                            int64_t virtualStages = 1);
 
 }  // namespace spmd::pipeline

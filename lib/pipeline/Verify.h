@@ -4,6 +4,8 @@
 //   stage 0: F0 B0 F1 B1      stage 1: F0 F1 B0 B1
 //   -> "pipeline: the schedule deadlocks: stage 0 waits at B0 for B0 of
 //       stage 1, stage 1 waits at F1 for F1 of stage 0"
+//   interleaved (virtual stages): "rank 0 waits at 2F0 for 1F0 of stage 1
+//       (rank 1); ..."
 #pragma once
 
 #include "program/Program.h"
@@ -12,10 +14,10 @@
 namespace spmd::pipeline {
 
 /// Checks `p.pipeline` against `p`: one place per node, stages in range,
-/// each stage runs the forward and the backward of every microbatch exactly
-/// once (forward first), and the stages' action lists, run with
-/// asynchronous sends and blocking receives, finish (no deadlock). Ok when
-/// `p` has no pipeline.
+/// each rank runs the forward and the backward of every microbatch exactly
+/// once (forward first) on each of its (virtual) stages and on no other
+/// rank's, and the ranks' action lists, run with asynchronous sends and
+/// blocking receives, finish (no deadlock). Ok when `p` has no pipeline.
 Status verifyPipeline(const program::Program& p);
 
 }  // namespace spmd::pipeline

@@ -110,6 +110,7 @@ std::string header(const Program& p) {
   if (p.pipeline) {
     const PipelinePlan& pp = *p.pipeline;
     s += "pipeline axis " + pp.axis + "=" + std::to_string(pp.stages) + ", schedule " + pp.schedule +
+         (pp.virtualStages > 1 ? ", " + std::to_string(pp.virtualStages) + " virtual stages per rank" : "") +
          ", microbatches over mesh axis " + pp.microbatchAxis + ", " + std::to_string(worldSize(p)) +
          " ranks\n";
     s += scheduleTable(pp);

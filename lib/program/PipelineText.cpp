@@ -48,20 +48,31 @@ Expected<PipelinePlace> parsePlace(std::string_view text) {
 }
 
 std::string actionText(const PipelineAction& a) {
-  return (a.kind == PipelineAction::Kind::Forward ? "F" : "B") + std::to_string(a.microbatch);
+  return (a.stage >= 0 ? std::to_string(a.stage) : "") +
+         (a.kind == PipelineAction::Kind::Forward ? "F" : "B") + std::to_string(a.microbatch);
 }
 
 Expected<PipelineAction> parseAction(std::string_view text) {
-  if (text.empty() || (text[0] != 'F' && text[0] != 'B'))
-    return Status::error("pipeline action '" + std::string(text) + "' is not F<microbatch> or B<microbatch>");
-  SPMD_ASSIGN_OR_RETURN(int64_t mb, trailingIndex(text, "action"));
-  return PipelineAction{text[0] == 'F' ? PipelineAction::Kind::Forward : PipelineAction::Kind::Backward, mb};
+  size_t letter = text.find_first_not_of("0123456789");
+  int64_t stage = -1;
+  if (letter != 0 && letter != std::string_view::npos) {
+    auto [end, ec] = std::from_chars(text.data(), text.data() + letter, stage);
+    if (ec != std::errc() || end != text.data() + letter) letter = std::string_view::npos;
+  }
+  std::string_view rest = letter == std::string_view::npos ? std::string_view() : text.substr(letter);
+  if (rest.empty() || (rest[0] != 'F' && rest[0] != 'B'))
+    return Status::error(
+        "pipeline action '" + std::string(text) +
+        "' is not F<microbatch>, B<microbatch> or <stage>F<microbatch>, <stage>B<microbatch>");
+  SPMD_ASSIGN_OR_RETURN(int64_t mb, trailingIndex(rest, "action"));
+  return PipelineAction{rest[0] == 'F' ? PipelineAction::Kind::Forward : PipelineAction::Kind::Backward, mb,
+                        stage};
 }
 
 std::string scheduleTable(const PipelinePlan& plan) {
   std::string out;
   for (size_t s = 0; s < plan.actions.size(); ++s) {
-    out += "stage " + std::to_string(s) + ":";
+    out += (plan.virtualStages > 1 ? "rank " : "stage ") + std::to_string(s) + ":";
     for (const auto& a : plan.actions[s]) out += " " + actionText(a);
     out += "\n";
   }

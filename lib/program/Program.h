@@ -103,12 +103,15 @@ struct WeightEntry {
   std::optional<WeightSourceRef> source;
 };
 
-/// One step of a pipeline stage's schedule: the forward or the backward of
-/// one microbatch (docs/PIPELINE.md).
+/// One step of a pipeline rank's schedule: the forward or the backward of
+/// one microbatch on one (virtual) stage (docs/PIPELINE.md).
 struct PipelineAction {
   enum class Kind : uint8_t { Forward, Backward };
   Kind kind = Kind::Forward;
   int64_t microbatch = 0;
+  /// The virtual stage it runs (interleaved schedules); -1: the rank's one
+  /// stage (a plan with one stage per rank).
+  int64_t stage = -1;
   bool operator==(const PipelineAction&) const = default;
 };
 
@@ -127,21 +130,33 @@ struct PipelinePlace {
 /// (its coordinate is the microbatch being run), and its all-reduces are
 /// accumulations over the microbatches. `stages` copies of the mesh's other
 /// axes run the stages; world rank = stage * (ranks of the other axes) +
-/// rank among them.
+/// rank among them. With `virtualStages` v > 1 (interleaved 1F1B) the model
+/// is cut into stages * v virtual stages, virtual stage c on pipeline rank
+/// c mod stages (PyTorch's ScheduleInterleaved1F1B layout); places then
+/// name virtual stages and actions carry theirs ("2F0": virtual stage 2's
+/// forward of microbatch 0).
 ///
 ///   pipeline axis pp stages 2 schedule 1f1b microbatches 4 (mesh axis mb)
 ///   stage 0: F0 F1 B0 F2 B1 F3 B2 B3
 ///   stage 1: F0 B0 F1 B1 F2 B2 F3 B3
 struct PipelinePlan {
   std::string axis;            ///< the pipeline axis's name ("pp")
-  int64_t stages = 0;          ///< its size
+  int64_t stages = 0;          ///< its size (pipeline ranks)
+  int64_t virtualStages = 1;   ///< virtual stages per pipeline rank
   std::string microbatchAxis;  ///< the mesh axis of microbatches ("mb")
-  std::string schedule;        ///< "gpipe" or "1f1b"
+  std::string schedule;        ///< "gpipe", "1f1b" or "interleaved-1f1b"
   /// One per graph node, in node order.
   std::vector<PipelinePlace> places;
-  /// One list per stage.
+  /// One list per pipeline rank.
   std::vector<std::vector<PipelineAction>> actions;
   bool operator==(const PipelinePlan&) const = default;
+
+  /// Virtual stages in all (stages * virtualStages).
+  int64_t chunks() const { return stages * virtualStages; }
+  /// The pipeline rank running virtual stage `c`.
+  int64_t rankOf(int64_t c) const { return c % stages; }
+  /// The virtual stage action `a` of rank `rank`'s list runs.
+  int64_t stageOf(int64_t rank, const PipelineAction& a) const { return a.stage < 0 ? rank : a.stage; }
 };
 
 /// A compiled distributed program.

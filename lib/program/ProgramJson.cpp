@@ -113,9 +113,11 @@ Status writeWeights(JsonWriter& w, const Program& p) {
 
 // "pipeline": {"axis": "pp", "stages": 2, "microbatch_axis": "mb",
 //   "schedule": "1f1b", "places": ["F0", "-", ...], "actions": [["F0", ...], ...]}
+// ("virtual_stages": v only when v > 1: interleaved plans.)
 void writePipeline(JsonWriter& w, const PipelinePlan& plan) {
   w.key("pipeline").beginObject();
   w.key("axis").string(plan.axis).key("stages").integer(plan.stages);
+  if (plan.virtualStages > 1) w.key("virtual_stages").integer(plan.virtualStages);
   w.key("microbatch_axis").string(plan.microbatchAxis).key("schedule").string(plan.schedule);
   w.key("places").beginArray();
   for (const auto& place : plan.places) w.string(placeText(place));
@@ -350,6 +352,10 @@ Expected<PipelinePlan> readPipeline(element e) {
   const std::string where = "pipeline";
   SPMD_ASSIGN_OR_RETURN(plan.axis, readString(e, "axis", where));
   SPMD_ASSIGN_OR_RETURN(plan.stages, readInt(e, "stages", where));
+  if (e["virtual_stages"].error() == SUCCESS) {
+    SPMD_ASSIGN_OR_RETURN(plan.virtualStages, readInt(e, "virtual_stages", where));
+    if (plan.virtualStages < 1) return fieldError(where, "virtual_stages", "a positive integer");
+  }
   SPMD_ASSIGN_OR_RETURN(plan.microbatchAxis, readString(e, "microbatch_axis", where));
   SPMD_ASSIGN_OR_RETURN(plan.schedule, readString(e, "schedule", where));
   SPMD_ASSIGN_OR_RETURN(std::vector<std::string> places, readStrings(e, "places", where));

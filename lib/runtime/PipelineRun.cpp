@@ -6,6 +6,7 @@
 
 #include <chrono>
 #include <cmath>
+#include <memory>
 #include <optional>
 #include <set>
 #include <unordered_map>
@@ -54,10 +55,17 @@ struct Part {
   const ir::Graph* graph = nullptr;
 };
 
+// Values one virtual stage hands another on the same rank (interleaved
+// schedules), by tag: what a send and a receive would carry.
+using Mailbox = std::map<int64_t, at::Tensor>;
+
+// One (virtual) stage of this rank: its subgraphs, and where their inputs
+// come from and outputs go.
 class StageRunner {
  public:
-  StageRunner(const program::Program& p, MeshComm& comm, TensorMap& weights, c10::Device device)
-      : p_(p), comm_(comm), weights_(weights), device_(device), stage_(comm.stage()) {
+  StageRunner(const program::Program& p, MeshComm& comm, TensorMap& weights, c10::Device device,
+              int64_t stage, Mailbox& local)
+      : p_(p), comm_(comm), weights_(weights), device_(device), stage_(stage), local_(local) {
     microbatches_ = p.mesh.size(p.mesh.axisIndex(p.pipeline->microbatchAxis));
     auto transfers = pipeline::stageTransfers(p);
     for (size_t k = 0; k < transfers.size(); ++k) transferIndex_[{transfers[k].value, transfers[k].to}] = k;
@@ -75,9 +83,9 @@ class StageRunner {
     return Status::ok();
   }
 
-  /// One train step over `micro` (this rank's inputs per microbatch);
-  /// returns the step's outputs this stage computes, by value name.
-  Expected<Values> step(const std::vector<TensorMap>& micro) {
+  /// The prologue sums over every microbatch of `micro` (this rank's
+  /// inputs per microbatch), by value name.
+  Expected<Values> prologue(const std::vector<TensorMap>& micro) {
     Values prologue, accum;
     for (size_t k = 0; k < prologue_.size(); ++k) {
       const ir::Node& n = *graphs_.prologue[k].second;
@@ -92,24 +100,35 @@ class StageRunner {
       if (op && !op->strings.empty() && op->strings[0] == "avg") sum.div_(microbatches_);
       prologue[n.outputValues()[0]->name()] = sum;
     }
-    std::vector<Values> stash(static_cast<size_t>(microbatches_));
-    for (const PipelineAction& a : p_.pipeline->actions[static_cast<size_t>(stage_)]) {
-      bool fwd = a.kind == PipelineAction::Kind::Forward;
-      Part& part = fwd ? forward_ : backward_;
-      auto& mine = stash[static_cast<size_t>(a.microbatch)];
-      auto out = run(part, a.microbatch, micro, prologue, mine, accum);
-      if (!out)
-        return out.status().withContext("stage " + std::to_string(stage_) + " " + program::actionText(a));
-      for (size_t j = 0; j < out->size(); ++j)
-        deliver(part.outputs[j], part.outputNames[j], (*out)[j], a, mine, accum);
-      if (!fwd) mine.clear();
-    }
+    return prologue;
+  }
+
+  /// Runs action `a` (the forward or backward of one microbatch), adding
+  /// its gradients into `accum`.
+  Status act(const PipelineAction& a, const std::vector<TensorMap>& micro, const Values& prologue,
+             Values& accum) {
+    if (stash_.empty()) stash_.resize(static_cast<size_t>(microbatches_));
+    bool fwd = a.kind == PipelineAction::Kind::Forward;
+    Part& part = fwd ? forward_ : backward_;
+    auto& mine = stash_[static_cast<size_t>(a.microbatch)];
+    auto out = run(part, a.microbatch, micro, prologue, mine, accum);
+    if (!out)
+      return out.status().withContext("stage " + std::to_string(stage_) + " " + program::actionText(a));
+    for (size_t j = 0; j < out->size(); ++j)
+      deliver(part.outputs[j], part.outputNames[j], (*out)[j], a, mine, accum);
+    if (!fwd) mine.clear();
+    return Status::ok();
+  }
+
+  /// The optimizer step once every action ran: averages this stage's
+  /// accumulations that are means, runs the step; returns its outputs by
+  /// value name.
+  Expected<Values> finish(const std::vector<TensorMap>& micro, const Values& prologue, Values& accum) {
     for (auto& [name, t] : accum)
       if (avg_.count(name)) t.div_(microbatches_);
     comm_.setMicrobatch(0);
     Values none;
     SPMD_ASSIGN_OR_RETURN(std::vector<at::Tensor> out, run(step_, 0, micro, prologue, none, accum));
-    SPMD_RETURN_IF_ERROR(finishSends());
     Values result;
     for (size_t j = 0; j < out.size(); ++j) result[step_.outputNames[j]] = out[j];
     return result;
@@ -205,11 +224,19 @@ class StageRunner {
     std::vector<int64_t> shape;
     for (const auto& d : t.sizes) shape.push_back(d.value());
     SPMD_ASSIGN_OR_RETURN(c10::ScalarType dtype, toC10ScalarType(t.dtype));
+    int64_t tag = s.tag * microbatches_ + mb;
+    int64_t from = p_.pipeline->rankOf(s.stage);
+    if (from == comm_.stage()) {  // another virtual stage of this rank
+      auto it = local_.find(tag);
+      if (it == local_.end())
+        return Status::error("value %" + s.key + " of stage " + std::to_string(s.stage) + " is not ready");
+      at::Tensor t = std::move(it->second);
+      local_.erase(it);
+      return t;
+    }
     std::vector<at::Tensor> buf = {at::empty(shape, at::TensorOptions().dtype(dtype).device(device_))};
     try {
-      comm_.pipelineGroup()
-          .recv(buf, static_cast<int>(s.stage), static_cast<int>(s.tag * microbatches_ + mb))
-          ->wait();
+      comm_.pipelineGroup().recv(buf, static_cast<int>(from), static_cast<int>(tag))->wait();
     } catch (const std::exception& e) {
       std::string what = e.what();
       return Status::error("receiving %" + s.key + " from stage " + std::to_string(s.stage) +
@@ -245,13 +272,19 @@ class StageRunner {
         it->second.add_(t);
     }
     for (const auto& [to, k] : use.sends) {
+      int64_t tag = static_cast<int64_t>(k) * microbatches_ + a.microbatch;
+      int64_t rank = p_.pipeline->rankOf(to);
+      if (rank == comm_.stage()) {
+        local_[tag] = t;
+        continue;
+      }
       std::vector<at::Tensor> buf = {t.contiguous()};
-      auto work = comm_.pipelineGroup().send(buf, static_cast<int>(to),
-                                             static_cast<int>(k * microbatches_ + a.microbatch));
+      auto work = comm_.pipelineGroup().send(buf, static_cast<int>(rank), static_cast<int>(tag));
       sends_.emplace_back(std::move(work), std::move(buf));
     }
   }
 
+ public:
   Status finishSends() {
     try {
       for (auto& [work, buf] : sends_) work->wait();
@@ -277,17 +310,67 @@ class StageRunner {
   pipeline::StageGraphs graphs_;
   Part forward_, backward_, step_;
   std::vector<Part> prologue_;
+  std::vector<Values> stash_;  // per microbatch
+  Mailbox& local_;
   std::vector<std::pair<c10::intrusive_ptr<c10d::Work>, std::vector<at::Tensor>>> sends_;
 
  public:
   int64_t tagBase_ = 0;
 };
 
-// The stage whose step computes graph output `v` (free ones: stage 0).
+// This rank's virtual stages (one without an interleaved schedule), run in
+// the order of its action list.
+class RankRunner {
+ public:
+  RankRunner(const program::Program& p, MeshComm& comm, TensorMap& weights, c10::Device device) : p_(p) {
+    const program::PipelinePlan& plan = *p.pipeline;
+    for (int64_t c = comm.stage(); c < plan.chunks(); c += plan.stages)
+      stages_.push_back(std::make_unique<StageRunner>(p, comm, weights, device, c, local_));
+    rank_ = comm.stage();
+    tagBase_ = stages_.front()->tagBase_;
+  }
+
+  Status prepare() {
+    for (auto& s : stages_) SPMD_RETURN_IF_ERROR(s->prepare());
+    return Status::ok();
+  }
+
+  /// One train step over `micro` (this rank's inputs per microbatch);
+  /// returns the step's outputs this rank's stages compute, by value name.
+  Expected<Values> step(const std::vector<TensorMap>& micro) {
+    SPMD_ASSIGN_OR_RETURN(Values prologue, stages_.front()->prologue(micro));
+    Values accum;
+    local_.clear();
+    for (const PipelineAction& a : p_.pipeline->actions[static_cast<size_t>(rank_)]) {
+      int64_t c = p_.pipeline->stageOf(rank_, a);
+      StageRunner& stage = *stages_[static_cast<size_t>(c / p_.pipeline->stages)];
+      SPMD_RETURN_IF_ERROR(stage.act(a, micro, prologue, accum));
+    }
+    // Every stage's step before any update is applied (a step count the
+    // stages share is read once, as before the step).
+    Values result;
+    for (auto& s : stages_) {
+      SPMD_ASSIGN_OR_RETURN(Values out, s->finish(micro, prologue, accum));
+      result.insert(out.begin(), out.end());
+    }
+    for (auto& s : stages_) SPMD_RETURN_IF_ERROR(s->finishSends());
+    return result;
+  }
+
+  int64_t tagBase_ = 0;
+
+ private:
+  const program::Program& p_;
+  int64_t rank_ = 0;
+  Mailbox local_;
+  std::vector<std::unique_ptr<StageRunner>> stages_;
+};
+
+// The pipeline rank whose step computes graph output `v` (free ones: 0).
 int64_t ownerOf(const program::Program& p, const ir::Value* v) {
   if (!v || !v->producer()) return 0;
   const PipelinePlace& at = p.pipeline->places[static_cast<size_t>(v->producer()->index())];
-  return at.stage < 0 ? 0 : at.stage;
+  return at.stage < 0 ? 0 : p.pipeline->rankOf(at.stage);
 }
 
 }  // namespace
@@ -417,7 +500,7 @@ Expected<RankResult> runPipelineRank(const program::LoadedProgram& lp, int64_t r
     SPMD_RETURN_IF_ERROR(agreeOnResume(*store, rank, program::worldSize(p), step.status()));
     firstStep = *step;
   }
-  StageRunner runner(p, *comm, weights, options.device);
+  RankRunner runner(p, *comm, weights, options.device);
   if (Status st = runner.prepare(); !st.isOk()) return where(st);
   SPMD_ASSIGN_OR_RETURN(auto batches, microbatchInputs(p, *comm, inputs, options.moreBatches));
   CollectiveScope scope(comm.get());

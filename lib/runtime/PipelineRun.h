@@ -8,6 +8,11 @@
 //     F0: recv add_3 from stage 0; run forward(mb 0); loss += div_2
 //     B0: run backward(mb 0); send add_21 to stage 0; grads += ...
 //     F1, B1 likewise; then step(grads); outputs to rank 0
+//
+// Under interleaved 1F1B a rank runs several virtual stages, each action
+// naming its own ("2F0"); a value one of them hands another on the same
+// rank goes through memory, not a send, and every stage's step runs before
+// any update is applied.
 #pragma once
 
 #include <vector>

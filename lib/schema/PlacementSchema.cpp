@@ -185,7 +185,7 @@ std::vector<std::string> allowedKeys(const std::vector<std::string>& tokens) {
             "rules",    "sequence_parallel", "recompute", "mixed_precision", "params", "inputs",  "outputs",
             "pipeline", "context_parallel"};
   if (tokens.size() == 1 && tokens[0] == "pipeline")
-    return {"axis", "stages", "schedule", "microbatches", "comment"};
+    return {"axis", "stages", "schedule", "microbatches", "virtual_stages", "comment"};
   if (tokens.size() == 1 && tokens[0] == "sequence_parallel") return {"axis", "dim", "comment"};
   if (tokens.size() == 1 && tokens[0] == "context_parallel") return {"axis", "rotate", "comment"};
   if (tokens.size() == 1 && tokens[0] == "mixed_precision") return {"param_dtype", "reduce_dtype", "comment"};
@@ -435,6 +435,7 @@ Expected<PlacementSchema> schemaFrom(const json& doc, std::string_view source) {
     r.axis = pp.value("axis", "pp");
     r.schedule = pp.value("schedule", "1f1b");
     r.microbatches = pp.at("microbatches").get<int64_t>();
+    r.virtualStages = pp.value("virtual_stages", int64_t{1});
     if (pp.contains("stages") && pp["stages"].is_array())
       r.boundaries = pp["stages"].get<std::vector<std::string>>();
     else if (pp.contains("stages"))

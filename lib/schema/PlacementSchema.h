@@ -116,6 +116,7 @@ struct ContextParallelRequest {
 /// Pipeline parallelism ("pipeline"), docs/PIPELINE.md:
 ///   "pipeline": {"axis": "pp", "stages": 2, "schedule": "1f1b", "microbatches": 4}
 ///   "pipeline": {"axis": "pp", "stages": ["model.layers.4"], ...}  // module boundaries
+///   "pipeline": {"axis": "pp", "schedule": "interleaved-1f1b", "virtual_stages": 2, ...}
 struct PipelineRequest {
   /// The mesh axis whose coordinate is the stage.
   std::string axis = "pp";
@@ -124,10 +125,13 @@ struct PipelineRequest {
   std::vector<std::string> boundaries;
   /// "stages" given as a number (must equal the axis's size); 0: not given.
   int64_t stageCount = 0;
-  /// "gpipe" or "1f1b".
+  /// "gpipe", "1f1b" or "interleaved-1f1b".
   std::string schedule = "1f1b";
   /// Microbatches a step's batch is split into (dim 0 of every user input).
   int64_t microbatches = 0;
+  /// Virtual stages per pipeline rank ("virtual_stages", interleaved-1f1b):
+  /// the model is cut into axis size x this many stages.
+  int64_t virtualStages = 1;
 };
 
 /// What a "recompute" entry asks for the modules its glob matches.

@@ -31,8 +31,8 @@ void compileSchemaText(const std::string& m, const std::string& schemaJson, cons
   spmd::testing::compileSchemaTo(m, *s, opts, out);
 }
 
-// mlp_train cut after fc1 into 2 stages of 2 data-parallel ranks, 4 microbatches.
-const char* kPipelined = R"({"version": 1, "mesh": {"shape": [2, 2], "axes": ["pp", "dp"]}, "preset": "dp",
+// mlp_train cut after fc1 into 2 stages of 2 fsdp ranks, 4 microbatches.
+const char* kPipelined = R"({"version": 1, "mesh": {"shape": [2, 2], "axes": ["pp", "dp"]}, "preset": "fsdp",
   "pipeline": {"axis": "pp", "stages": ["mlp.fc2"], "schedule": "1f1b", "microbatches": 4}})";
 
 struct Run {

@@ -11,6 +11,7 @@
 #include "passes/Pipeline.h"
 #include "pipeline/StageGraphs.h"
 #include "pipeline/Verify.h"
+#include "program/PipelineText.h"
 #include "program/ProgramJson.h"
 #include "program/Reader.h"
 #include "program/Writer.h"
@@ -136,6 +137,10 @@ TEST_CASE("pipelined train steps give one device's loss and gradients") {
                                R"({"microbatches": 2, "stages": ["mlp.fc2"], "schedule": "gpipe"})",
                                R"("preset": "fsdp", )")},
       {"resmlp_train", schemaText("[2]", R"(["pp"])", R"({"microbatches": 4})")},
+      {"../pipeline/llama_pipe_train",
+       schemaText("[2, 2]", R"(["pp", "dp"])",
+                  R"({"microbatches": 2, "stages": 2, "schedule": "interleaved-1f1b", "virtual_stages": 2})",
+                  R"("preset": "fsdp", )")},
   };
   for (const auto& c : cases) {
     INFO(c.model << " " << c.schema);
@@ -189,30 +194,124 @@ TEST_CASE("each pipeline rank loads only the weights its stage reads") {
   spmd::testing::checkOutputs(ranks[0].outputs, *expected, 1e-5);
 }
 
-TEST_CASE("five AdamW steps through 1F1B stages give one worker's losses and weights") {
-  passes::OptimizerOptions adamw;
-  adamw.kind = "adamw";
-  adamw.lr = 1e-2;
-  adamw.weightDecay = 1e-2;
-  runtime::RankResult piped =
-      compileAndRun("llama_train", schemaText("[2]", R"(["pp"])", R"({"microbatches": 2})"), 5, adamw);
+namespace {
+
+// `steps` AdamW steps of `model` under the pipeline schema `schemaJson`
+// give one worker's losses and weights (1e-5), and the loss goes down.
+void checkAdamwSteps(const std::string& model, const std::string& schemaJson, int steps) {
+  INFO(model << " " << schemaJson);
+  passes::OptimizerOptions adamw = spmd::testing::adamw();
+  runtime::RankResult piped = compileAndRun(model, schemaJson, steps, adamw);
   TempDir dir;
-  spmd::testing::compileTo("llama_train", "dp", {1}, dir.file("one.spmd"), adamw);
+  spmd::testing::compileTo(model, "dp", {1}, dir.file("one.spmd"), adamw);
   auto one = program::readProgram(dir.file("one.spmd"));
   REQUIRE(one.hasValue());
-  auto in = runtime::readTensors(modelDir("llama_train") + "/inputs.safetensors");
+  auto in = runtime::readTensors(modelDir(model) + "/inputs.safetensors");
   REQUIRE(in.hasValue());
   runtime::RankOptions opts;
-  opts.steps = 5;
+  opts.steps = steps;
   auto single = runtime::runThreaded(*one, *in, opts);
   REQUIRE(single.hasValue());
-  REQUIRE(piped.losses.size() == 5);
-  for (size_t i = 0; i < 5; ++i) {
+  REQUIRE(piped.losses.size() == static_cast<size_t>(steps));
+  for (size_t i = 0; i < piped.losses.size(); ++i) {
     INFO("step " << i);
     CHECK(std::abs(piped.losses[i] - single->losses[i]) <= 1e-5 * std::abs(single->losses[i]));
   }
   CHECK(piped.losses.back() < piped.losses.front());
   spmd::testing::checkOutputs(piped.outputs, single->outputs, 1e-5);
+}
+
+}  // namespace
+
+TEST_CASE("five AdamW steps through 1F1B stages give one worker's losses and weights") {
+  checkAdamwSteps("llama_train", schemaText("[2]", R"(["pp"])", R"({"microbatches": 2})"), 5);
+}
+
+// fsdp inside the stages: a bias's shard is read by the microbatches (its
+// all-gather) and by AdamW's step; both must compile and match.
+TEST_CASE("five AdamW steps of pp x fsdp give one worker's losses and weights") {
+  for (const std::string schedule : {"1f1b", "gpipe"})
+    checkAdamwSteps(
+        "mlp_train",
+        schemaText("[2, 2]", R"(["pp", "dp"])",
+                   R"({"microbatches": 2, "stages": ["mlp.fc2"], "schedule": ")" + schedule + R"("})",
+                   R"("preset": "fsdp", )"),
+        5);
+}
+
+namespace {
+
+// llama_pipe_train (8 layers) on 2 pipeline ranks of 2 virtual stages each.
+std::string interleavedSchema(int64_t microbatches = 4, const std::string& rest = "") {
+  return schemaText("[2]", R"(["pp"])",
+                    R"({"microbatches": )" + std::to_string(microbatches) +
+                        R"(, "stages": 2, "schedule": "interleaved-1f1b", "virtual_stages": 2})",
+                    rest);
+}
+
+const char* kPipeModel = "../pipeline/llama_pipe_train";
+
+}  // namespace
+
+TEST_CASE("interleaved 1F1B over 2 ranks of 2 virtual stages gives eager's gradients and AdamW steps") {
+  TempDir dir;
+  program::LoadedProgram program = compileToProgram(kPipeModel, interleavedSchema(), dir.file("p.spmd"));
+  const program::PipelinePlan& plan = *program.program().pipeline;
+  REQUIRE(plan.virtualStages == 2);
+  REQUIRE(plan.actions.size() == 2);
+  for (const auto& list : plan.actions) CHECK(list.size() == 2 * 2 * 4);
+  // Layers 0-1 with the embedding on virtual stage 0, 6-7 with the head on 3.
+  std::set<int64_t> used;
+  for (const auto& place : plan.places) used.insert(place.stage);
+  CHECK(used == std::set<int64_t>{-1, 0, 1, 2, 3});
+  CHECK_THAT(program::scheduleTable(plan),
+             Catch::StartsWith("rank 0: 0F0 0F1 2F0 2F1 0F2 2B0 0F3 2B1 2F2 0B0 "));
+  std::vector<runtime::RankResult> ranks = runRanks(program, kPipeModel, {});
+  auto expected = runtime::readTensors(modelDir(kPipeModel) + "/expected.safetensors");
+  REQUIRE(expected.hasValue());
+  spmd::testing::checkOutputs(ranks[0].outputs, *expected, 1e-5);
+  REQUIRE(ranks[0].losses.size() == 1);
+  CHECK(std::abs(ranks[0].losses[0] - expected->at("loss").item<double>()) <= 1e-5);
+  // 2 microbatches: 4 (or 8) sum each gradient in another order than one
+  // worker, which 3 AdamW steps amplify to 1.7e-5 (1F1B alike).
+  checkAdamwSteps(kPipeModel, interleavedSchema(2), 3);
+}
+
+TEST_CASE("the verifier refuses an interleaved schedule that deadlocks; bad interleaved requests") {
+  auto r = compileWith(kPipeModel, interleavedSchema());
+  if (!r) FAIL(r.status().message());
+  program::Program& p = r->program;
+  CHECK(pipeline::verifyPipeline(p).isOk());
+  // Rank 0 runs virtual stage 2's first forward before stage 0's: it waits
+  // for rank 1's stage 1, which waits for rank 0's stage 0.
+  auto& list = p.pipeline->actions[0];
+  auto at = std::find(list.begin(), list.end(),
+                      program::PipelineAction{program::PipelineAction::Kind::Forward, 0, 2});
+  REQUIRE(at != list.end());
+  std::rotate(list.begin(), at, at + 1);
+  Status st = pipeline::verifyPipeline(p);
+  REQUIRE_FALSE(st.isOk());
+  CHECK_THAT(st.message(), Catch::Contains("deadlocks: rank 0 waits at 2F0 for 1F0 of stage 1 (rank 1); "
+                                           "rank 1 waits at 1F0 for 0F0 of stage 0 (rank 0)"));
+  // An action on a stage of another rank.
+  list.front().stage = 1;
+  CHECK_THAT(pipeline::verifyPipeline(p).message(), Catch::Contains("stage 1 does not run on rank 0"));
+  auto error = [](const std::string& schema) {
+    auto bad = compileWith(kPipeModel, schema);
+    REQUIRE_FALSE(bad.hasValue());
+    CHECK(bad.status().message().find('\n') == std::string::npos);
+    return bad.status().message();
+  };
+  // PyTorch's ScheduleInterleaved1F1B refuses 5 microbatches on 2 ranks too.
+  CHECK_THAT(error(interleavedSchema(5)), Catch::Contains("5 microbatches do not fit"));
+  CHECK_THAT(error(schemaText("[2]", R"(["pp"])", R"({"microbatches": 4, "virtual_stages": 2})")),
+             Catch::Contains("needs \"schedule\": \"interleaved-1f1b\""));
+  CHECK_THAT(
+      error(schemaText(
+          "[2]", R"(["pp"])",
+          R"({"microbatches": 4, "stages": ["model.layers.4"], "schedule": "interleaved-1f1b", "virtual_stages": 2})")),
+      Catch::Contains(
+          "1 module boundaries make 2 stages, but the mesh's 'pp' axis has 2 ranks of 2 virtual stages"));
 }
 
 TEST_CASE("the pipeline verifier refuses a schedule that deadlocks, naming stages and actions") {

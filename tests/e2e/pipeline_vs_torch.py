@@ -17,9 +17,34 @@ batch:
     torch.optim.AdamW over its parameters;
   * eager PyTorch on one device (whole batch, torch.optim.AdamW).
 
+Interleaved 1F1B: testdata/pipeline/llama_pipe_train (8 layers) cut into 4
+virtual stages of 2 layers on 2 ranks ("schedule": "interleaved-1f1b",
+"virtual_stages": 2, 2 microbatches) against ScheduleInterleaved1F1B over
+the same 4 stages (stage c on rank c mod 2) on 2 Gloo processes, and eager;
+each rank's action list in `spmdc dump` (for 2, and compiled only, 4 and 8
+microbatches) must be PyTorch's pipeline_order for that rank (its idle
+slots left out), action for action. (With 4 microbatches the sums over
+microbatches, spmdc's and 1F1B's alike, drift from one device's by up to
+1.7e-5 after 3 AdamW steps: rounding, amplified by Adam.)
+
+pp x fsdp: testdata/pt2/mlp_train on 2 stages x 2 fsdp ranks (`spmd-run
+-n 4`, 2 microbatches, 1F1B; GPipe in e2e_pipeline_test) against eager
+torch.optim.AdamW.
+
+DCP resume: eager PyTorch saves a DCP checkpoint of llama_train after 2
+AdamW steps (dcp.save of get_state_dict's model and optimizer) and runs 2
+more; `spmd-run --resume-dcp` under 2 stages (1F1B) continues it: steps 2
+and 3, losses (1e-5) and parameters (1e-4) equal eager's.
+
 Every step's loss (torch's: the mean of its microbatches' losses) and every
-parameter after the last step must match (|a - b| <= 1e-4 * max(1, |b|); on
-parameters ||a - b|| <= 1e-4 ||b|| + 1e-6 sqrt(n)). The run also compares the
+parameter after the last step must match (|a - b| <= tol * max(1, |b|); on
+parameters ||a - b|| <= tol ||b|| + 1e-6 sqrt(n)); tol is 1e-4 for the
+llama_train runs (as before), 1e-5 for pp x fsdp against eager and for the
+interleaved losses (and torch's interleaved parameters against eager), 1e-4
+for spmdc's interleaved parameters: spmdc's AdamW on one worker, without a
+pipeline, is already 1.6x past 1e-5 from eager on layers.3.wk.weight after
+2 steps (the interleaved run equals that one worker within 1e-5:
+e2e_pipeline_test). The run also compares the
 point-to-point traffic (printed, not judged): the bytes spmd-run's stages
 send each other per step against what PyTorch's stages exchange (the
 activation forward and its gradient back, per microbatch). Exit 0 when everything
@@ -35,6 +60,10 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
 MODEL = ROOT / "testdata" / "pt2" / "llama_train"
+PIPE_MODEL = ROOT / "testdata" / "pipeline" / "llama_pipe_train"
+MLP_MODEL = ROOT / "testdata" / "pt2" / "mlp_train"
+INTERLEAVED_MICROBATCHES = 2
+ORDER_MICROBATCHES = (4, 8)  # action lists compared only (compiled, not run)
 HP = dict(lr=1e-2, betas=(0.9, 0.95), eps=1e-8, weight_decay=0.1)
 MICROBATCHES = 2
 
@@ -149,23 +178,10 @@ def torch_pipeline(schedule, steps, d):
 
 
 def spmd_pipeline(a, schedule, steps, d):
-    from safetensors.torch import load_file
-    schema = d / f"pp_{schedule}.json"
-    schema.write_text(json.dumps({"version": 1, "mesh": {"shape": [2], "axes": ["pp"]},
-                                  "pipeline": {"axis": "pp", "stages": ["model.layers.1"],
-                                               "schedule": schedule, "microbatches": MICROBATCHES}}))
-    prog, log, out = d / f"{schedule}.spmd", d / f"{schedule}.log", d / f"{schedule}.out.safetensors"
-    b1, b2 = HP["betas"]
-    subprocess.run([a.spmdc, "compile", MODEL / "model.pt2", "--schema", schema, "-o", prog, "--optimizer",
-                    "adamw", "--lr", str(HP["lr"]), "--betas", str(b1), str(b2), "--eps", str(HP["eps"]),
-                    "--weight-decay", str(HP["weight_decay"]), "--report", d / f"{schedule}.report.json"],
-                   check=True, stdout=subprocess.DEVNULL)
-    subprocess.run([a.spmd_run, "-n", "2", prog, "--inputs", MODEL / "inputs.safetensors", "--steps",
-                    str(steps), "--loss-log", log, "--output", out, "-q"], check=True)
-    losses = [json.loads(line)["loss"] for line in log.read_text().splitlines()]
-    outputs = load_file(str(out))
-    dump = subprocess.run([a.spmdc, "dump", prog], check=True, capture_output=True, text=True).stdout
-    return losses, {k[len("parameter."):]: v for k, v in outputs.items() if k.startswith("parameter.")}, dump
+    return spmd_run(a, MODEL, {"version": 1, "mesh": {"shape": [2], "axes": ["pp"]},
+                               "pipeline": {"axis": "pp", "stages": ["model.layers.1"], "schedule": schedule,
+                                            "microbatches": MICROBATCHES}},
+                    schedule, steps, 2, d)
 
 
 def p2p_bytes_per_step(dump):
@@ -195,14 +211,258 @@ def p2p_bytes_per_step(dump):
     return total * MICROBATCHES
 
 
+def eager_steps(model, args, steps):
+    """One device, whole batch, torch.optim.AdamW: losses before each update,
+    parameters after the last."""
+    opt = adamw(model.parameters())
+    losses = []
+    for _ in range(steps):
+        opt.zero_grad()
+        loss = model(*args)
+        loss.backward()
+        losses.append(loss.item())
+        opt.step()
+    return losses, {k: p.detach().clone() for k, p in model.named_parameters()}
+
+
+def load_pipe_model():
+    import torch
+    sys.path.insert(0, str(ROOT / "testdata"))
+    from export_models import LlamaLoss
+    ep = torch.export.load(str(PIPE_MODEL / "model.pt2"))
+    m = LlamaLoss(layers=8, d=32, heads=4, ffn=64, max_seq=64)  # testdata/pipeline/export.py
+    m.load_state_dict(ep.state_dict)
+    return m
+
+
+def pipe_batch():
+    from safetensors.torch import load_file
+    inputs = load_file(str(PIPE_MODEL / "inputs.safetensors"))
+    return inputs["input.0"], inputs["input.1"]
+
+
+def llama_chunk(m, layers, first, last):
+    """Layers `layers` of LlamaLoss `m` as one pipeline stage (with the
+    embedding on the first, the norm and head on the last), parameters named
+    as in `m`."""
+    import torch.nn as nn
+
+    class Chunk(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.model = nn.Module()
+            if first:
+                self.model.tok = m.model.tok
+            self.model.layers = nn.ModuleDict({str(i): m.model.layers[i] for i in layers})
+            if last:
+                self.model.norm, self.model.out = m.model.norm, m.model.out
+            self.register_buffer("cos", m.model.cos)
+            self.register_buffer("sin", m.model.sin)
+
+        def forward(self, x):
+            S = x.shape[1]
+            if first:
+                x = self.model.tok(x)
+            for layer in self.model.layers.values():
+                x = layer(x, self.cos[:S], self.sin[:S])
+            return self.model.out(self.model.norm(x)) if last else x
+
+    return Chunk()
+
+
+def interleaved_worker(rank, steps, store_path, out_path):
+    import torch
+    import torch.distributed as dist
+    import torch.nn.functional as F
+    from torch.distributed.pipelining import PipelineStage, ScheduleInterleaved1F1B
+    torch.set_num_threads(1)
+    pp, v = 2, 2
+    dist.init_process_group("gloo", init_method=f"file://{store_path}", rank=rank, world_size=pp)
+    m = load_pipe_model()
+    n = pp * v
+    chunks = [llama_chunk(m, range(2 * c, 2 * c + 2), c == 0, c == n - 1) for c in range(n)]
+    tokens, labels = pipe_batch()
+    mb = tokens.shape[0] // INTERLEAVED_MICROBATCHES
+    stages, mods = [], []
+    for c in range(rank, n, pp):  # virtual stage c on rank c mod pp
+        example = tokens[:mb]
+        with torch.no_grad():
+            for k in range(c):
+                example = chunks[k](example)
+        stages.append(PipelineStage(chunks[c], c, n, torch.device("cpu"), input_args=(example,)))
+        mods.append(chunks[c])
+
+    def loss_fn(logits, target):
+        return F.cross_entropy(logits.flatten(0, 1), target.flatten())
+
+    orders = {}
+    for m in ORDER_MICROBATCHES + (INTERLEAVED_MICROBATCHES,):
+        sched = ScheduleInterleaved1F1B(stages, n_microbatches=m, loss_fn=loss_fn)
+        orders[m] = [str(a) for a in sched.pipeline_order[rank] if a is not None]
+    opt = adamw([p for mod in mods for p in mod.parameters()])
+    losses = []
+    for _ in range(steps):
+        opt.zero_grad()
+        if rank == 0:
+            sched.step(tokens)
+        else:
+            mbl = []
+            sched.step(target=labels, losses=mbl)
+            losses.append(sum(x.item() for x in mbl) / len(mbl))
+        opt.step()
+    params = {k: p.detach().clone() for mod in mods for k, p in mod.named_parameters()}
+    torch.save({"losses": losses, "params": params, "orders": orders}, f"{out_path}.{rank}")
+    dist.destroy_process_group()
+
+
+def torch_interleaved(steps, d):
+    import torch
+    import torch.multiprocessing as mp
+    store, out = d / "store_interleaved", d / "torch_interleaved"
+    mp.spawn(interleaved_worker, args=(steps, str(store), str(out)), nprocs=2, join=True)
+    r0, r1 = torch.load(f"{out}.0"), torch.load(f"{out}.1")
+    orders = {m: [r0["orders"][m], r1["orders"][m]] for m in r0["orders"]}
+    return r1["losses"], {**r0["params"], **r1["params"]}, orders
+
+
+def spmd_compile(a, model, schema_json, tag, d):
+    """Compiles `model` under `schema_json` with AdamW; returns the program's path."""
+    schema, prog = d / f"{tag}.json", d / f"{tag}.spmd"
+    schema.write_text(json.dumps(schema_json))
+    b1, b2 = HP["betas"]
+    subprocess.run([a.spmdc, "compile", model / "model.pt2", "--schema", schema, "-o", prog, "--optimizer",
+                    "adamw", "--lr", str(HP["lr"]), "--betas", str(b1), str(b2), "--eps", str(HP["eps"]),
+                    "--weight-decay", str(HP["weight_decay"])], check=True, stdout=subprocess.DEVNULL)
+    return prog
+
+
+def spmd_run(a, model, schema_json, tag, steps, workers, d):
+    """Compiles `model` under `schema_json` with AdamW, runs it; returns the
+    losses, the parameters after the last step and `spmdc dump`'s text."""
+    from safetensors.torch import load_file
+    prog = spmd_compile(a, model, schema_json, tag, d)
+    log, out = d / f"{tag}.log", d / f"{tag}.out.safetensors"
+    subprocess.run([a.spmd_run, "-n", str(workers), prog, "--inputs", model / "inputs.safetensors", "--steps",
+                    str(steps), "--loss-log", log, "--output", out, "-q"], check=True)
+    losses = [json.loads(line)["loss"] for line in log.read_text().splitlines()]
+    outputs = load_file(str(out))
+    dump = subprocess.run([a.spmdc, "dump", prog], check=True, capture_output=True, text=True).stdout
+    return losses, {k[len("parameter."):]: v for k, v in outputs.items() if k.startswith("parameter.")}, dump
+
+
+def dump_orders(dump):
+    """Each rank's action list from `spmdc dump`'s schedule table."""
+    import re
+    return [line.split(":", 1)[1].split() for line in dump.splitlines() if re.match(r"rank \d+:", line)]
+
+
+def interleaved_schema(microbatches):
+    return {"version": 1, "mesh": {"shape": [2], "axes": ["pp"]},
+            "pipeline": {"axis": "pp", "stages": ["model.layers.2", "model.layers.4", "model.layers.6"],
+                         "schedule": "interleaved-1f1b", "virtual_stages": 2, "microbatches": microbatches}}
+
+
+def check_interleaved(a, steps, d):
+    want_losses, want_params = eager_steps(load_pipe_model(), pipe_batch(), steps)
+    t_losses, t_params, t_orders = torch_interleaved(steps, d)
+    s_losses, s_params, dump = spmd_run(a, PIPE_MODEL, interleaved_schema(INTERLEAVED_MICROBATCHES),
+                                        "interleaved", steps, 2, d)
+    failures = compare("interleaved-1f1b: torch.distributed.pipelining vs eager", t_losses, t_params,
+                       want_losses, want_params, 1e-5)
+    # Parameters at 1e-4: spmdc's AdamW on one worker, without a pipeline, is
+    # 1.6x past 1e-5 from eager on layers.3.wk after 2 steps (e2e_pipeline_test
+    # holds the interleaved run to that one worker at 1e-5).
+    failures += compare("interleaved-1f1b: spmdc vs eager", s_losses, s_params, want_losses, want_params, 1e-5,
+                        1e-4)
+    failures += compare("interleaved-1f1b: spmdc vs torch.distributed.pipelining", s_losses, s_params,
+                        t_losses, t_params, 1e-5, 1e-4)
+    for m in (INTERLEAVED_MICROBATCHES,) + ORDER_MICROBATCHES:
+        if m != INTERLEAVED_MICROBATCHES:
+            prog = spmd_compile(a, PIPE_MODEL, interleaved_schema(m), f"interleaved{m}", d)
+            dump = subprocess.run([a.spmdc, "dump", prog], check=True, capture_output=True, text=True).stdout
+        s_order = dump_orders(dump)
+        if s_order != t_orders[m]:
+            failures.append(f"interleaved-1f1b, {m} microbatches: action lists spmdc {s_order} vs "
+                            f"ScheduleInterleaved1F1B {t_orders[m]}")
+        print(f"interleaved-1f1b, {m} microbatches: rank 0 actions {' '.join(s_order[0] if s_order else [])}")
+    print(f"interleaved-1f1b: losses spmdc {['%.6f' % x for x in s_losses]} torch "
+          f"{['%.6f' % x for x in t_losses]}")
+    return failures
+
+
+def check_pp_fsdp(a, steps, d):
+    import torch
+    from safetensors.torch import load_file
+    sys.path.insert(0, str(ROOT / "testdata"))
+    from export_models import MLPLoss
+    ep = torch.export.load(str(MLP_MODEL / "model.pt2"))
+    m = MLPLoss()
+    m.load_state_dict(ep.state_dict)
+    inputs = load_file(str(MLP_MODEL / "inputs.safetensors"))
+    want_losses, want_params = eager_steps(m, (inputs["input.0"], inputs["input.1"]), steps)
+    failures = []
+    for schedule in ("1f1b",):  # GPipe: e2e_pipeline_test
+        s_losses, s_params, _ = spmd_run(
+            a, MLP_MODEL, {"version": 1, "mesh": {"shape": [2, 2], "axes": ["pp", "dp"]}, "preset": "fsdp",
+                           "pipeline": {"axis": "pp", "stages": ["mlp.fc2"], "schedule": schedule,
+                                        "microbatches": 2}},
+            f"ppfsdp_{schedule}", steps, 4, d)
+        failures += compare(f"pp x fsdp {schedule}: spmdc vs eager", s_losses, s_params, want_losses,
+                            want_params, 1e-5)
+        print(f"pp x fsdp {schedule}: losses spmdc {['%.6f' % x for x in s_losses]} eager "
+              f"{['%.6f' % x for x in want_losses]}")
+    return failures
+
+
+
+def check_dcp_resume(a, d):
+    """Eager PyTorch saves a DCP checkpoint (get_state_dict's {"model",
+    "optim"}, dcp.save) after 2 AdamW steps of llama_train and runs 2 more;
+    spmd-run resumes it with --resume-dcp under 2 pipeline stages (1F1B) and
+    runs 2 steps: the same step numbers, losses (1e-5) and parameters."""
+    import warnings
+    import torch.distributed.checkpoint as dcp
+    from safetensors.torch import load_file
+    from torch.distributed.checkpoint.state_dict import get_state_dict
+    m, (tokens, labels), ckpt = load_model(), batch(), d / "dcp_ckpt"
+    opt, losses = adamw(m.parameters()), []
+    for step in range(4):
+        if step == 2:
+            msd, osd = get_state_dict(m, opt)
+            with warnings.catch_warnings():  # one process, no process group: dcp says so
+                warnings.simplefilter("ignore")
+                dcp.save({"model": msd, "optim": osd}, checkpoint_id=str(ckpt))
+        opt.zero_grad()
+        loss = m(tokens, labels)
+        loss.backward()
+        losses.append(loss.item())
+        opt.step()
+    want = {k: p.detach().clone() for k, p in m.named_parameters()}
+    prog = spmd_compile(a, MODEL, {"version": 1, "mesh": {"shape": [2], "axes": ["pp"]},
+                                   "pipeline": {"axis": "pp", "stages": ["model.layers.1"], "schedule": "1f1b",
+                                                "microbatches": MICROBATCHES}}, "dcp_pp", d)
+    log, out = d / "dcp_pp.log", d / "dcp_pp.out.safetensors"
+    subprocess.run([a.spmd_run, "-n", "2", prog, "--inputs", MODEL / "inputs.safetensors", "--steps", "2",
+                    "--resume-dcp", ckpt, "--loss-log", log, "--output", out, "-q"], check=True)
+    lines = [json.loads(x) for x in log.read_text().splitlines()]
+    failures = []
+    if [x["step"] for x in lines] != [2, 3]:
+        failures.append(f"dcp resume under pp: logged steps {[x['step'] for x in lines]}, want [2, 3]")
+    got = {k[len("parameter."):]: v for k, v in load_file(str(out)).items() if k.startswith("parameter.")}
+    failures += compare("dcp resume under pp: spmdc vs eager", [x["loss"] for x in lines], got, losses[2:], want,
+                        1e-5, 1e-4)
+    print(f"dcp resume under pp: losses spmdc {[round(x['loss'], 6) for x in lines]} eager "
+          f"{[round(x, 6) for x in losses[2:]]}")
+    return failures
+
+
 def close(a, b, tol=1e-4):
     return abs(a - b) <= tol * max(1.0, abs(b))
 
 
-def compare(what, losses, params, want_losses, want_params):
-    import torch
+def compare(what, losses, params, want_losses, want_params, tol=1e-4, param_tol=None):
     bad = []
-    if len(losses) != len(want_losses) or not all(close(x, y) for x, y in zip(losses, want_losses)):
+    if len(losses) != len(want_losses) or not all(close(x, y, tol) for x, y in zip(losses, want_losses)):
         bad.append(f"{what}: losses {losses} vs {want_losses}")
     for k, want in want_params.items():
         got = params.get(k)
@@ -210,7 +470,7 @@ def compare(what, losses, params, want_losses, want_params):
             bad.append(f"{what}: no parameter {k}")
             continue
         err = (got.float() - want.float()).norm().item()
-        if err > 1e-4 * want.float().norm().item() + 1e-6 * want.numel() ** 0.5:
+        if err > (param_tol or tol) * want.float().norm().item() + 1e-6 * want.numel() ** 0.5:
             bad.append(f"{what}: parameter {k} differs by {err:.3g}")
     return bad
 
@@ -241,6 +501,9 @@ def main():
             print(f"{schedule}: losses spmdc {['%.6f' % x for x in s_losses]} torch "
                   f"{['%.6f' % x for x in t_losses]}; point-to-point bytes per step spmdc {s_sent:,} "
                   f"torch {t_sent:,} ({s_sent / max(t_sent, 1):.2f}x)")
+        failures += check_interleaved(a, a.steps, d)
+        failures += check_pp_fsdp(a, a.steps, d)
+        failures += check_dcp_resume(a, d)
     for f in failures:
         print("FAIL", f)
     print("pipeline_vs_torch:", "ok" if not failures else f"{len(failures)} failures")
