@@ -282,8 +282,11 @@ std::optional<Chunk> splitChunk(const Chunk& cur, const Placement& p, int64_t n,
     Chunk piece = chunkOf(cur.size, n, index);
     return Chunk{cur.offset + piece.offset, piece.size, 1, 0};
   }
-  // A plain split of runs: whole runs, or a piece of one run.
+  // A plain split of runs: whole runs, or a piece of one run. An empty
+  // piece (a strided row of torch.chunk's trailing ranks) splits into empty
+  // pieces: its runs have size 0, no divisor.
   int64_t run = cur.blockSize();
+  if (run == 0) return Chunk{cur.offset, 0, 1, 0};
   if (cur.size % n != 0) return std::nullopt;
   int64_t c = cur.size / n, start = index * c;
   if (c % run == 0)

@@ -31,6 +31,7 @@ void registerAllRules(RuleRegistry& r) {
   registerConvRules(r);
   registerFactoryRules(r);
   registerIndexingRules(r);
+  registerLinalgRules(r);
   registerMatmulRules(r);
   registerMetaRules(r);
   registerMoeRules(r);

@@ -41,6 +41,7 @@ void registerAttentionRules(RuleRegistry& r);
 void registerConvRules(RuleRegistry& r);
 void registerFactoryRules(RuleRegistry& r);
 void registerIndexingRules(RuleRegistry& r);
+void registerLinalgRules(RuleRegistry& r);
 void registerMatmulRules(RuleRegistry& r);
 void registerMetaRules(RuleRegistry& r);
 void registerMoeRules(RuleRegistry& r);

@@ -169,6 +169,11 @@ TEST_CASE("localChunks of strided shards: runs, and later splits of them", "[chu
   CHECK(localChunks({16}, spec({"S(0,sf=4)", "S(0)"}), m, {1, 3})[0] == (Chunk{14, 2, 1, 0}));
   // dp strided in 2 rows of 8 (runs of 4), tp splits those 8 into 4 pieces of 2 inside a run.
   CHECK(localChunks({16}, spec({"S(0,sf=2)", "S(0)"}), m, {0, 2})[0] == (Chunk{8, 2, 1, 0}));
+  // dp strided in 2 rows of 1 (torch.chunk: rank 1 holds no row of each);
+  // tp splits that empty piece into empty pieces (it divided by its run
+  // length, 0: SIGFPE).
+  CHECK(localChunks({2}, spec({"S(0,sf=2)", "S(0)"}), m, {1, 1})[0].size == 0);
+  CHECK(localChunks({2}, spec({"S(0,sf=2)", "S(0)"}), m, {1, 0})[0].size == 0);
   // A strided shard over one rank is the whole dim.
   Mesh one = *Mesh::create({1, 2}, {"a", "b"});
   CHECK(localChunks({8}, spec({"S(0,sf=2)", "S(0)"}), one, {0, 1})[0] == (Chunk{4, 4, 1, 0}));

@@ -165,19 +165,50 @@ RuleFn pool(int64_t spatial, Linearity lin) {
 }
 
 // grid_sampler_2d(input[N, C, H, W], grid[N, Ho, Wo, 2], ...) -> [N, C, Ho,
-// Wo]: samples interpolate the whole image, linearly.
+// Wo], and grid_sampler_3d with [N, C, D, H, W] and grid[N, Do, Ho, Wo, 3]:
+// samples interpolate the whole image, linearly.
 Expected<OpShardingRule> gridSamplerRule(const ir::Node& node) {
   RuleBuilder b(node);
-  if (b.numOperands() != 2 || b.numResults() != 1 || b.operandShape(0).size() != 4 ||
-      b.operandShape(1).size() != 4 || b.resultShape(0).size() != 4)
-    return Status::error("grid_sampler_2d rule: expected input [N, C, H, W] and grid [N, Ho, Wo, 2]");
+  auto rank = b.numOperands() == 2 ? static_cast<int64_t>(b.operandShape(0).size()) : 0;
+  if (b.numOperands() != 2 || b.numResults() != 1 || (rank != 4 && rank != 5) ||
+      static_cast<int64_t>(b.operandShape(1).size()) != rank ||
+      static_cast<int64_t>(b.resultShape(0).size()) != rank)
+    return Status::error(
+        "grid_sampler rule: expected input [N, C, H, W] and grid [N, Ho, Wo, 2] (or [N, C, D, H, W] and "
+        "[N, Do, Ho, Wo, 3])");
   const auto& in = b.operandShape(0);
   const auto& grid = b.operandShape(1);
   if (in[0] != 1) b.addFactor({0, 0}, {0}, in[0]);
   if (in[1] != 1) b.addFactor({1, -1}, {1}, in[1]);
-  for (int64_t d = 1; d <= 2; ++d)
+  for (int64_t d = 1; d + 1 < rank; ++d)
     if (grid[sz(d)] != 1) b.addFactor({-1, d}, {d + 1}, grid[sz(d)]);
   return b.linear(Linearity::Each, {0}).replicateRest().build();
+}
+
+// fractional_max_pool2d(self[N, C, H, W], kernel, output_size,
+// random_samples[N, C, 2]) -> (out, indices) (3d alike; unbatched [C, H, W]
+// reads samples[1, C, k]): each (N, C) row pools with its own random window
+// offsets, so N and C pass through self, samples and results together.
+RuleFn fractionalPool(int64_t spatial) {
+  return [=](const ir::Node& node) -> Expected<OpShardingRule> {
+    RuleBuilder b(node);
+    if (b.numOperands() != 2 || operandIndex(node, "random_samples") != 1 || b.numResults() != 2)
+      return Status::error("fractional_max_pool rule: expected self, random_samples and two results");
+    const auto& in = b.operandShape(0);
+    const auto& rs = b.operandShape(1);
+    int64_t lead = static_cast<int64_t>(in.size()) - spatial;  // 2 batched, 1 unbatched
+    if (lead < 1 || lead > 2 || rs.size() != 3 || b.resultShape(0).size() != in.size() ||
+        b.resultShape(1).size() != in.size())
+      return Status::error(
+          "fractional_max_pool rule: expected self [N, C, spatial...] and samples [N, C, k]");
+    for (int64_t d = 0; d < lead; ++d) {
+      int64_t n = in[sz(d)], sd = d + 2 - lead;
+      if (n == 1 || rs[sz(sd)] != n) continue;
+      int f = b.factor(n);
+      b.operand(0, d, f).operand(1, sd, f).result(0, d, f).result(1, d, f);
+    }
+    return b.replicateRest().build();
+  };
 }
 
 // col2im(self[N, C*K, L], output_size, kernel_size, ...) -> [N, C, H, W]
@@ -192,7 +223,7 @@ Expected<OpShardingRule> col2imRule(const ir::Node& node) {
     return Status::error("col2im rule: expected [N, C*K, L]");
   if (lead == 1 && in[0] != 1) b.addFactor({0}, {0}, in[0]);
   int64_t c = out[sz(lead)], ck = in[sz(lead)];
-  if (c != 1 && ck % c == 0) {
+  if (c > 1 && ck % c == 0) {  // no channels (c == 0): nothing to divide by
     b.addFactor({lead}, {lead}, c);
     if (ck / c != 1) b.operand(0, lead, b.factor(ck / c, FactorKind::NeedReplication));
   }
@@ -206,6 +237,8 @@ void registerConvRules(RuleRegistry& r) {
   r.add("aten._adaptive_avg_pool2d_backward.default", pool(2, Linearity::Each));
   r.add("aten._adaptive_avg_pool3d.default", pool(3, Linearity::Each));
   r.add("aten.adaptive_avg_pool2d.default", pool(2, Linearity::Each));
+  r.add("aten.adaptive_max_pool2d.default", pool(2, Linearity::None));  // values with indices
+  r.add("aten.adaptive_max_pool3d.default", pool(3, Linearity::None));
   r.add("aten.avg_pool2d.default", pool(2, Linearity::Each));
   r.add("aten.avg_pool2d_backward.default", pool(2, Linearity::Each));
   r.add("aten.avg_pool3d.default", pool(3, Linearity::Each));
@@ -213,13 +246,17 @@ void registerConvRules(RuleRegistry& r) {
   r.add({"aten.conv1d.default", "aten.conv2d.default", "aten.conv3d.default", "aten.convolution.default"},
         convolutionRule);
   r.add("aten.convolution_backward.default", convolutionBackwardRule);
-  r.add("aten.grid_sampler_2d.default", gridSamplerRule);
+  r.add("aten.fractional_max_pool2d.default", fractionalPool(2));
+  r.add("aten.fractional_max_pool3d.default", fractionalPool(3));
+  r.add({"aten.grid_sampler_2d.default", "aten.grid_sampler_3d.default"}, gridSamplerRule);
   r.add("aten.max_pool2d.default", pool(2, Linearity::None));
   r.add("aten.max_pool2d_with_indices.default", pool(2, Linearity::None));
   r.add("aten.max_pool2d_with_indices_backward.default", pool(2, Linearity::Each));
   r.add("aten.max_pool3d_with_indices.default", pool(3, Linearity::None));
   // Interpolation is linear in the image; it reads neighbours, so space stays whole.
-  r.add({"aten.upsample_bilinear2d.vec", "aten.upsample_nearest2d.vec"}, pool(2, Linearity::Each));
+  r.add(
+      {"aten._upsample_bilinear2d_aa.default", "aten.upsample_bilinear2d.vec", "aten.upsample_nearest2d.vec"},
+      pool(2, Linearity::Each));
 }
 
 }  // namespace spmd::sharding

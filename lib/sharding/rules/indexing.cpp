@@ -343,6 +343,53 @@ Expected<OpShardingRule> alongDimRule(const ir::Node& node) {
   return b.replicateRest().build();
 }
 
+// searchsorted(sorted_sequence[..., M], self[..., N], sorter?) -> [..., N]:
+// the sequences stay whole along M; the batch dims and the values' own
+// last dim pass through. A 1-D sequence is searched by every value:
+//   aten.searchsorted.Tensor(s[4, 6], x[4, 3]) -> ([i, j], [i, k]) -> ([i, k]) {i=4, j=6 replicated, k=3}
+// bucketize(self, boundaries[M]) is the 1-D case with the operands swapped.
+Expected<OpShardingRule> searchRule(const ir::Node& node, int seq, int values) {
+  RuleBuilder b(node);
+  if (b.numOperands() < 2 || b.numResults() != 1 || b.resultShape(0) != b.operandShape(values))
+    return Status::error("searchsorted rule: expected a sorted sequence and values shaped like the result");
+  const auto& s = b.operandShape(seq);
+  const auto& x = b.operandShape(values);
+  auto rank = static_cast<int64_t>(x.size());
+  bool batched = s.size() > 1;
+  if (batched && static_cast<int64_t>(s.size()) != rank)
+    return Status::error("searchsorted rule: sequence and values of different ranks");
+  int sorter = rules::operandIndex(node, "sorter");
+  for (int64_t d = 0; d < rank; ++d) {
+    if (x[sz(d)] == 1) continue;
+    bool shared = batched && d + 1 < rank && s[sz(d)] == x[sz(d)];
+    if (batched && d + 1 < rank && !shared) continue;  // replicateRest
+    int f = b.factor(x[sz(d)]);
+    b.operand(values, d, f).result(0, d, f);
+    if (shared) {
+      b.operand(seq, d, f);
+      if (sorter >= 0) b.operand(sorter, d, f);
+    }
+  }
+  return b.replicateRest().build();
+}
+
+// index_reduce(self, dim, index[K], source, reduce, include_self) ->
+// [self's shape]: source's rows reduced (prod, mean, amax, amin) into the
+// rows of self that index names; `dim` stays whole, the other dims pass
+// through self, source and the result.
+Expected<OpShardingRule> indexReduceRule(const ir::Node& node) {
+  RuleBuilder b(node);
+  if (b.numOperands() != 3 || b.numResults() != 1 || b.operandShape(2).size() != b.operandShape(0).size())
+    return Status::error("index_reduce rule: expected self, index and source of self's rank");
+  const auto& self = b.operandShape(0);
+  const auto& src = b.operandShape(2);
+  auto rank = static_cast<int64_t>(self.size());
+  int64_t dim = normalizeDim(rules::intArg(node, "dim", 0), rank);
+  for (int64_t d = 0; d < rank; ++d)
+    if (d != dim && self[sz(d)] != 1 && src[sz(d)] == self[sz(d)]) b.addFactor({d, -1, d}, {d}, self[sz(d)]);
+  return b.replicateRest().build();
+}
+
 // scatter_reduce(self, dim, index, src, reduce, include_self): sum, amax
 // and amin including self accumulate; prod, mean and the rest write.
 Expected<OpShardingRule> scatterReduceRule(const ir::Node& node) {
@@ -377,23 +424,31 @@ Expected<OpShardingRule> embeddingBagRule(const ir::Node& node) {
 }  // namespace
 
 void registerIndexingRules(RuleRegistry& r) {
-  // Data-dependent: where the masked elements land, which elements are nonzero.
+  // Data-dependent: where the masked elements land, which elements are
+  // nonzero, selected or unique (results sized by the values); put's
+  // indices address the flattened self.
   const RuleFn whole = [](const ir::Node& n) { return RuleBuilder(n).replicateRest().build(); };
-  r.add("aten._embedding_bag.default", embeddingBagRule);
+  r.add({"aten._embedding_bag.default", "aten._embedding_bag_forward_only.default"}, embeddingBagRule);
+  r.add({"aten._unique2.default", "aten.unique_consecutive.default"}, whole);
   r.add({"aten.argsort.default", "aten.argsort.stable"},
         rules::pointwiseExceptDims("dim", Linearity::None, {}, {-1}));
+  r.add("aten.bucketize.Tensor", [](const ir::Node& n) { return searchRule(n, 1, 0); });
   r.add("aten.embedding.default", embeddingRule);
   r.add("aten.embedding_dense_backward.default", embeddingBackwardRule);
   r.add("aten.gather.default", gatherRule);
   r.add("aten.index.Tensor", indexRule);
   r.add("aten.index_put.default", indexPutRule);
+  r.add("aten.index_reduce.default", indexReduceRule);
   r.add("aten.index_select.default", indexSelectRule);
   r.add("aten.masked_scatter.default", whole);
-  r.add("aten.nonzero.default", whole);
+  r.add("aten.masked_select.default", whole);
+  r.add({"aten.nonzero.default", "aten.nonzero_static.default"}, whole);
+  r.add("aten.put.default", whole);
   r.add("aten.scatter.src", [](const ir::Node& n) { return scatterRule(n, ScatterKind::Src); });
   r.add("aten.scatter.value", [](const ir::Node& n) { return scatterRule(n, ScatterKind::Value); });
   r.add("aten.scatter_add.default", [](const ir::Node& n) { return scatterRule(n, ScatterKind::Add); });
   r.add("aten.scatter_reduce.two", scatterReduceRule);
+  r.add("aten.searchsorted.Tensor", [](const ir::Node& n) { return searchRule(n, 0, 1); });
   r.add("aten.sort.default", alongDimRule);
   r.add("aten.sort.stable", alongDimRule);
   r.add("aten.topk.default", alongDimRule);

@@ -91,6 +91,96 @@ Expected<OpShardingRule> addmmRule(const ir::Node& node) {
   return b.additive(0).linear(Linearity::Joint, {0, 1}).replicateRest().build();
 }
 
+// Broadcast-aligns self (the bias of addmm-like ops) against the result and
+// places factor ids[d] (d: a result dim) on each of its dims of full size.
+void placeBias(RuleBuilder& b, const std::vector<int>& ids) {
+  const auto& bias = b.operandShape(0);
+  const auto& out = b.resultShape(0);
+  for (int64_t d = 0; d < static_cast<int64_t>(bias.size()); ++d) {
+    int64_t od = d + static_cast<int64_t>(out.size()) - static_cast<int64_t>(bias.size());
+    if (od >= 0 && bias[static_cast<size_t>(d)] == out[static_cast<size_t>(od)] &&
+        out[static_cast<size_t>(od)] != 1)
+      b.operand(0, d, ids[static_cast<size_t>(od)]);
+  }
+}
+
+// addmv(self (broadcast to [N]), mat[N, M], vec[M]) -> [N]: addmm with one
+// column; self is added once to the summed product.
+Expected<OpShardingRule> addmvRule(const ir::Node& node) {
+  RuleBuilder b(node);
+  const char* shapes = "self (broadcast to [N]), mat[N, M], vec[M] -> [N]";
+  SPMD_RETURN_IF_ERROR(checkRanks(b, "addmv", shapes, {-1, 2, 1}, 1));
+  if (b.operandShape(0).size() > 1)
+    return Status::error(std::string("addmv rule: expected ") + shapes + "; got ranks " + ranksOf(b));
+  const auto& mat = b.operandShape(1);
+  int n = b.addFactor({-1, 0, -1}, {0}, mat[0]);
+  b.addFactor({-1, 1, 0}, {-1}, mat[1], FactorKind::Reduction);
+  placeBias(b, {n});
+  return b.additive(0).linear(Linearity::Joint, {0, 1}).replicateRest().build();
+}
+
+// addbmm(self (broadcast to [N, P]), batch1[B, N, M], batch2[B, M, P]) ->
+// [N, P]: the products of the batch are summed, so B is a reduction as M is.
+Expected<OpShardingRule> addbmmRule(const ir::Node& node) {
+  RuleBuilder b(node);
+  const char* shapes = "self (broadcast to [N, P]), batch1[B, N, M], batch2[B, M, P] -> [N, P]";
+  SPMD_RETURN_IF_ERROR(checkRanks(b, "addbmm", shapes, {-1, 3, 3}, 2));
+  if (b.operandShape(0).size() > 2)
+    return Status::error(std::string("addbmm rule: expected ") + shapes + "; got ranks " + ranksOf(b));
+  const auto& b1 = b.operandShape(1);
+  const auto& b2 = b.operandShape(2);
+  b.addFactor({-1, 0, 0}, {-1}, b1[0], FactorKind::Reduction);
+  int n = b.addFactor({-1, 1, -1}, {0}, b1[1]);
+  b.addFactor({-1, 2, 1}, {-1}, b1[2], FactorKind::Reduction);
+  int p = b.addFactor({-1, -1, 2}, {1}, b2[2]);
+  placeBias(b, {n, p});
+  return b.additive(0).linear(Linearity::Joint, {0, 1}).replicateRest().build();
+}
+
+// _trilinear(i1, i2, i3, expand1, expand2, expand3, sumdim) (bilinear's
+// product): each operand unsqueezed at its expand dims to one rank, the
+// product summed over sumdim (the result drops those dims). An einsum of
+// three: a summed dim is a reduction, the others pass through.
+//   aten._trilinear.default(a[3, 4], w[6, 4, 5], c[3, 5], [1, 3], [0], [1, 2], [2, 3])
+//     -> ([i, k], [j, k, l], [i, l]) -> ([i, j]) {i=3, j=6, k=4 reduction(sum), l=5 reduction(sum)}
+Expected<OpShardingRule> trilinearRule(const ir::Node& node) {
+  RuleBuilder b(node);
+  if (b.numOperands() != 3 || b.numResults() != 1)
+    return Status::error("_trilinear rule: expected three tensors");
+  const ir::Argument* e1 = node.input("expand1");
+  int64_t full =
+      static_cast<int64_t>(b.operandShape(0).size()) + (e1 ? static_cast<int64_t>(e1->ints.size()) : 0);
+  std::vector<int64_t> summed = rules::dimsArg(node, "sumdim", full);
+  std::vector<std::vector<std::pair<int, int64_t>>> at(static_cast<size_t>(full));
+  std::vector<int64_t> size(static_cast<size_t>(full), 1);
+  const char* expands[] = {"expand1", "expand2", "expand3"};
+  for (int k = 0; k < 3; ++k) {
+    std::vector<int64_t> ex = rules::dimsArg(node, expands[k], full);
+    const auto& shape = b.operandShape(k);
+    if (static_cast<int64_t>(shape.size() + ex.size()) != full)
+      return Status::error("_trilinear rule: operand " + std::to_string(k) + " and " + expands[k] +
+                           " do not make rank " + std::to_string(full));
+    for (int64_t f = 0, d = 0; f < full; ++f) {
+      if (std::find(ex.begin(), ex.end(), f) != ex.end()) continue;
+      at[static_cast<size_t>(f)].push_back({k, d});
+      size[static_cast<size_t>(f)] = std::max(size[static_cast<size_t>(f)], shape[static_cast<size_t>(d)]);
+      ++d;
+    }
+  }
+  for (int64_t f = 0, out = 0; f < full; ++f) {
+    bool sum = std::find(summed.begin(), summed.end(), f) != summed.end();
+    int64_t n = size[static_cast<size_t>(f)];
+    if (n != 1) {
+      int fac = b.factor(n, sum ? FactorKind::Reduction : FactorKind::PassThrough);
+      for (auto [k, d] : at[static_cast<size_t>(f)])
+        if (b.operandShape(k)[static_cast<size_t>(d)] == n) b.operand(k, d, fac);
+      if (!sum) b.result(0, out, fac);
+    }
+    if (!sum) ++out;
+  }
+  return b.linear(Linearity::Each, {0, 1, 2}).replicateRest().build();
+}
+
 // linear(input[..., in], weight[out, in], bias[out]?) -> [..., out].
 Expected<OpShardingRule> linearRule(const ir::Node& node) {
   RuleBuilder b(node);
@@ -287,10 +377,13 @@ Expected<OpShardingRule> cdistRule(const ir::Node& node) {
 
 void registerMatmulRules(RuleRegistry& r) {
   r.add("aten._cdist_forward.default", cdistRule);
+  r.add("aten._trilinear.default", trilinearRule);
   // Every pair of rows: replicated.
   r.add("aten._pdist_forward.default",
         [](const ir::Node& n) { return RuleBuilder(n).replicateRest().build(); });
+  r.add("aten.addbmm.default", addbmmRule);
   r.add("aten.addmm.default", addmmRule);
+  r.add("aten.addmv.default", addmvRule);
   r.add("aten.baddbmm.default", baddbmmRule);
   r.add("aten.bmm.default", [](const ir::Node& n) { return productRule(n, 1); });
   r.add("aten.einsum.default", einsumRule);

@@ -164,6 +164,14 @@ Expected<OpShardingRule> groupNormRule(const ir::Node& node) {
 
 void registerNormRules(RuleRegistry& r) {
   const RuleFn trainable = [](const ir::Node& n) { return batchNormRule(n, true); };
+  // Always in training mode (it updates the running statistics).
+  r.add({"aten._batch_norm_with_update.default", "aten._batch_norm_with_update_functional.default"},
+        [](const ir::Node& n) -> Expected<OpShardingRule> {
+          RuleBuilder b(n);
+          if (b.numOperands() < 1 || b.numResults() < 1)
+            return Status::error("batch_norm rule: expected an input");
+          return batchNorm(b, {0}, {0}, FactorKind::NeedReplication);
+        });
   r.add("aten._native_batch_norm_legit.default", trainable);
   r.add("aten._native_batch_norm_legit.no_stats", trainable);
   r.add("aten._native_batch_norm_legit_functional.default", trainable);

@@ -104,7 +104,43 @@ void registerPointwiseRules(RuleRegistry& r) {
          "aten.__and__.Tensor", "aten.__and__.Scalar", "aten.__or__.Tensor", "aten.__or__.Scalar",
          "aten.__xor__.Tensor", "aten.__xor__.Scalar"},
         pointwise());
+  // Special functions (PyTorch's OpInfo suite), elementwise in every tensor
+  // operand; complex(real, imag) builds one complex element of two reals and
+  // frexp gives a mantissa and an exponent per element.
+  r.add({"aten.complex.default",
+         "aten.frexp.Tensor",
+         "aten.igamma.default",
+         "aten.igammac.default",
+         "aten.polygamma.default",
+         "aten.special_airy_ai.default",
+         "aten.special_bessel_j0.default",
+         "aten.special_bessel_j1.default",
+         "aten.special_bessel_y0.default",
+         "aten.special_bessel_y1.default",
+         "aten.special_chebyshev_polynomial_t.default",
+         "aten.special_chebyshev_polynomial_u.default",
+         "aten.special_chebyshev_polynomial_v.default",
+         "aten.special_chebyshev_polynomial_w.default",
+         "aten.special_hermite_polynomial_h.default",
+         "aten.special_hermite_polynomial_he.default",
+         "aten.special_laguerre_polynomial_l.default",
+         "aten.special_legendre_polynomial_p.default",
+         "aten.special_modified_bessel_i0.default",
+         "aten.special_modified_bessel_i1.default",
+         "aten.special_modified_bessel_k0.default",
+         "aten.special_modified_bessel_k1.default",
+         "aten.special_scaled_modified_bessel_k0.default",
+         "aten.special_scaled_modified_bessel_k1.default",
+         "aten.special_shifted_chebyshev_polynomial_t.default",
+         "aten.special_shifted_chebyshev_polynomial_u.default",
+         "aten.special_shifted_chebyshev_polynomial_v.default",
+         "aten.special_shifted_chebyshev_polynomial_w.default",
+         "aten.special_spherical_bessel_j0.default",
+         "aten.special_zeta.default"},
+        pointwise());
   // Linear in their one tensor: copies, views, scaling.
+  // Conjugation is linear over the reals: conj(a + b) = conj(a) + conj(b).
+  r.add({"aten._conj.default", "aten._conj_physical.default"}, pointwise(Linearity::Each, {0}));
   r.add({"aten.alias.default", "aten.clone.default", "aten.contiguous.default", "aten.div.Scalar",
          "aten.lift_fresh_copy.default", "aten.mul.Scalar", "aten.neg.default"},
         pointwise(Linearity::Each, {0}));

@@ -175,7 +175,8 @@ void registerReductionRules(RuleRegistry& r) {
   const RuleFn whole = reduce("dim", FactorKind::NeedReplication, ReduceOp::Sum, Linearity::None);
   const RuleFn wholeAll = reduce(nullptr, FactorKind::NeedReplication, ReduceOp::Sum, Linearity::None);
   // Fourier transforms are linear; their dims stay whole.
-  r.add({"aten._fft_c2r.default", "aten._fft_r2c.default"}, pointwiseExceptDims("dim", Linearity::Each, {0}));
+  r.add({"aten._fft_c2c.default", "aten._fft_c2r.default", "aten._fft_r2c.default"},
+        pointwiseExceptDims("dim", Linearity::Each, {0}));
   r.add("aten._log_softmax.default", logSoftmaxRule);
   r.add("aten._log_softmax_backward_data.default", rules::pointwise(Linearity::Each, {0}));
   r.add("aten._softmax.default", pointwiseExceptDims("dim"));
@@ -187,9 +188,19 @@ void registerReductionRules(RuleRegistry& r) {
   r.add("aten.any.dims", whole);
   r.add({"aten.argmax.default", "aten.argmin.default"}, whole);
   r.add("aten.cross_entropy_loss.default", lossRule);
-  r.add("aten.cumprod.default", pointwiseExceptDims("dim"));
+  // Scans: values (and indices) along a whole dim.
+  r.add({"aten.cummax.default", "aten.cummin.default", "aten.cumprod.default", "aten.logcumsumexp.default"},
+        pointwiseExceptDims("dim"));
   r.add("aten.cumsum.default", pointwiseExceptDims("dim", Linearity::Each, {0}));
+  // dist(self, other, p): a p-norm of the difference, no pending form.
+  r.add("aten.dist.default", wholeAll);
   r.add("aten.histc.default", histcRule);
+  // Histograms with bin edges (a density divides by the whole count): whole.
+  r.add({"aten._histogramdd_bin_edges.default", "aten._histogramdd_from_bin_cts.default",
+         "aten.histogram.bins_tensor"},
+        [](const ir::Node& n) { return RuleBuilder(n).replicateRest().build(); });
+  // k-th smallest along a dim (default the last): values with indices.
+  r.add("aten.kthvalue.default", reduce("dim", FactorKind::NeedReplication, ReduceOp::Sum, Linearity::None));
   r.add("aten.log_softmax.int", pointwiseExceptDims("dim"));
   // A whole-tensor max or min (no dim): a pending max or min, as amax.
   r.add("aten.max.default", reduce(nullptr, FactorKind::Reduction, ReduceOp::Max, Linearity::None));
@@ -207,7 +218,7 @@ void registerReductionRules(RuleRegistry& r) {
   r.add("aten.softmax.int", pointwiseExceptDims("dim"));
   r.add("aten.sum.default", reduce(nullptr, FactorKind::Reduction, ReduceOp::Sum, Linearity::Each));
   r.add("aten.sum.dim_IntList", sumDimRule);
-  r.add({"aten.var.correction", "aten.var.dim"}, whole);
+  r.add({"aten.var.correction", "aten.var.dim", "aten.var_mean.correction"}, whole);
 }
 
 }  // namespace spmd::sharding

@@ -233,7 +233,9 @@ Expected<OpShardingRule> catRule(const ir::Node& node) {
 bool isFullSlice(const ir::Node& node, int64_t size) {
   const ir::Argument* start = node.input("start");
   const ir::Argument* end = node.input("end");
-  int64_t s = start && start->kind == ir::Argument::Kind::Int ? start->ints[0] : 0;
+  bool startAbsent = !start || start->kind == ir::Argument::Kind::None;
+  if (!startAbsent && start->kind != ir::Argument::Kind::Int) return false;  // symbolic: tensor_split's
+  int64_t s = startAbsent ? 0 : start->ints[0];
   bool endFull = !end || end->kind == ir::Argument::Kind::None ||
                  (end->kind == ir::Argument::Kind::Int && end->ints[0] >= size);
   return s == 0 && endFull && rules::intArg(node, "step", 1) == 1;
@@ -345,6 +347,41 @@ Expected<OpShardingRule> diagonalRule(const ir::Node& node) {
   return b.linear(Linearity::Each, {0}).replicateRest().build();
 }
 
+// diagonal_scatter(self, src, offset, dim1, dim2): src is self's diagonal
+// (self without dim1 and dim2, the diagonal appended last); the other dims
+// pass through, the two matrix dims and the diagonal stay whole.
+Expected<OpShardingRule> diagonalScatterRule(const ir::Node& node) {
+  RuleBuilder b(node);
+  if (b.numOperands() != 2 || b.numResults() != 1 || b.operandShape(0).size() < 2 ||
+      b.operandShape(1).size() + 1 != b.operandShape(0).size())
+    return Status::error("diagonal_scatter rule: expected self and src of one rank less");
+  const auto& in = b.operandShape(0);
+  int64_t rank = static_cast<int64_t>(in.size());
+  int64_t d1 = normalizeDim(rules::intArg(node, "dim1", 0), rank);
+  int64_t d2 = normalizeDim(rules::intArg(node, "dim2", 1), rank);
+  for (int64_t d = 0, s = 0; d < rank; ++d) {
+    if (d == d1 || d == d2) continue;
+    if (in[static_cast<size_t>(d)] != 1) b.addFactor({d, s}, {d}, in[static_cast<size_t>(d)]);
+    ++s;
+  }
+  return b.linear(Linearity::Joint).replicateRest().build();
+}
+
+// unfold(self, dimension, size, step): `dimension` cut into windows, each
+// window's elements a new last dim; both stay whole, the other dims pass
+// through.
+Expected<OpShardingRule> unfoldRule(const ir::Node& node) {
+  RuleBuilder b(node);
+  if (b.numOperands() != 1 || b.numResults() != 1 || b.resultShape(0).size() != b.operandShape(0).size() + 1)
+    return Status::error("unfold rule: expected one tensor and a result of one more dim");
+  const auto& in = b.operandShape(0);
+  int64_t rank = static_cast<int64_t>(in.size());
+  int64_t dim = rank == 0 ? 0 : normalizeDim(rules::intArg(node, "dimension", 0), rank);
+  for (int64_t d = 0; d < rank; ++d)
+    if (d != dim && in[static_cast<size_t>(d)] != 1) b.addFactor({d}, {d}, in[static_cast<size_t>(d)]);
+  return b.linear(Linearity::Each, {0}).replicateRest().build();
+}
+
 // select_scatter(self, src, dim, index): src is self without `dim`.
 Expected<OpShardingRule> selectScatterRule(const ir::Node& node) {
   RuleBuilder b(node);
@@ -384,17 +421,24 @@ Expected<OpShardingRule> complexViewRule(const ir::Node& n) {
 void registerViewRules(RuleRegistry& r) {
   r.add("aten._unsafe_view.default", reshapeRule);
   // Arbitrary strides over the storage: only the whole tensor means the same.
-  r.add("aten.as_strided.default", [](const ir::Node& n) { return RuleBuilder(n).replicateRest().build(); });
+  r.add({"aten.as_strided.default", "aten.as_strided_copy.default", "aten.as_strided_scatter.default"},
+        [](const ir::Node& n) { return RuleBuilder(n).replicateRest().build(); });
   r.add("aten.cat.default", catRule);
   r.add("aten.chunk.default", splitRule);
   r.add("aten.diagonal.default", diagonalRule);
+  r.add("aten.diagonal_scatter.default", diagonalScatterRule);
   r.add({"aten.expand.default", "aten.expand_as.default"}, expandRule);
   r.add("aten.flatten.using_ints", reshapeRule);
-  r.add("aten.permute.default", [](const ir::Node& n) -> Expected<OpShardingRule> {
-    const ir::Argument* dims = n.input("dims");
-    if (!dims) return Status::error("permute rule: no dims");
-    return permuteRule(n, dims->ints);
+  // The _copy ops are their views' functional twins (same layouts).
+  r.add("aten.narrow_copy.default", [](const ir::Node& n) {
+    return allButDim(n, rules::intArg(n, "dim", 0), Linearity::Each, "narrow_copy");
   });
+  r.add({"aten.permute.default", "aten.permute_copy.default"},
+        [](const ir::Node& n) -> Expected<OpShardingRule> {
+          const ir::Argument* dims = n.input("dims");
+          if (!dims) return Status::error("permute rule: no dims");
+          return permuteRule(n, dims->ints);
+        });
   r.add("aten.reshape.default", reshapeRule);
   r.add("aten.select.int", selectRule);
   r.add("aten.select_scatter.default", selectScatterRule);
@@ -422,7 +466,8 @@ void registerViewRules(RuleRegistry& r) {
     if (rank > 0) std::swap(p[static_cast<size_t>(d0)], p[static_cast<size_t>(d1)]);
     return permuteRule(n, p);
   });
-  r.add("aten.unbind.int", unbindRule);
+  r.add({"aten.unbind.int", "aten.unbind_copy.int"}, unbindRule);
+  r.add({"aten.unfold.default", "aten.unfold_copy.default"}, unfoldRule);
   r.add("aten.unflatten.int", unflattenRule);
   r.add("aten.view_as.default", reshapeRule);
   r.add({"aten.view_as_complex.default", "aten.view_as_real.default"},
