@@ -24,6 +24,7 @@
 #include <vector>
 
 #include "runtime/Comm.h"
+#include "runtime/ScopedAxis.h"
 
 namespace spmd::runtime {
 namespace {
@@ -31,21 +32,7 @@ namespace {
 using Stack = torch::jit::Stack;
 
 /// The axis a kernel exchanges over: none (one rank holds every expert).
-struct Axis {
-  MeshComm* comm = nullptr;
-  int64_t index = -1;
-  int64_t size = 1;   ///< ranks on the axis
-  int64_t coord = 0;  ///< this rank's coordinate on it
-};
-
-Axis axisNamed(const std::string& name) {
-  MeshComm* c = CollectiveScope::current();
-  if (!c)
-    throw std::runtime_error("spmd.moe_experts outside a distributed run: this program needs spmd-run -n");
-  int64_t a = c->axisIndex(name);
-  if (a < 0) throw std::runtime_error("mesh has no axis '" + name + "'");
-  return {c, a, c->mesh().size(a), c->coords()[static_cast<size_t>(a)]};
-}
+using Axis = ScopedAxis;
 
 /// This rank's assignments, sorted by expert, and who gets them.
 struct Routing {
@@ -228,7 +215,7 @@ void forwardKernel(Stack& s) {
   c10::InferenceMode normalTensors(false);  // c10d's threads write the exchanged buffers
   constexpr size_t kArgs = kSharded ? 8 : 6;
   auto a = torch::jit::last(s, kArgs);
-  Axis ax = kSharded ? axisNamed(a[6].toStringRef()) : Axis{};
+  Axis ax = kSharded ? scopedAxis(a[6].toStringRef(), "spmd.moe_experts") : Axis{};
   const at::Tensor& w1 = a[3].toTensor();
   int64_t experts = kSharded ? a[7].toInt() : w1.size(0);
   at::Tensor out = forward(ax, a[0].toTensor(), a[1].toTensor(), a[2].toTensor(), w1, a[4].toTensor(),
@@ -243,7 +230,7 @@ void backwardKernel(Stack& s) {
   c10::InferenceMode normalTensors(false);
   constexpr size_t kArgs = kSharded ? 9 : 7;
   auto a = torch::jit::last(s, kArgs);
-  Axis ax = kSharded ? axisNamed(a[7].toStringRef()) : Axis{};
+  Axis ax = kSharded ? scopedAxis(a[7].toStringRef(), "spmd.moe_experts_backward") : Axis{};
   const at::Tensor& w1 = a[4].toTensor();
   int64_t experts = kSharded ? a[8].toInt() : w1.size(0);
   auto out = backward(ax, a[0].toTensor(), a[1].toTensor(), a[2].toTensor(), a[3].toTensor(), w1,

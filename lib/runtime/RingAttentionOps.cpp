@@ -33,6 +33,7 @@
 #include <vector>
 
 #include "runtime/Comm.h"
+#include "runtime/ScopedAxis.h"
 
 namespace spmd::runtime {
 namespace {
@@ -40,21 +41,7 @@ namespace {
 using Stack = torch::jit::Stack;
 
 /// The ring: this rank's coordinate on the axis, and the axis's size.
-struct Ring {
-  MeshComm* comm = nullptr;
-  int64_t axis = -1;
-  int64_t size = 1;
-  int64_t coord = 0;
-};
-
-Ring ringNamed(const std::string& name) {
-  MeshComm* c = CollectiveScope::current();
-  if (!c)
-    throw std::runtime_error("spmd.ring_attention outside a distributed run: this program needs spmd-run -n");
-  int64_t a = c->axisIndex(name);
-  if (a < 0) throw std::runtime_error("mesh has no axis '" + name + "'");
-  return {c, a, c->mesh().size(a), c->coords()[static_cast<size_t>(a)]};
-}
+using Ring = ScopedAxis;
 
 /// One point-to-point exchange in flight: `tensors` flattened into one
 /// buffer sent to the next rank, the same shapes received from the previous.
@@ -70,7 +57,7 @@ class Exchange {
     recv_ = {at::empty_like(send_[0])};
     int next = static_cast<int>((ring.coord + 1) % ring.size);
     int prev = static_cast<int>((ring.coord + ring.size - 1) % ring.size);
-    c10d::Backend& g = ring.comm->group(ring.axis);
+    c10d::Backend& g = ring.comm->group(ring.index);
     sendWork_ = g.send(send_, next, tag);
     recvWork_ = g.recv(recv_, prev, tag);
     ring.comm->track(sendWork_);
@@ -222,7 +209,7 @@ void forwardKernel(Stack& s) {
   c10::InferenceMode normalTensors(false);  // c10d's threads write the exchanged buffers
   constexpr size_t kArgs = kSharded ? 7 : 6;
   auto a = torch::jit::last(s, kArgs);
-  Ring ring = kSharded ? ringNamed(a[5].toStringRef()) : Ring{};
+  Ring ring = kSharded ? scopedAxis(a[5].toStringRef(), "spmd.ring_attention") : Ring{};
   auto out = forward(ring, a[0].toTensor(), a[1].toTensor(), a[2].toTensor(), optionalTensor(a[kArgs - 1]),
                      a[3].toDouble(), a[4].toBool());
   torch::jit::drop(s, kArgs);
@@ -235,7 +222,7 @@ void backwardKernel(Stack& s) {
   c10::InferenceMode normalTensors(false);
   constexpr size_t kArgs = kSharded ? 10 : 9;
   auto a = torch::jit::last(s, kArgs);
-  Ring ring = kSharded ? ringNamed(a[8].toStringRef()) : Ring{};
+  Ring ring = kSharded ? scopedAxis(a[8].toStringRef(), "spmd.ring_attention_backward") : Ring{};
   auto out = backward(ring, a[0].toTensor(), a[1].toTensor(), a[2].toTensor(), a[3].toTensor(),
                       optionalTensor(a[kArgs - 1]), a[4].toTensor(), a[5].toTensor(), a[6].toDouble(),
                       a[7].toBool());

@@ -134,6 +134,23 @@ def stage_modules(m):
     return First(), Last(), loss_fn
 
 
+def train_steps(sched, opt, rank, tokens, labels, steps):
+    """`steps` AdamW steps of a torch.distributed.pipelining schedule on 2
+    ranks (rank 0 feeds the tokens, rank 1 the labels); rank 1's mean
+    microbatch loss per step."""
+    losses = []
+    for _ in range(steps):
+        opt.zero_grad()
+        if rank == 0:
+            sched.step(tokens)
+        else:
+            mbl = []
+            sched.step(target=labels, losses=mbl)
+            losses.append(sum(x.item() for x in mbl) / len(mbl))
+        opt.step()
+    return losses
+
+
 def torch_worker(rank, schedule, steps, store_path, out_path):
     import torch
     import torch.distributed as dist
@@ -150,16 +167,7 @@ def torch_worker(rank, schedule, steps, store_path, out_path):
     cls = Schedule1F1B if schedule == "1f1b" else ScheduleGPipe
     sched = cls(stage, n_microbatches=MICROBATCHES, loss_fn=loss_fn)
     opt = adamw(mod.parameters())
-    losses = []
-    for _ in range(steps):
-        opt.zero_grad()
-        if rank == 0:
-            sched.step(tokens)
-        else:
-            mbl = []
-            sched.step(target=labels, losses=mbl)
-            losses.append(sum(x.item() for x in mbl) / len(mbl))
-        opt.step()
+    losses = train_steps(sched, opt, rank, tokens, labels, steps)
     params = {k: p.detach().clone() for k, p in mod.named_parameters()}
     # The stages exchange the activation forward and its gradient back, per microbatch.
     act = first(tokens[:mb]).detach()
@@ -300,16 +308,7 @@ def interleaved_worker(rank, steps, store_path, out_path):
         sched = ScheduleInterleaved1F1B(stages, n_microbatches=m, loss_fn=loss_fn)
         orders[m] = [str(a) for a in sched.pipeline_order[rank] if a is not None]
     opt = adamw([p for mod in mods for p in mod.parameters()])
-    losses = []
-    for _ in range(steps):
-        opt.zero_grad()
-        if rank == 0:
-            sched.step(tokens)
-        else:
-            mbl = []
-            sched.step(target=labels, losses=mbl)
-            losses.append(sum(x.item() for x in mbl) / len(mbl))
-        opt.step()
+    losses = train_steps(sched, opt, rank, tokens, labels, steps)
     params = {k: p.detach().clone() for mod in mods for k, p in mod.named_parameters()}
     torch.save({"losses": losses, "params": params, "orders": orders}, f"{out_path}.{rank}")
     dist.destroy_process_group()
