@@ -23,15 +23,11 @@ namespace {
 namespace fs = std::filesystem;
 using nlohmann::json;
 
-bool endsWith(const std::string& s, const std::string& tail) {
-  return s.size() >= tail.size() && s.compare(s.size() - tail.size(), tail.size(), tail) == 0;
-}
-
 std::vector<std::string> safetensorsFiles(const std::string& dir) {
   std::vector<std::string> names;
   std::error_code ec;
   for (const auto& e : fs::directory_iterator(dir, ec))
-    if (e.is_regular_file(ec) && endsWith(e.path().filename().string(), ".safetensors"))
+    if (e.is_regular_file(ec) && e.path().filename().string().ends_with(".safetensors"))
       names.push_back(e.path().filename().string());
   std::sort(names.begin(), names.end());
   return names;
