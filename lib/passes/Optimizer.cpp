@@ -1,9 +1,11 @@
 // Optimizer updates appended to train-step graphs (see Optimizer.h).
 //
-// AdamW, as torch.optim.AdamW (decoupled weight decay):
+// AdamW, as torch.optim.AdamW (decoupled weight decay), op for op as its
+// single-tensor and foreach paths compute it, so the bytes match PyTorch's:
 //   step += 1;  p *= 1 - lr*wd
-//   m = b1*m + (1-b1)*g;  v = b2*v + (1-b2)*g*g
-//   p -= (lr / (1 - b1^step)) * m / (sqrt(v) / sqrt(1 - b2^step) + eps)
+//   m = lerp(m, g, 1-b1);  v = addcmul(v*b2, g, g, value=1-b2)
+//   bc1 = 1 - b1^step, bc2 = 1 - b2^step       (in float64, as Python floats)
+//   p += (-(lr / bc1) * m) / (sqrt(v) / sqrt(bc2) + eps)   (addcdiv's order)
 // SGD, as torch.optim.SGD: g += wd*p;  buf = momentum*buf + g;  p -= lr*buf
 #include "passes/Optimizer.h"
 
@@ -60,6 +62,39 @@ class Builder {
   Expected<ir::Value*> div(ir::Value* a, ir::Value* b, const std::string& base) {
     return op("aten.div.Tensor",
               {{"self", Argument::tensor(a), false}, {"other", Argument::tensor(b), false}}, a->type(), base);
+  }
+  Expected<ir::Value*> lerp(ir::Value* a, ir::Value* end, double weight, const std::string& base) {
+    return op("aten.lerp.Scalar",
+              {{"self", Argument::tensor(a), false},
+               {"end", Argument::tensor(end), false},
+               {"weight", Argument::floating(weight), false}},
+              a->type(), base);
+  }
+  Expected<ir::Value*> addcmul(ir::Value* a, ir::Value* t1, ir::Value* t2, double value,
+                               const std::string& base) {
+    return op("aten.addcmul.default",
+              {{"self", Argument::tensor(a), false},
+               {"tensor1", Argument::tensor(t1), false},
+               {"tensor2", Argument::tensor(t2), false},
+               {"value", Argument::floating(value), true}},
+              a->type(), base);
+  }
+  // A float64 copy of a scalar tensor.
+  Expected<ir::Value*> toDouble(ir::Value* a, const std::string& base) {
+    ir::TensorType t = a->type();
+    t.dtype = ir::ScalarType::Double;
+    return op(
+        "aten._to_copy.default",
+        {{"self", Argument::tensor(a), false}, {"dtype", Argument::scalarType(ir::ScalarType::Double), true}},
+        t, base);
+  }
+  // `s` / a, as a tensor shaped like a.
+  Expected<ir::Value*> scalarDiv(double s, ir::Value* a, const std::string& base) {
+    SPMD_ASSIGN_OR_RETURN(ir::Value * full, op("aten.full_like.default",
+                                               {{"self", Argument::tensor(a), false},
+                                                {"fill_value", Argument::floating(s), false}},
+                                               a->type(), base + "_numerator"));
+    return div(full, a, base);
   }
   Expected<ir::Value*> sqrt(ir::Value* a, const std::string& base) {
     return op("aten.sqrt.default", {{"self", Argument::tensor(a), false}}, a->type(), base);
@@ -132,17 +167,20 @@ Status appendOptimizer(ir::ExportedProgram& program, const OptimizerOptions& o) 
         "--optimizer needs a train-step graph with gradient outputs (torch.export's "
         "_export_forward_backward); this program has none");
   Builder b(program);
-  ir::Value* step = nullptr;
-  ir::Value* bc1 = nullptr;
+  ir::Value* negStepSize = nullptr;
   ir::Value* bc2sqrt = nullptr;
   if (o.kind == "adamw") {
+    // torch.optim keeps the step in a float32 tensor and computes the bias
+    // corrections from its value in Python floats (float64).
     ir::TensorType scalar;
     scalar.dtype = ir::ScalarType::Float;
     SPMD_ASSIGN_OR_RETURN(ir::Value * s0, b.state(std::string(kOptimizerPrefix) + "step", scalar));
-    SPMD_ASSIGN_OR_RETURN(step, b.addScalar(s0, 1.0, "optim_step_next"));
+    SPMD_ASSIGN_OR_RETURN(ir::Value * step, b.addScalar(s0, 1.0, "optim_step_next"));
     b.output(ir::OutputKind::BufferMutation, step, std::string(kOptimizerPrefix) + "step");
-    SPMD_ASSIGN_OR_RETURN(bc1, b.oneMinusPow(o.beta1, step, "optim_bias_correction1"));
-    SPMD_ASSIGN_OR_RETURN(ir::Value * bc2, b.oneMinusPow(o.beta2, step, "optim_bias_correction2"));
+    SPMD_ASSIGN_OR_RETURN(ir::Value * step64, b.toDouble(step, "optim_step_f64"));
+    SPMD_ASSIGN_OR_RETURN(ir::Value * bc1, b.oneMinusPow(o.beta1, step64, "optim_bias_correction1"));
+    SPMD_ASSIGN_OR_RETURN(negStepSize, b.scalarDiv(-o.lr, bc1, "optim_neg_step_size"));
+    SPMD_ASSIGN_OR_RETURN(ir::Value * bc2, b.oneMinusPow(o.beta2, step64, "optim_bias_correction2"));
     SPMD_ASSIGN_OR_RETURN(bc2sqrt, b.sqrt(bc2, "optim_bias_correction2_sqrt"));
   }
   // Each update reads its gradient in the parameter's layout, reduced once
@@ -186,18 +224,16 @@ Status appendOptimizer(ir::ExportedProgram& program, const OptimizerOptions& o) 
       }
       SPMD_ASSIGN_OR_RETURN(ir::Value * m, b.state(prefix + ".exp_avg", p->type()));
       SPMD_ASSIGN_OR_RETURN(ir::Value * v, b.state(prefix + ".exp_avg_sq", p->type()));
-      SPMD_ASSIGN_OR_RETURN(ir::Value * m1, b.mul(m, o.beta1, base + "_exp_avg_scaled"));
-      SPMD_ASSIGN_OR_RETURN(ir::Value * mNew, b.add(m1, g, 1.0 - o.beta1, base + "_exp_avg"));
+      SPMD_ASSIGN_OR_RETURN(ir::Value * mNew, b.lerp(m, g, 1.0 - o.beta1, base + "_exp_avg"));
       SPMD_ASSIGN_OR_RETURN(ir::Value * v1, b.mul(v, o.beta2, base + "_exp_avg_sq_scaled"));
-      SPMD_ASSIGN_OR_RETURN(ir::Value * g2, b.mulT(g, g, base + "_grad_sq"));
-      SPMD_ASSIGN_OR_RETURN(ir::Value * vNew, b.add(v1, g2, 1.0 - o.beta2, base + "_exp_avg_sq"));
+      SPMD_ASSIGN_OR_RETURN(ir::Value * vNew, b.addcmul(v1, g, g, 1.0 - o.beta2, base + "_exp_avg_sq"));
       SPMD_ASSIGN_OR_RETURN(ir::Value * rv, b.sqrt(vNew, base + "_exp_avg_sq_sqrt"));
       SPMD_ASSIGN_OR_RETURN(ir::Value * rvc, b.div(rv, bc2sqrt, base + "_denom_corrected"));
       SPMD_ASSIGN_OR_RETURN(ir::Value * denom, b.addScalar(rvc, o.eps, base + "_denom"));
-      SPMD_ASSIGN_OR_RETURN(ir::Value * ratio, b.div(mNew, denom, base + "_ratio"));
-      SPMD_ASSIGN_OR_RETURN(ir::Value * scaled, b.mul(ratio, o.lr, base + "_step"));
-      SPMD_ASSIGN_OR_RETURN(ir::Value * corrected, b.div(scaled, bc1, base + "_step_corrected"));
-      SPMD_ASSIGN_OR_RETURN(updated, b.add(pd, corrected, -1.0, base + "_updated"));
+      // addcdiv(p, m, denom, value=-step_size) = p + (value * m) / denom
+      SPMD_ASSIGN_OR_RETURN(ir::Value * scaled, b.mulT(mNew, negStepSize, base + "_step"));
+      SPMD_ASSIGN_OR_RETURN(ir::Value * upd, b.div(scaled, denom, base + "_step_corrected"));
+      SPMD_ASSIGN_OR_RETURN(updated, b.add(pd, upd, 1.0, base + "_updated"));
       b.output(ir::OutputKind::BufferMutation, mNew, prefix + ".exp_avg");
       b.output(ir::OutputKind::BufferMutation, vNew, prefix + ".exp_avg_sq");
     }

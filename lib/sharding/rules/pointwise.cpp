@@ -167,6 +167,9 @@ void registerPointwiseRules(RuleRegistry& r) {
   r.add("aten.sub.Tensor", pointwise(Linearity::Joint, {0, 1}));
   r.add("aten.type_as.default", typeAsRule);
   r.add("aten.where.self", pointwise(Linearity::Joint, {1, 2}));
+  // Fused optimizer math (torch.optim's AdamW: exp_avg.lerp_(g, 1 - b1),
+  // exp_avg_sq.addcmul_(g, g, value=1 - b2), p.addcdiv_(m, denom, ...)).
+  r.add({"aten.addcdiv.default", "aten.addcmul.default", "aten.lerp.Scalar", "aten.lerp.Tensor"}, pointwise());
 }
 
 }  // namespace spmd::sharding
