@@ -95,6 +95,23 @@ if ! zoo_ok; then
     exit 2
   }
 fi
+# torchtitan's checkpointer (python/requirements-titan.txt, --no-deps: see there).
+titan_ok() {
+  "$venv/bin/python" - python/requirements-titan.txt <<'PY' 2>/dev/null
+import sys, importlib.metadata as md
+pins = dict(l.split("==") for l in open(sys.argv[1]).read().split() if "==" in l)
+sys.exit(0 if all(md.version(p) == v for p, v in pins.items()) else 1)
+PY
+}
+if ! titan_ok; then
+  echo "setup: installing torchtitan's checkpointer (python/requirements-titan.txt)"
+  "$venv/bin/python" -m pip install -q --disable-pip-version-check --no-deps -r python/requirements-titan.txt 2>&1 |
+    sed '/is ignored: it is neither a file nor a directory/d' >&2 || true
+  titan_ok || {
+    echo "setup: error: python/requirements-titan.txt did not install into $venv; the tests need it" >&2
+    exit 2
+  }
+fi
 cuda=$("$venv/bin/python" -c 'import torch; print(torch.version.cuda or "")')
 if [ -n "$cuda" ] && ! { command -v nvcc >/dev/null || [ -x "${CUDA_HOME:-/usr/local/cuda}/bin/nvcc" ]; }; then
   echo "setup: error: torch $torch_version is a CUDA $cuda build, and its CMake config needs the CUDA toolkit" \
