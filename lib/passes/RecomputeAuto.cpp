@@ -8,15 +8,18 @@
 //   level L+1 .. 2L  every module selective, the first k - L of them full
 //
 // Each level is tried on a copy of the program (the plan and the passes
-// after it, then estimateMemory); the peak falls as the level rises, so a
-// binary search finds the lowest level that fits in about log2(2L) + 2
-// tries. Collectives of activations (tensor-parallel all-reduces) in a
-// recomputed module are saved on that ladder; unless told one way, a
-// second search re-issues them instead, and that plan is taken when it
-// fits at a lower level with a faster modeled step (fewer recomputed ops
-// outweigh the all-reduces run again), or when only it fits.
+// after it, then estimateMemory); the peak falls as the level rises, and
+// alike layers free alike bytes, so the lowest level that fits is found by
+// interpolating the peak between a level over the budget and one within it
+// (level 0, then L, then 2L if L does not fit), safeguarded by bisection:
+// 4 or 5 tries where a binary search took log2(2L) + 2. Collectives of activations (tensor-parallel
+// all-reduces) in a recomputed module are saved on that ladder; unless told one way, a second search
+// re-issues them instead, and that plan is taken when it fits at a lower level with a faster modeled step
+// (fewer recomputed ops outweigh the all-reduces run again), or when only it fits.
 #include <algorithm>
+#include <cmath>
 #include <cstdio>
+#include <utility>
 
 #include "passes/Recompute.h"
 #include "support/Strings.h"
@@ -72,25 +75,38 @@ std::string describe(size_t level, size_t n) {
          std::to_string(full) + " full";
 }
 
-/// The ladder of one way with collectives of activations: the lowest level
-/// whose peak fits `budget`, found by binary search in [lo, hi] (the caller
-/// knows hi fits), with its cost.
+/// A level of one way's ladder with its cost.
 struct Rung {
   size_t level = 0;
   PlanCost cost;
 };
 
-Expected<Rung> lowestFitting(const std::function<Expected<PlanCost>(size_t)>& costOf, size_t lo, Rung hi,
-                             int64_t budget) {
-  while (lo < hi.level) {
-    const size_t mid = lo + (hi.level - lo) / 2;
-    SPMD_ASSIGN_OR_RETURN(PlanCost c, costOf(mid));
-    if (c.peakBytes <= budget)
-      hi = {mid, c};
-    else
-      lo = mid + 1;
+/// The lowest fitting level between `over` (its peak over `budget`) and
+/// `fits` (within it), and the highest known not to: the next level tried
+/// is where the line between the two peaks crosses the budget (alike
+/// layers free alike bytes, so this lands on the answer or next to it),
+/// clamped inside the bracket; after two moves of the same end in a row,
+/// the midpoint instead (bisection's bound, at most twice its tries).
+Expected<std::pair<Rung, Rung>> lowestFitting(const std::function<Expected<PlanCost>(size_t)>& costOf,
+                                              Rung over, Rung fits, int64_t budget) {
+  int sameEnd = 0;
+  bool lastFit = false;
+  while (fits.level - over.level > 1) {
+    const size_t span = fits.level - over.level;
+    size_t next = over.level + span / 2;
+    const double drop = static_cast<double>(over.cost.peakBytes - fits.cost.peakBytes);
+    if (sameEnd < 2 && drop > 0) {
+      const double t = static_cast<double>(over.cost.peakBytes - budget) / drop;
+      next = over.level + static_cast<size_t>(std::ceil(t * static_cast<double>(span)));
+      next = std::clamp(next, over.level + 1, fits.level - 1);
+    }
+    SPMD_ASSIGN_OR_RETURN(PlanCost c, costOf(next));
+    const bool fit = c.peakBytes <= budget;
+    sameEnd = fit == lastFit ? sameEnd + 1 : 1;
+    lastFit = fit;
+    (fit ? fits : over) = Rung{next, c};
   }
-  return hi;
+  return std::make_pair(fits, over);
 }
 
 std::string microseconds(double seconds) {
@@ -125,28 +141,45 @@ Expected<RecomputePlan> chooseRecompute(const program::Program& program,
     return RecomputePlan{levelRules(rules, modules, r.level), how};
   };
   if (none.peakBytes <= budget) return chose({0, none}, first, "within");
-  SPMD_ASSIGN_OR_RETURN(PlanCost most, costAs(first)(top));
+  // Every module selective first: the selective half of the ladder frees
+  // alike bytes per level, so interpolating inside it is exact.
+  Rung over{0, none};
+  std::optional<Rung> fits;
+  SPMD_ASSIGN_OR_RETURN(PlanCost half, costAs(first)(n));
+  PlanCost most = half;
+  if (half.peakBytes <= budget) {
+    fits = Rung{n, half};
+  } else {
+    over = {n, half};
+    SPMD_ASSIGN_OR_RETURN(most, costAs(first)(top));
+    if (most.peakBytes <= budget) fits = Rung{top, most};
+  }
   std::optional<Rung> taken;
   RC how = first, leanest = first;
-  if (most.peakBytes <= budget) {
-    SPMD_ASSIGN_OR_RETURN(taken, lowestFitting(costAs(first), 1, {top, most}, budget));
+  if (fits) {
+    SPMD_ASSIGN_OR_RETURN(auto found, lowestFitting(costAs(first), over, *fits, budget));
+    taken = found.first;
+    over = found.second;
   }
-  if (!collectives && most.activationCollectives != 0) {
+  // Re-issuing frees at most the saved collectives' bytes: hopeless when the
+  // level below the one taken stays over the budget without them.
+  const bool hopeless =
+      taken && over.cost.collectiveBytes >= 0 && over.cost.peakBytes - over.cost.collectiveBytes > budget;
+  if (!collectives && !hopeless && (taken ? taken->cost : most).activationCollectives != 0) {
     // Re-issuing lowers each level's peak: a lower level may fit that way.
-    SPMD_ASSIGN_OR_RETURN(PlanCost most2, costAs(RC::Reissue)(top));
-    if (most2.peakBytes <= budget) {
-      Rung r{taken ? taken->level : top, most2};
-      if (taken) {
-        SPMD_ASSIGN_OR_RETURN(r.cost, costAs(RC::Reissue)(r.level));
-      }
-      SPMD_ASSIGN_OR_RETURN(Rung re, lowestFitting(costAs(RC::Reissue), 1, r, budget));
+    Rung hi{top, {}};
+    if (taken) hi.level = taken->level;
+    SPMD_ASSIGN_OR_RETURN(hi.cost, costAs(RC::Reissue)(hi.level));
+    if (hi.cost.peakBytes <= budget) {
+      SPMD_ASSIGN_OR_RETURN(auto found, lowestFitting(costAs(RC::Reissue), {0, none}, hi, budget));
+      const Rung& re = found.first;
       if (!taken || (re.level < taken->level && re.cost.stepSeconds < taken->cost.stepSeconds)) {
         taken = re;
         how = RC::Reissue;
       }
     }
-    if (most2.peakBytes < most.peakBytes) {
-      most = most2;
+    if (!taken && hi.cost.peakBytes < most.peakBytes) {
+      most = hi.cost;
       leanest = RC::Reissue;
     }
   }
