@@ -81,9 +81,8 @@ Expected<RecomputePlan> resolveRecompute(const program::Program& p,
     return Status::error(
         "recompute: \"auto\" chooses what to recompute for a per-rank memory budget: give --memory-budget "
         "(e.g. 2GiB)");
-  SPMD_ASSIGN_OR_RETURN(std::string json, program::programToJsonText(p));
   PlanPeak peakOf = [&](const RecomputePlan& plan) -> Expected<PlanCost> {
-    SPMD_ASSIGN_OR_RETURN(program::Program copy, program::programFromJson(json));
+    program::Program copy = program::copyProgram(p);
     int64_t collectives = -1, collectiveBytes = -1;
     for (auto& pass : defaultPasses(options.async, options.bucketBytes, plan.rules,
                                     plan.collectives == RecomputeCollectives::Reissue)) {

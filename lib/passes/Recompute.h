@@ -27,6 +27,7 @@
 #include <functional>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "passes/Pass.h"
@@ -97,6 +98,23 @@ struct PlanCost {
   /// minus these bytes is still over the budget.
   int64_t collectiveBytes = -1;
 };
+
+/// A level of chooseRecompute's ladder (see RecomputeAuto.cpp) with its cost.
+struct PlanRung {
+  size_t level = 0;
+  PlanCost cost;
+};
+
+/// The lowest level whose peak (`costOf`, non-increasing in the level) is
+/// within `budget`, between `over` (over it) and `fits` (within it), and
+/// the highest level known over it: each level tried is where the line
+/// between the bracket's peaks crosses the budget (alike layers free alike
+/// bytes: it lands on the answer or next to it), clamped inside the
+/// bracket; after two moves of the same end in a row, the midpoint
+/// instead, until the other end moves (at most about twice bisection's
+/// tries).
+Expected<std::pair<PlanRung, PlanRung>> lowestFitting(const std::function<Expected<PlanCost>(size_t)>& costOf,
+                                                      PlanRung over, PlanRung fits, int64_t budget);
 
 /// Applies a plan and the passes after it to a copy of the program;
 /// returns the copy's estimated per-rank peak and modeled step time.

@@ -75,20 +75,16 @@ std::string describe(size_t level, size_t n) {
          std::to_string(full) + " full";
 }
 
-/// A level of one way's ladder with its cost.
-struct Rung {
-  size_t level = 0;
-  PlanCost cost;
-};
+std::string microseconds(double seconds) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.4g us", seconds * 1e6);
+  return buf;
+}
 
-/// The lowest fitting level between `over` (its peak over `budget`) and
-/// `fits` (within it), and the highest known not to: the next level tried
-/// is where the line between the two peaks crosses the budget (alike
-/// layers free alike bytes, so this lands on the answer or next to it),
-/// clamped inside the bracket; after two moves of the same end in a row,
-/// the midpoint instead (bisection's bound, at most twice its tries).
-Expected<std::pair<Rung, Rung>> lowestFitting(const std::function<Expected<PlanCost>(size_t)>& costOf,
-                                              Rung over, Rung fits, int64_t budget) {
+}  // namespace
+
+Expected<std::pair<PlanRung, PlanRung>> lowestFitting(const std::function<Expected<PlanCost>(size_t)>& costOf,
+                                                      PlanRung over, PlanRung fits, int64_t budget) {
   int sameEnd = 0;
   bool lastFit = false;
   while (fits.level - over.level > 1) {
@@ -104,18 +100,10 @@ Expected<std::pair<Rung, Rung>> lowestFitting(const std::function<Expected<PlanC
     const bool fit = c.peakBytes <= budget;
     sameEnd = fit == lastFit ? sameEnd + 1 : 1;
     lastFit = fit;
-    (fit ? fits : over) = Rung{next, c};
+    (fit ? fits : over) = PlanRung{next, c};
   }
   return std::make_pair(fits, over);
 }
-
-std::string microseconds(double seconds) {
-  char buf[32];
-  std::snprintf(buf, sizeof buf, "%.4g us", seconds * 1e6);
-  return buf;
-}
-
-}  // namespace
 
 Expected<RecomputePlan> chooseRecompute(const program::Program& program,
                                         const std::vector<schema::RecomputeRule>& rules, int64_t budget,
@@ -132,7 +120,7 @@ Expected<RecomputePlan> chooseRecompute(const program::Program& program,
   };
   const RC first = collectives.value_or(RC::Save);  // the way tried first: saving adds no time
   SPMD_ASSIGN_OR_RETURN(PlanCost none, costAs(first)(0));
-  auto chose = [&](const Rung& r, RC how, const std::string& what) {
+  auto chose = [&](const PlanRung& r, RC how, const std::string& what) {
     choice = "auto: " + describe(r.level, n) +
              (how == RC::Reissue ? ", collectives of activations re-issued" : "") + ": estimated peak " +
              withCommas(r.cost.peakBytes) + " B/rank " + what + " --memory-budget " + withCommas(budget) +
@@ -143,18 +131,18 @@ Expected<RecomputePlan> chooseRecompute(const program::Program& program,
   if (none.peakBytes <= budget) return chose({0, none}, first, "within");
   // Every module selective first: the selective half of the ladder frees
   // alike bytes per level, so interpolating inside it is exact.
-  Rung over{0, none};
-  std::optional<Rung> fits;
+  PlanRung over{0, none};
+  std::optional<PlanRung> fits;
   SPMD_ASSIGN_OR_RETURN(PlanCost half, costAs(first)(n));
   PlanCost most = half;
   if (half.peakBytes <= budget) {
-    fits = Rung{n, half};
+    fits = PlanRung{n, half};
   } else {
     over = {n, half};
     SPMD_ASSIGN_OR_RETURN(most, costAs(first)(top));
-    if (most.peakBytes <= budget) fits = Rung{top, most};
+    if (most.peakBytes <= budget) fits = PlanRung{top, most};
   }
-  std::optional<Rung> taken;
+  std::optional<PlanRung> taken;
   RC how = first, leanest = first;
   if (fits) {
     SPMD_ASSIGN_OR_RETURN(auto found, lowestFitting(costAs(first), over, *fits, budget));
@@ -167,12 +155,12 @@ Expected<RecomputePlan> chooseRecompute(const program::Program& program,
       taken && over.cost.collectiveBytes >= 0 && over.cost.peakBytes - over.cost.collectiveBytes > budget;
   if (!collectives && !hopeless && (taken ? taken->cost : most).activationCollectives != 0) {
     // Re-issuing lowers each level's peak: a lower level may fit that way.
-    Rung hi{top, {}};
+    PlanRung hi{top, {}};
     if (taken) hi.level = taken->level;
     SPMD_ASSIGN_OR_RETURN(hi.cost, costAs(RC::Reissue)(hi.level));
     if (hi.cost.peakBytes <= budget) {
       SPMD_ASSIGN_OR_RETURN(auto found, lowestFitting(costAs(RC::Reissue), {0, none}, hi, budget));
-      const Rung& re = found.first;
+      const PlanRung& re = found.first;
       if (!taken || (re.level < taken->level && re.cost.stepSeconds < taken->cost.stepSeconds)) {
         taken = re;
         how = RC::Reissue;
