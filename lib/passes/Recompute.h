@@ -126,7 +126,7 @@ using PlanPeak = std::function<Expected<PlanCost>(const RecomputePlan&)>;
 /// per rank. Modules are checkpointed in forward order, first selectively,
 /// then fully; the lowest fitting level is found by interpolating the peak
 /// between levels known to fit and not to fit (safeguarded by bisection),
-/// in about 4 tries when the layers are alike. Collectives of activations:
+/// in 4 to 6 tries when the layers are alike. Collectives of activations:
 /// `collectives` when given; else both ways are tried (unless
 /// PlanCost::collectiveBytes shows re-issuing cannot fit a lower level),
 /// and re-issuing is taken only when it lets a plan with less

@@ -11,11 +11,15 @@
 // after it, then estimateMemory); the peak falls as the level rises, and
 // alike layers free alike bytes, so the lowest level that fits is found by
 // interpolating the peak between a level over the budget and one within it
-// (level 0, then L, then 2L if L does not fit), safeguarded by bisection:
-// 4 or 5 tries where a binary search took log2(2L) + 2. Collectives of activations (tensor-parallel
-// all-reduces) in a recomputed module are saved on that ladder; unless told one way, a second search
-// re-issues them instead, and that plan is taken when it fits at a lower level with a faster modeled step
-// (fewer recomputed ops outweigh the all-reduces run again), or when only it fits.
+// (level 0, then L, then 2L if L does not fit), safeguarded by bisection
+// (lowestFitting, Recompute.h): 4 to 6 tries on a 32-layer step, where a
+// binary search took log2(2L) + 2. Collectives of activations
+// (tensor-parallel all-reduces) in a recomputed module are saved on that
+// ladder; unless told one way, a second search re-issues them instead
+// (skipped when the level below the one taken stays over the budget even
+// without the saved collectives' bytes), and that plan is taken when it
+// fits at a lower level with a faster modeled step (fewer recomputed ops
+// outweigh the all-reduces run again), or when only it fits.
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
