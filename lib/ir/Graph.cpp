@@ -291,6 +291,51 @@ Expected<Node*> Graph::addNode(std::string name, std::string target, std::vector
   return raw;
 }
 
+Graph Graph::clone() const {
+  Graph g;
+  g.values_.reserve(values_.size());
+  for (const auto& v : values_) g.values_.push_back(std::make_unique<Value>(*v));
+  auto value = [&](const Value* v) { return v ? g.values_[static_cast<size_t>(v->id_)].get() : nullptr; };
+  auto remap = [&](Argument& a) {
+    for (Value*& v : a.values) v = value(v);
+  };
+  std::unordered_map<const Node*, Node*> nodeOf;
+  g.nodes_.reserve(nodes_.size());
+  for (const auto& n : nodes_) {
+    auto c = std::make_unique<Node>(*n);
+    for (NamedArgument& a : c->inputs_) remap(a.arg);
+    for (Argument& a : c->outputs_) remap(a);
+    nodeOf.emplace(n.get(), c.get());
+    g.nodes_.push_back(std::move(c));
+  }
+  for (auto& v : g.values_) {
+    if (v->producer_) v->producer_ = nodeOf.at(v->producer_);
+    std::vector<Node*> users;
+    for (Node* u : v->users_)
+      if (auto it = nodeOf.find(u); it != nodeOf.end()) users.push_back(it->second);
+    v->users_ = std::move(users);
+  }
+  g.byName_.reserve(byName_.size());
+  for (const auto& [name, v] : byName_) g.byName_.emplace(name, value(v));
+  for (const Value* v : inputs_) g.inputs_.push_back(value(v));
+  g.outputs_ = outputs_;
+  for (Argument& a : g.outputs_) remap(a);
+  return g;
+}
+
+ExportedProgram ExportedProgram::clone() const {
+  ExportedProgram p{graph.clone(), signature,    ranges, schemaMajor,
+                    schemaMinor,   torchVersion, name,   tiedNames};
+  auto value = [&](const Value* v) { return v ? p.graph.valueById(v->id()) : nullptr; };
+  for (InputSpec& in : p.signature.inputs) {
+    in.value = value(in.value);
+    for (Value*& v : in.constant.values) v = value(v);
+  }
+  for (OutputSpec& out : p.signature.outputs)
+    for (Value*& v : out.arg.values) v = value(v);
+  return p;
+}
+
 void Graph::rebuildUses() {
   for (auto& v : values_) v->users_.clear();
   for (size_t i = 0; i < nodes_.size(); ++i) {

@@ -270,6 +270,10 @@ class Graph {
   Graph& operator=(const Graph&) = delete;
   Graph(Graph&&) = default;
   Graph& operator=(Graph&&) = default;
+  /// A deep copy: the same values (ids, names, types, producers, users),
+  /// nodes (order, indices, arguments, metadata), inputs and outputs, each
+  /// pointing into the copy. What the JSON round trip gives, without text.
+  Graph clone() const;
 
   /// Creates a value; error when the name is taken.
   Expected<Value*> addValue(std::string name, ValueKind kind);
@@ -333,6 +337,9 @@ struct ExportedProgram {
   /// same bytes (e.g. GPT-2's lm_head.weight and transformer.wte.weight),
   /// whether or not they are graph inputs too.
   std::map<std::string, std::vector<std::string>, std::less<>> tiedNames;
+
+  /// A deep copy (Graph::clone), the signature pointing into the copy.
+  ExportedProgram clone() const;
 };
 
 }  // namespace spmd::ir

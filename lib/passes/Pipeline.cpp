@@ -20,6 +20,7 @@
 #include "schema/Resolve.h"
 #include "sharding/Propagation.h"
 #include "sharding/RuleText.h"
+#include "support/Log.h"
 #include "support/Strings.h"
 #include "support/Version.h"
 
@@ -80,18 +81,22 @@ Expected<RecomputePlan> resolveRecompute(const program::Program& p,
     return Status::error(
         "recompute: \"auto\" chooses what to recompute for a per-rank memory budget: give --memory-budget "
         "(e.g. 2GiB)");
-  SPMD_ASSIGN_OR_RETURN(std::string json, program::programToJsonText(p));
   PlanPeak peakOf = [&](const RecomputePlan& plan) -> Expected<PlanCost> {
-    SPMD_ASSIGN_OR_RETURN(program::Program copy, program::programFromJson(json));
-    int64_t collectives = -1;
+    program::Program copy = program::copyProgram(p);
+    int64_t collectives = -1, collectiveBytes = -1;
     for (auto& pass : defaultPasses(options.async, options.bucketBytes, plan.rules,
                                     plan.collectives == RecomputeCollectives::Reissue)) {
       SPMD_RETURN_IF_ERROR(pass->run(copy));
-      if (const auto* rc = dynamic_cast<const Recompute*>(pass.get()))
+      if (const auto* rc = dynamic_cast<const Recompute*>(pass.get())) {
         collectives = rc->summary().collectives;
+        collectiveBytes = rc->summary().collectiveBytes;
+      }
     }
     const LayoutCost cost = modelLayout(copy, sharding::defaultDeviceProfile());
-    return PlanCost{cost.peakBytes, cost.stepSeconds(), collectives};
+    logging::debug("recompute auto: tried ", plan.rules.size(), " rules",
+                   plan.collectives == RecomputeCollectives::Reissue ? " re-issued" : "", ": peak ",
+                   cost.peakBytes);
+    return PlanCost{cost.peakBytes, cost.stepSeconds(), collectives, collectiveBytes};
   };
   return chooseRecompute(p, rules, *options.memoryBudget, options.recomputeCollectives, peakOf, choice,
                          options.recomputeLeanestWhenNoFit);

@@ -27,6 +27,7 @@
 #include <functional>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "passes/Pass.h"
@@ -91,7 +92,29 @@ struct PlanCost {
   /// counted). chooseRecompute skips re-issuing when full recomputation
   /// of every module reads none: it would change nothing.
   int64_t activationCollectives = -1;
+  /// Their results' bytes per rank, what saving them keeps (-1: not
+  /// counted): re-issuing lowers the peak by at most this much, so
+  /// chooseRecompute does not search re-issuing below a level whose peak
+  /// minus these bytes is still over the budget.
+  int64_t collectiveBytes = -1;
 };
+
+/// A level of chooseRecompute's ladder (see RecomputeAuto.cpp) with its cost.
+struct PlanRung {
+  size_t level = 0;
+  PlanCost cost;
+};
+
+/// The lowest level whose peak (`costOf`, non-increasing in the level) is
+/// within `budget`, between `over` (over it) and `fits` (within it), and
+/// the highest level known over it: each level tried is where the line
+/// between the bracket's peaks crosses the budget (alike layers free alike
+/// bytes: it lands on the answer or next to it), clamped inside the
+/// bracket; after two moves of the same end in a row, the midpoint
+/// instead, until the other end moves (at most about twice bisection's
+/// tries).
+Expected<std::pair<PlanRung, PlanRung>> lowestFitting(const std::function<Expected<PlanCost>(size_t)>& costOf,
+                                                      PlanRung over, PlanRung fits, int64_t budget);
 
 /// Applies a plan and the passes after it to a copy of the program;
 /// returns the copy's estimated per-rank peak and modeled step time.
@@ -101,10 +124,14 @@ using PlanPeak = std::function<Expected<PlanCost>(const RecomputePlan&)>;
 /// "none", selective (matmuls and attention saved) or "full": the plan
 /// with the least recomputation whose `peakOf` is at most `budget` bytes
 /// per rank. Modules are checkpointed in forward order, first selectively,
-/// then fully. Collectives of activations: `collectives` when given; else
-/// both ways are tried, and re-issuing is taken only when it lets a plan
-/// with less recomputation fit and that plan's modeled step is faster (or
-/// when only re-issuing fits). `choice` says what was chosen. A plan
+/// then fully; the lowest fitting level is found by interpolating the peak
+/// between levels known to fit and not to fit (safeguarded by bisection),
+/// in 4 to 6 tries when the layers are alike. Collectives of activations:
+/// `collectives` when given; else both ways are tried (unless
+/// PlanCost::collectiveBytes shows re-issuing cannot fit a lower level),
+/// and re-issuing is taken only when it lets a plan with less
+/// recomputation fit and that plan's modeled step is faster (or when only
+/// re-issuing fits). `choice` says what was chosen. A plan
 /// without recomputation that fits is taken after one try. Error when even
 /// full recomputation of every module does not fit, with the smallest peak
 /// found; with `leanestWhenNoFit` that leanest plan is returned instead

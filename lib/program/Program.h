@@ -184,6 +184,13 @@ struct Program {
   std::optional<PipelinePlan> pipeline;
 };
 
+/// A deep copy of `p`, its graph cloned (ir::ExportedProgram::clone): what
+/// programFromJson(programToJsonText(p)) gives, without the text.
+inline Program copyProgram(const Program& p) {
+  return Program{p.formatVersion, p.formatMinor, p.mesh,        p.graph.clone(), p.inputs,  p.outputs,
+                 p.weights,       p.weightsRoot, p.collectives, p.provenance,    p.pipeline};
+}
+
 /// Number of processes that run `p`: the mesh's ranks, times the stages
 /// over the microbatches for a pipeline.
 inline int64_t worldSize(const Program& p) {

@@ -13,6 +13,8 @@
 #include "ir/Collectives.h"
 #include "passes/Pipeline.h"
 #include "passes/Recompute.h"
+#include "program/Program.h"
+#include "program/ProgramJson.h"
 #include "pt2/Archive.h"
 #include "schema/PlacementSchema.h"
 
@@ -128,4 +130,63 @@ TEST_CASE("auto counts saving and re-issuing and takes the faster plan that fits
     CHECK(plan->collectives == RecomputeCollectives::Save);
     CHECK(choice.starts_with("auto: 0 of 2 modules selective, 0 full"));
   }
+}
+
+TEST_CASE("the lowest fitting level: the same as a scan of every level, in few tries") {
+  // Peaks over 65 levels, non-increasing: linear (alike layers), a kink at
+  // level 32 (selective then full), convex and concave, with flat steps.
+  const std::vector<std::pair<std::string, std::function<int64_t(size_t)>>> ladders = {
+      {"linear", [](size_t l) { return int64_t{4'000'000} - 37'000 * static_cast<int64_t>(l); }},
+      {"kink",
+       [](size_t l) {
+         const auto k = static_cast<int64_t>(l);
+         return k <= 32 ? 4'000'000 - 30'000 * k : 3'040'000 - 5'000 * (k - 32);
+       }},
+      {"convex", [](size_t l) { return static_cast<int64_t>(4e6 / (1.0 + 0.2 * static_cast<double>(l))); }},
+      {"concave", [](size_t l) { return int64_t{4'000'000} - static_cast<int64_t>(l * l * 900); }},
+      {"steps", [](size_t l) { return int64_t{4'000'000} - 100'000 * static_cast<int64_t>(l / 8); }},
+  };
+  for (const auto& [name, peak] : ladders) {
+    for (int64_t budget = peak(64); budget < peak(0); budget += (peak(0) - peak(64)) / 37 + 1) {
+      size_t want = 0;
+      while (peak(want) > budget) ++want;
+      int tries = 0;
+      auto costOf = [&, &peak = peak](size_t l) -> Expected<passes::PlanCost> {
+        ++tries;
+        return passes::PlanCost{peak(l), 1.0 + static_cast<double>(l)};
+      };
+      auto got = passes::lowestFitting(costOf, {0, {peak(0), 1.0}}, {64, {peak(64), 65.0}}, budget);
+      REQUIRE(got.hasValue());
+      INFO(name << " at budget " << budget);
+      CHECK(got->first.level == want);
+      CHECK(got->first.cost.peakBytes == peak(want));
+      CHECK(got->second.level == want - 1);  // the level below, known over the budget
+      CHECK(got->second.cost.peakBytes > budget);
+      CHECK(tries <= 12);  // bisection: 6; twice that at worst
+      if (name == "linear") CHECK(tries <= 2);
+    }
+  }
+}
+
+TEST_CASE("the plan search's program copy is the JSON round trip's, and independent") {
+  passes::CompileResult r = compileTp(RecomputeCollectives::Save);
+  auto text = program::programToJsonText(r.program);
+  REQUIRE(text.hasValue());
+  program::Program copy = program::copyProgram(r.program);
+  REQUIRE(copy.graph.graph.verify().isOk());
+  auto copied = program::programToJsonText(copy);
+  REQUIRE(copied.hasValue());
+  CHECK(*copied == *text);
+  for (size_t i = 0; i < copy.graph.graph.numValues(); ++i) {
+    const ir::Value* v = copy.graph.graph.valueById(static_cast<int>(i));
+    for (const ir::Node* u : v->users())
+      CHECK(u == copy.graph.graph.nodes()[static_cast<size_t>(u->index())].get());
+  }
+  copy.graph.graph.nodes().front()->mutableMetadata().stackTrace = "changed";
+  copy.graph.graph.valueById(0)->mutableType().sizes.clear();
+  copy.graph.graph.mutableOutputs().clear();
+  copy.weights.clear();
+  auto after = program::programToJsonText(r.program);
+  REQUIRE(after.hasValue());
+  CHECK(*after == *text);
 }
