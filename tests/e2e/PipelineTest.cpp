@@ -141,6 +141,15 @@ TEST_CASE("pipelined train steps give one device's loss and gradients") {
        schemaText("[2, 2]", R"(["pp", "dp"])",
                   R"({"microbatches": 2, "stages": 2, "schedule": "interleaved-1f1b", "virtual_stages": 2})",
                   R"("preset": "fsdp", )")},
+      // Interleaved 1F1B with dp, and with Megatron TP, inside the stages (4 workers).
+      {"../pipeline/llama_pipe_train",
+       schemaText("[2, 2]", R"(["pp", "dp"])",
+                  R"({"microbatches": 4, "stages": 2, "schedule": "interleaved-1f1b", "virtual_stages": 2})",
+                  R"("preset": "dp", )")},
+      {"../pipeline/llama_pipe_train",
+       schemaText("[2, 2]", R"(["pp", "tp"])",
+                  R"({"microbatches": 4, "stages": 2, "schedule": "interleaved-1f1b", "virtual_stages": 2})",
+                  kLlamaTp)},
   };
   for (const auto& c : cases) {
     INFO(c.model << " " << c.schema);
