@@ -219,10 +219,9 @@ class StageRunner {
         bool seen = false;
         for (const auto& s : use.sends) seen |= s.first == at.stage;
         if (!seen && it != transferIndex_.end()) use.sends.emplace_back(at.stage, it->second);
-      } else if (phase == Phase::Forward && at.phase == Phase::Backward && at.stage == stage_) {
-        use.stash = true;
-      } else if (phase == Phase::Backward && at.phase == Phase::Backward && at.stage == stage_) {
-        use.stash = true;  // an I value its W reads
+      } else if ((phase == Phase::Forward || phase == Phase::Backward) && at.phase == Phase::Backward &&
+                 at.stage == stage_) {
+        use.stash = true;  // a forward value its backward reads, or an I value its W reads
       }
     }
     return use;
@@ -278,6 +277,7 @@ class StageRunner {
     }
     SPMD_ASSIGN_OR_RETURN(std::vector<c10::IValue> out, part.exec->run(std::move(in)));
     std::vector<at::Tensor> tensors;
+    tensors.reserve(out.size());
     for (auto& v : out)
       tensors.push_back(v.isTensor() ? v.toTensor() : at::scalar_tensor(v.toInt(), at::kLong));
     return tensors;
