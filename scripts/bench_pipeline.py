@@ -4,17 +4,19 @@
 Usage:
     .venv/bin/python scripts/bench_pipeline.py [--spmdc build/tools/spmdc/spmdc]
         [--spmd-run build/tools/spmd-run/spmd-run] [--model llama_pipe_train]
-        [--pp 2 4] [--microbatches 8] [--steps 6]
+        [--pp 2 4] [--microbatches 8] [--steps 6] [--schedules gpipe 1f1b zero-bubble]
 
 The model (testdata/pipeline/llama_pipe_train: 8 Llama layers at batch
 8 x 64, or testdata/pt2/llama_deep_train: 32 layers at batch 2 x 16) is
 trained with AdamW, in the same run:
 
   * by spmd-run: compiled with a "pipeline" schema (the layers split evenly
-    over pp stages, `--microbatches` microbatches, GPipe and 1F1B) and run
+    over pp stages, `--microbatches` microbatches, GPipe, 1F1B and
+    zero-bubble) and run
     with `-n pp`; and on one rank without pipeline (the baseline);
   * by PyTorch: the same stages as modules (PipelineStage, ScheduleGPipe /
-    Schedule1F1B) on pp Gloo processes, each with torch.optim.AdamW; and
+    Schedule1F1B / ScheduleInterleavedZeroBubble over one stage per rank)
+    on pp Gloo processes, each with torch.optim.AdamW; and
     eager on one process (the baseline).
 
 Every process runs one thread (OMP_NUM_THREADS=1). Step time: the median
@@ -22,7 +24,8 @@ over the steps after the first. Measured bubble fraction: 1 - T1 / (pp T),
 with T1 the same framework's one-process step time: the share of the pp
 processes' time not spent on the one-process work (idle in the schedule's
 bubble, sending, and per-microbatch overhead), against the schedule's ideal
-(pp - 1) / (m + pp - 1). Prints one row per (pp, schedule).
+(pp - 1) / (m + pp - 1) (1F1B's; zero-bubble aims below it). Prints one
+row per (pp, schedule).
 """
 import argparse
 import json
@@ -107,7 +110,8 @@ def loss_fn(logits, labels):
 def torch_worker(rank, model, pp, schedule, m, steps, store, out):
     import torch
     import torch.distributed as dist
-    from torch.distributed.pipelining import PipelineStage, Schedule1F1B, ScheduleGPipe
+    from torch.distributed.pipelining import (PipelineStage, Schedule1F1B, ScheduleGPipe,
+                                              ScheduleInterleavedZeroBubble)
     torch.set_num_threads(1)
     dist.init_process_group("gloo", init_method=f"file://{store}", rank=rank, world_size=pp)
     full, tokens, labels = load(model)
@@ -118,8 +122,11 @@ def torch_worker(rank, model, pp, schedule, m, steps, store, out):
         for s in range(rank):
             example = mods[s](example)
     stage = PipelineStage(mods[rank], rank, pp, torch.device("cpu"), input_args=(example,))
-    cls = Schedule1F1B if schedule == "1f1b" else ScheduleGPipe
-    sched = cls(stage, n_microbatches=m, loss_fn=loss_fn)
+    if schedule == "zero-bubble":
+        sched = ScheduleInterleavedZeroBubble([stage], n_microbatches=m, loss_fn=loss_fn)
+    else:
+        cls = Schedule1F1B if schedule == "1f1b" else ScheduleGPipe
+        sched = cls(stage, n_microbatches=m, loss_fn=loss_fn)
     opt = torch.optim.AdamW(mods[rank].parameters(), lr=LR)
     seconds = []
     for _ in range(steps):
@@ -170,6 +177,8 @@ def main():
     ap.add_argument("--pp", type=int, nargs="+", default=[2, 4])
     ap.add_argument("--microbatches", type=int, default=8)
     ap.add_argument("--steps", type=int, default=6)
+    ap.add_argument("--schedules", nargs="+", default=["gpipe", "1f1b", "zero-bubble"],
+                    choices=["gpipe", "1f1b", "zero-bubble"])
     a = ap.parse_args()
     model_dir = MODELS[a.model][0]
     m = a.microbatches
@@ -182,7 +191,7 @@ def main():
         print("| pp | schedule | spmd-run ms | torch.pipelining ms | spmd/torch | bubble spmd | bubble torch "
               "| (p-1)/(m+p-1) |")
         for pp in a.pp:
-            for schedule in ("gpipe", "1f1b"):
+            for schedule in a.schedules:
                 schema = d / f"pp{pp}_{schedule}.json"
                 schema.write_text(json.dumps({
                     "version": 1, "mesh": {"shape": [pp], "axes": ["pp"]},

@@ -4,6 +4,7 @@
 #include <unordered_set>
 
 #include "ir/Collectives.h"
+#include "pipeline/Boundary.h"
 #include "pipeline/Stages.h"
 #include "pipeline/Verify.h"
 #include "program/PipelineText.h"
@@ -49,7 +50,22 @@ class Placer {
     SPMD_RETURN_IF_ERROR(moveParameterOnlyToStep());
     SPMD_RETURN_IF_ERROR(stageShared());
     markForward();
-    for (const auto& n : g_.nodes()) SPMD_RETURN_IF_ERROR(assignStage(*n));
+    keep_ = gradientFree(g_, places_, [&](const ir::Value& v) { return isLoss(v); });
+    // The forward first, its cuts moved to the fewest bytes (Boundary.h);
+    // then the backward, which follows it, and its cuts; then the step.
+    auto phases = [&](std::initializer_list<Phase> which) -> Status {
+      for (const auto& n : g_.nodes())
+        if (std::find(which.begin(), which.end(), place(*n).phase) != which.end())
+          SPMD_RETURN_IF_ERROR(assignStage(*n));
+      return Status::ok();
+    };
+    SPMD_RETURN_IF_ERROR(phases({Phase::Forward}));
+    cutForward(
+        g_, [&](const ir::Node& n) { return !readsParameter(n); }, places_, req_.chunks());
+    SPMD_RETURN_IF_ERROR(phases({Phase::Backward}));
+    cutBackward(
+        g_, [&](const ir::Node& n) { return movableBackward(n); }, places_, req_.chunks());
+    SPMD_RETURN_IF_ERROR(phases({Phase::Step}));
     SPMD_RETURN_IF_ERROR(checkOutputs());
     return places_;
   }
@@ -58,6 +74,73 @@ class Placer {
   PipelinePlace& place(const ir::Node& n) { return places_[static_cast<size_t>(n.index())]; }
   const PipelinePlace* producerPlace(const ir::Value* v) {
     return v->producer() ? &places_[static_cast<size_t>(v->producer()->index())] : nullptr;
+  }
+
+  // A forward value summed over the microbatches: a loss.
+  bool isLoss(const ir::Value& v) {
+    const PipelinePlace* src = producerPlace(&v);
+    return src && src->phase == Phase::Forward &&
+           std::any_of(v.users().begin(), v.users().end(),
+                       [&](const ir::Node* u) { return accumulations_.count(u); });
+  }
+
+  // The stages holding `v` for the backward: its producer's and, for a
+  // forward value, every stage whose forward reads it (it was sent there).
+  std::vector<int64_t> holders(const ir::Value& v) {
+    const PipelinePlace* src = producerPlace(&v);
+    std::vector<int64_t> out{src->stage};
+    if (src->phase == Phase::Forward)
+      for (const ir::Node* u : v.users())
+        if (place(*u).phase == Phase::Forward) out.push_back(place(*u).stage);
+    return out;
+  }
+
+  // A backward node that reads no parameter runs on the highest stage, at
+  // most that of the lowest gradient it reads, holding every forward (or
+  // gradient-free) value it reads: a saved value's alias goes with its
+  // value, a layer's output sent on serves the next stage's backward, and a
+  // weight's gradient stays with the activations it multiplies. -1 when no
+  // stage holds them all.
+  int64_t latestHolding(const ir::Node& n) {
+    int64_t top = req_.chunks() - 1;
+    std::vector<const ir::Value*> ahead;
+    for (const ir::Value* v : n.inputValues()) {
+      const PipelinePlace* src = producerPlace(v);
+      if (!src || src->stage < 0) continue;
+      if (src->phase == Phase::Forward || keep_[static_cast<size_t>(v->producer()->index())])
+        ahead.push_back(v);
+      else if (src->phase == Phase::Backward || src->phase == Phase::Step)
+        top = std::min(top, src->stage);
+    }
+    for (int64_t s = top; s >= 0; --s) {
+      bool all = std::all_of(ahead.begin(), ahead.end(), [&](const ir::Value* v) {
+        std::vector<int64_t> h = holders(*v);
+        return std::find(h.begin(), h.end(), s) != h.end();
+      });
+      if (all) return s;
+    }
+    return -1;
+  }
+
+  // A backward node the backward's cut may move down a stage: it reads no
+  // parameter nor a gradient-free value, and what forward values it reads
+  // the stage below holds too.
+  bool movableBackward(const ir::Node& n) {
+    if (readsParameter(n) || keep_[static_cast<size_t>(n.index())]) return false;
+    int64_t below = place(n).stage - 1;
+    for (const ir::Value* v : n.inputValues()) {
+      const PipelinePlace* src = producerPlace(v);
+      if (!src || src->stage < 0) continue;
+      bool ahead = src->phase == Phase::Forward || keep_[static_cast<size_t>(v->producer()->index())];
+      std::vector<int64_t> h = holders(*v);
+      if (ahead && std::find(h.begin(), h.end(), below) == h.end()) return false;
+    }
+    return true;
+  }
+
+  bool readsParameter(const ir::Node& n) {
+    const auto& in = n.inputValues();
+    return std::any_of(in.begin(), in.end(), [&](const ir::Value* v) { return paramStage_.count(v) > 0; });
   }
 
   Status classify(const ir::Node& n) {
@@ -184,7 +267,10 @@ class Placer {
       if (src->phase == Phase::Backward || src->phase == Phase::Step)
         fromGrad = std::min(fromGrad, src->stage);
     }
-    if (pl.phase == Phase::Backward)
+    int64_t holding = pl.phase == Phase::Backward && param < 0 ? latestHolding(n) : -1;
+    if (holding >= 0)
+      pl.stage = holding;
+    else if (pl.phase == Phase::Backward)
       pl.stage = param >= 0 ? param : std::max(direct, fromGrad != INT64_MAX ? fromGrad : int64_t{0});
     else  // forward and step: the highest stage they read
       pl.stage = std::max({direct, any, int64_t{0}});
@@ -231,6 +317,7 @@ class Placer {
   std::unordered_map<const ir::Value*, std::string> fqn_;
   std::unordered_set<const ir::Node*> accumulations_;
   std::unordered_set<const ir::Node*> shared_;  // values of parameters alone, made free
+  std::vector<bool> keep_;                      // gradient-free backward nodes (Boundary.h)
   std::vector<PipelinePlace> places_;
 };
 

@@ -43,7 +43,14 @@ std::vector<const ir::Node*> withFreeAncestors(const program::Program& p,
   return out;
 }
 
-Expected<Subgraph> part(const program::Program& p, int64_t stage, Phase phase) {
+// The nodes of `stage` in `phase` that `keep` selects (all when null); its
+// outputs are what the others read.
+Expected<Subgraph> part(const program::Program& p, int64_t stage, Phase phase,
+                        const std::vector<bool>* keep = nullptr) {
+  auto member = [&](const ir::Node& n) {
+    const PipelinePlace& pl = placeOf(p, n);
+    return pl.phase == phase && pl.stage == stage && (!keep || (*keep)[static_cast<size_t>(n.index())]);
+  };
   std::vector<const ir::Node*> nodes;
   std::vector<const ir::Value*> outputs;
   for (const auto& n : p.graph.graph.nodes()) {
@@ -55,15 +62,12 @@ Expected<Subgraph> part(const program::Program& p, int64_t stage, Phase phase) {
         if (isOutput(p, v)) outputs.push_back(v);
       continue;
     }
-    if ((pl.phase != phase || pl.stage != stage) && !freeOutput) continue;
+    if (!member(*n) && !freeOutput) continue;
     bool any = false;
     for (const ir::Value* v : n->outputValues()) {
       bool leaves = isOutput(p, v);
       if (phase != Phase::Step)
-        for (const ir::Node* u : v->users()) {
-          const PipelinePlace& up = placeOf(p, *u);
-          leaves |= up.phase != Phase::Free && (up.phase != phase || up.stage != stage);
-        }
+        for (const ir::Node* u : v->users()) leaves |= placeOf(p, *u).phase != Phase::Free && !member(*u);
       if (leaves) outputs.push_back(v);
       any |= leaves;
     }
@@ -99,10 +103,37 @@ std::vector<Transfer> stageTransfers(const program::Program& p) {
   return out;
 }
 
+bool splitsBackward(const program::PipelinePlan& plan) { return plan.schedule == "zero-bubble"; }
+
+std::vector<bool> inputGradientNodes(const program::Program& p, int64_t stage) {
+  const auto& nodes = p.graph.graph.nodes();
+  std::vector<bool> out(nodes.size(), false);
+  for (auto it = nodes.rbegin(); it != nodes.rend(); ++it) {
+    const ir::Node& n = **it;
+    const PipelinePlace& pl = placeOf(p, n);
+    if (pl.phase != Phase::Backward || pl.stage != stage) continue;
+    bool needed = false;
+    for (const ir::Value* v : n.outputValues())
+      for (const ir::Node* u : v->users()) {
+        const PipelinePlace& up = placeOf(p, *u);
+        bool sent = (up.phase == Phase::Forward || up.phase == Phase::Backward) && up.stage != stage;
+        needed |= sent || out[static_cast<size_t>(u->index())];
+      }
+    out[static_cast<size_t>(n.index())] = needed;
+  }
+  return out;
+}
+
 Expected<StageGraphs> stageGraphs(const program::Program& p, int64_t stage) {
   StageGraphs out;
   SPMD_ASSIGN_OR_RETURN(out.forward, part(p, stage, Phase::Forward));
   SPMD_ASSIGN_OR_RETURN(out.backward, part(p, stage, Phase::Backward));
+  if (splitsBackward(*p.pipeline)) {
+    std::vector<bool> input = inputGradientNodes(p, stage), weight(input.size());
+    for (size_t i = 0; i < input.size(); ++i) weight[i] = !input[i];
+    SPMD_ASSIGN_OR_RETURN(out.backwardInput, part(p, stage, Phase::Backward, &input));
+    SPMD_ASSIGN_OR_RETURN(out.backwardWeight, part(p, stage, Phase::Backward, &weight));
+  }
   SPMD_ASSIGN_OR_RETURN(out.step, part(p, stage, Phase::Step));
   for (const auto& n : p.graph.graph.nodes()) {
     if (placeOf(p, *n).phase != Phase::Prologue) continue;

@@ -35,10 +35,23 @@ std::vector<Transfer> stageTransfers(const program::Program& p);
 /// depends on parameters: summed over the microbatches by the runtime.
 bool isAccumulation(const program::Program& p, const ir::Node& n);
 
+/// Whether `plan`'s schedule runs each backward as two actions, I and W.
+bool splitsBackward(const program::PipelinePlan& plan);
+
+/// The backward nodes of `stage` in its I action, indexed by node: those
+/// whose values another stage reads, and their ancestors among the stage's
+/// backward nodes (the input gradients); the others are W's.
+std::vector<bool> inputGradientNodes(const program::Program& p, int64_t stage);
+
 /// The subgraphs of one stage. Free nodes (no parameter behind them) are
 /// copied into every subgraph that reads them.
 struct StageGraphs {
   Subgraph forward, backward, step;
+  /// Under a zero-bubble schedule (splitsBackward) the backward again, in
+  /// two: its I action (the gradients sent to other stages and what they
+  /// need) and its W action (the rest: the weights' gradients); W reads
+  /// what it needs of I's values. Empty otherwise.
+  Subgraph backwardInput, backwardWeight;
   /// One per prologue node (a sum over the microbatches before the first):
   /// the subgraph computing its input for one microbatch, and the node.
   std::vector<std::pair<Subgraph, const ir::Node*>> prologue;

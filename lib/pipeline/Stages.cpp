@@ -116,21 +116,29 @@ namespace {
 using Actions = std::vector<std::vector<program::PipelineAction>>;
 using Kind = program::PipelineAction::Kind;
 
+// The microbatches per round of PyTorch's interleaved schedules: rounds of
+// m / r with r = max(1, m / stages); a count m not a multiple of r is refused.
+Expected<int64_t> microbatchesPerRound(const std::string& schedule, const std::string& torchName,
+                                       int64_t stages, int64_t microbatches) {
+  int64_t rounds = std::max<int64_t>(1, microbatches / stages);
+  int64_t perRound = microbatches / rounds;
+  if (microbatches % rounds != 0)
+    return Status::error("pipeline: " + schedule + " runs the microbatches in rounds of " +
+                         std::to_string(perRound) + " (" + std::to_string(rounds) + " rounds for " +
+                         std::to_string(stages) + " ranks), so " + std::to_string(microbatches) +
+                         " microbatches do not fit (PyTorch's " + torchName + " refuses them too): give " +
+                         "a multiple of " + std::to_string(rounds) + " microbatches");
+  return perRound;
+}
+
 // PyTorch's ScheduleInterleaved1F1B (schedules.py: _get_warmup_ops and
 // _get_1f1b_rank_ops, whose None idle slots are left out): rank r runs
 // `warmup` forwards, then pairs of a forward and a backward, then the
 // remaining backwards; the virtual stage of the k-th forward advances every
 // `perRound` microbatches, the backwards' runs the other way.
 Expected<Actions> interleavedActions(int64_t stages, int64_t microbatches, int64_t virtualStages) {
-  int64_t rounds = std::max<int64_t>(1, microbatches / stages);
-  int64_t perRound = microbatches / rounds;
-  if (microbatches % rounds != 0)
-    return Status::error(
-        "pipeline: interleaved-1f1b runs the microbatches in rounds of " + std::to_string(perRound) + " (" +
-        std::to_string(rounds) + " rounds for " + std::to_string(stages) + " ranks), so " +
-        std::to_string(microbatches) +
-        " microbatches do not fit (PyTorch's ScheduleInterleaved1F1B refuses them too): give " +
-        "a multiple of " + std::to_string(rounds) + " microbatches");
+  SPMD_ASSIGN_OR_RETURN(int64_t perRound, microbatchesPerRound("interleaved-1f1b", "ScheduleInterleaved1F1B",
+                                                               stages, microbatches));
   Actions out(static_cast<size_t>(stages));
   int64_t total = virtualStages * microbatches;
   for (int64_t r = 0; r < stages; ++r) {
@@ -155,6 +163,47 @@ Expected<Actions> interleavedActions(int64_t stages, int64_t microbatches, int64
   return out;
 }
 
+// PyTorch's ScheduleInterleavedZeroBubble (ZB1P; _get_1f1b_rank_ops with
+// enable_zero_bubble, its None slots left out): as interleaved 1F1B with
+// one warm-up forward per hop from the last rank, the backward split into
+// I (input gradients, sent back at once) and W (weight gradients); rank r
+// runs its W actions r backwards late, in the order of its I actions, and
+// the rest at the end, where the bubble was. One stage per rank: ZB-H1.
+Expected<Actions> zeroBubbleActions(int64_t stages, int64_t microbatches, int64_t virtualStages) {
+  SPMD_ASSIGN_OR_RETURN(int64_t perRound, microbatchesPerRound("zero-bubble", "ScheduleInterleavedZeroBubble",
+                                                               stages, microbatches));
+  Actions out(static_cast<size_t>(stages));
+  int64_t total = virtualStages * microbatches;
+  for (int64_t r = 0; r < stages; ++r) {
+    int64_t warmup = std::min((virtualStages - 1) * perRound + (stages - 1 - r), total);
+    auto fwdStage = [&](int64_t op) { return ((op / perRound) % virtualStages) * stages + r; };
+    auto bwdStage = [&](int64_t op) {
+      return (virtualStages - 1 - ((op - warmup) / perRound) % virtualStages) * stages + r;
+    };
+    std::map<int64_t, int64_t> nextF, nextI, nextW;
+    std::vector<int64_t> inputOps;
+    size_t weights = 0;
+    auto& list = out[static_cast<size_t>(r)];
+    auto weight = [&] {
+      int64_t c = bwdStage(inputOps[weights++]);
+      list.push_back({Kind::Weight, nextW[c]++, c});
+    };
+    for (int64_t op = 0; op < total + warmup; ++op) {
+      if (op < total) {
+        int64_t c = fwdStage(op);
+        list.push_back({Kind::Forward, nextF[c]++, c});
+      }
+      if (op < warmup) continue;
+      int64_t c = bwdStage(op);
+      list.push_back({Kind::Input, nextI[c]++, c});
+      inputOps.push_back(op);
+      if (op - warmup >= r) weight();
+    }
+    while (weights < inputOps.size()) weight();
+  }
+  return out;
+}
+
 }  // namespace
 
 Expected<std::vector<std::vector<program::PipelineAction>>> scheduleActions(const std::string& schedule,
@@ -162,9 +211,16 @@ Expected<std::vector<std::vector<program::PipelineAction>>> scheduleActions(cons
                                                                             int64_t microbatches,
                                                                             int64_t virtualStages) {
   if (schedule == "interleaved-1f1b") return interleavedActions(stages, microbatches, virtualStages);
+  if (schedule == "zero-bubble") {
+    SPMD_ASSIGN_OR_RETURN(Actions out, zeroBubbleActions(stages, microbatches, virtualStages));
+    if (virtualStages == 1)  // one stage per rank: actions name no stage ("I0")
+      for (auto& list : out)
+        for (auto& a : list) a.stage = -1;
+    return out;
+  }
   if (virtualStages != 1)
     return Status::error("pipeline: \"virtual_stages\": " + std::to_string(virtualStages) +
-                         " needs \"schedule\": " + "\"interleaved-1f1b\" (" + schedule +
+                         " needs \"schedule\": " + "\"interleaved-1f1b\" or \"zero-bubble\" (" + schedule +
                          " runs one stage per rank)");
   std::vector<std::vector<program::PipelineAction>> out(static_cast<size_t>(stages));
   for (int64_t s = 0; s < stages; ++s) {
@@ -183,7 +239,7 @@ Expected<std::vector<std::vector<program::PipelineAction>>> scheduleActions(cons
       for (int64_t i = microbatches - warm; i < microbatches; ++i) list.push_back({Kind::Backward, i});
     } else {
       return Status::error("pipeline: schedule '" + schedule +
-                           "' is not one of gpipe, 1f1b, interleaved-1f1b");
+                           "' is not one of gpipe, 1f1b, interleaved-1f1b, zero-bubble");
     }
   }
   return out;

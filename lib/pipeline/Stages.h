@@ -58,7 +58,8 @@ Expected<std::vector<int64_t>> parameterStages(const ir::ExportedProgram& g, con
 /// of one microbatch, a step reading two stages.
 Expected<program::PipelinePlan> planPipeline(const program::Program& p, const StageRequest& req);
 
-/// The action lists of `schedule` ("gpipe", "1f1b", "interleaved-1f1b"),
+/// The action lists of `schedule` ("gpipe", "1f1b", "interleaved-1f1b",
+/// "zero-bubble": PyTorch's ScheduleInterleavedZeroBubble, F, I and W),
 /// one per pipeline rank, for `stages` ranks of `virtualStages` stages each
 /// and `microbatches` microbatches. interleaved-1f1b's lists are the order
 /// of PyTorch's ScheduleInterleaved1F1B (torch.distributed.pipelining,

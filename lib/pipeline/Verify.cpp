@@ -2,6 +2,7 @@
 #include "pipeline/Verify.h"
 
 #include <map>
+#include <optional>
 #include <set>
 #include <tuple>
 
@@ -16,6 +17,36 @@ using Kind = PipelineAction::Kind;
 using Phase = program::PipelinePlace::Phase;
 
 Kind kindOf(Phase phase) { return phase == Phase::Forward ? Kind::Forward : Kind::Backward; }
+
+// The actions that send and receive each transfer: a backward value is sent
+// by the sender's I action and received by the receiver's I action when
+// its I reads it, else by its W (zero-bubble); otherwise F and B.
+std::map<std::pair<int64_t, Kind>, std::set<std::pair<int64_t, Kind>>> transferSources(
+    const program::Program& p) {
+  const program::PipelinePlan& plan = *p.pipeline;
+  bool split = splitsBackward(plan);
+  std::vector<std::vector<bool>> input;
+  for (int64_t c = 0; split && c < plan.chunks(); ++c) input.push_back(inputGradientNodes(p, c));
+  std::map<std::pair<int64_t, Kind>, std::set<std::pair<int64_t, Kind>>> out;
+  for (const Transfer& t : stageTransfers(p)) {
+    Kind from = kindOf(t.fromPhase), to = kindOf(t.toPhase);
+    if (split && from == Kind::Backward) from = Kind::Input;
+    if (split && to == Kind::Backward) {
+      to = Kind::Weight;
+      for (const ir::Node* u : p.graph.graph.findValue(t.value)->users())
+        if (input[static_cast<size_t>(t.to)][static_cast<size_t>(u->index())]) to = Kind::Input;
+    }
+    out[{t.to, to}].insert({t.from, from});
+  }
+  return out;
+}
+
+// The action that must come before `k` of the same microbatch and stage.
+std::optional<Kind> prerequisite(Kind k) {
+  if (k == Kind::Backward || k == Kind::Input) return Kind::Forward;
+  if (k == Kind::Weight) return Kind::Input;
+  return std::nullopt;
+}
 
 // "stage 1" (one stage per rank) or "rank 1" (virtual stages).
 std::string rankName(const program::PipelinePlan& plan, size_t r) {
@@ -34,10 +65,15 @@ Status checkShape(const program::Program& p, int64_t microbatches) {
   if (static_cast<int64_t>(plan.actions.size()) != plan.stages)
     return Status::error("pipeline: " + std::to_string(plan.actions.size()) + " action lists for " +
                          std::to_string(plan.stages) + " stages");
+  bool split = splitsBackward(plan);
   for (size_t r = 0; r < plan.actions.size(); ++r) {
     std::set<std::tuple<int64_t, Kind, int64_t>> seen;
     for (const PipelineAction& a : plan.actions[r]) {
       std::string where = "pipeline: " + rankName(plan, r) + " action " + program::actionText(a);
+      bool splitKind = a.kind == Kind::Input || a.kind == Kind::Weight;
+      if (a.kind != Kind::Forward && splitKind != split)
+        return Status::error(where + ": " + plan.schedule + " runs " +
+                             (split ? "I and W actions, not B" : "B actions, not I or W"));
       int64_t c = plan.stageOf(static_cast<int64_t>(r), a);
       if (a.microbatch >= microbatches)
         return Status::error(where + ": there are " + std::to_string(microbatches) + " microbatches");
@@ -45,12 +81,16 @@ Status checkShape(const program::Program& p, int64_t microbatches) {
         return Status::error(where + ": stage " + std::to_string(c) + " does not run on " +
                              rankName(plan, r));
       if (!seen.insert({c, a.kind, a.microbatch}).second) return Status::error(where + " appears twice");
-      if (a.kind == Kind::Backward && !seen.count({c, Kind::Forward, a.microbatch}))
-        return Status::error(where + " comes before the forward of its microbatch");
+      std::optional<Kind> before = prerequisite(a.kind);
+      if (before && !seen.count({c, *before, a.microbatch}))
+        return Status::error(
+            where + " comes before the " + (*before == Kind::Forward ? "forward" : "input gradients") +
+            " of its microbatch (" + program::actionText({*before, a.microbatch, a.stage}) + ")");
     }
-    if (static_cast<int64_t>(seen.size()) != 2 * microbatches * plan.virtualStages)
-      return Status::error("pipeline: " + rankName(plan, r) + " does not run the forward and backward of " +
-                           "every one of the " + std::to_string(microbatches) + " microbatches" +
+    if (static_cast<int64_t>(seen.size()) != (split ? 3 : 2) * microbatches * plan.virtualStages)
+      return Status::error("pipeline: " + rankName(plan, r) + " does not run the forward and backward " +
+                           (split ? "(I and W) " : "") + "of every one of the " +
+                           std::to_string(microbatches) + " microbatches" +
                            (plan.virtualStages > 1 ? " on each of its stages" : ""));
   }
   return Status::ok();
@@ -69,9 +109,7 @@ Status verifyPipeline(const program::Program& p) {
   int64_t microbatches = p.mesh.size(mbAxis);
   SPMD_RETURN_IF_ERROR(checkShape(p, microbatches));
   // Which (stage, kind) pairs each (stage, kind) receives from (virtual stages).
-  std::map<std::pair<int64_t, Kind>, std::set<std::pair<int64_t, Kind>>> sources;
-  for (const Transfer& t : stageTransfers(p))
-    sources[{t.to, kindOf(t.toPhase)}].insert({t.from, kindOf(t.fromPhase)});
+  auto sources = transferSources(p);
   // Every rank runs its list in order; an action waits (a blocking receive)
   // until every action it receives from has run; sends never block.
   std::set<std::tuple<int64_t, Kind, int64_t>> done;

@@ -6,6 +6,8 @@
 //       stage 1, stage 1 waits at F1 for F1 of stage 0"
 //   interleaved (virtual stages): "rank 0 waits at 2F0 for 1F0 of stage 1
 //       (rank 1); ..."
+//   zero-bubble: "stage 0 waits at W0 for I0 of stage 1; ...", "stage 1
+//       action W0 comes before the input gradients of its microbatch (I0)"
 #pragma once
 
 #include "program/Program.h"
@@ -15,9 +17,12 @@ namespace spmd::pipeline {
 
 /// Checks `p.pipeline` against `p`: one place per node, stages in range,
 /// each rank runs the forward and the backward of every microbatch exactly
-/// once (forward first) on each of its (virtual) stages and on no other
-/// rank's, and the ranks' action lists, run with asynchronous sends and
-/// blocking receives, finish (no deadlock). Ok when `p` has no pipeline.
+/// once (forward first; under zero-bubble the backward as I then W, never
+/// B) on each of its (virtual) stages and on no other rank's, and the
+/// ranks' action lists, run with asynchronous sends and blocking receives,
+/// finish (no deadlock; a split backward sends in its I, and receives in
+/// its I when I reads the value, else in its W). Ok when `p` has no
+/// pipeline.
 Status verifyPipeline(const program::Program& p);
 
 }  // namespace spmd::pipeline

@@ -47,9 +47,13 @@ Expected<PipelinePlace> parsePlace(std::string_view text) {
   return PipelinePlace{phase, stage};
 }
 
+namespace {
+constexpr std::string_view kActionLetters = "FBIW";  // PipelineAction::Kind's order
+}  // namespace
+
 std::string actionText(const PipelineAction& a) {
-  return (a.stage >= 0 ? std::to_string(a.stage) : "") +
-         (a.kind == PipelineAction::Kind::Forward ? "F" : "B") + std::to_string(a.microbatch);
+  return (a.stage >= 0 ? std::to_string(a.stage) : "") + kActionLetters[static_cast<size_t>(a.kind)] +
+         std::to_string(a.microbatch);
 }
 
 Expected<PipelineAction> parseAction(std::string_view text) {
@@ -60,13 +64,13 @@ Expected<PipelineAction> parseAction(std::string_view text) {
     if (ec != std::errc() || end != text.data() + letter) letter = std::string_view::npos;
   }
   std::string_view rest = letter == std::string_view::npos ? std::string_view() : text.substr(letter);
-  if (rest.empty() || (rest[0] != 'F' && rest[0] != 'B'))
-    return Status::error(
-        "pipeline action '" + std::string(text) +
-        "' is not F<microbatch>, B<microbatch> or <stage>F<microbatch>, <stage>B<microbatch>");
+  size_t kind = rest.empty() ? std::string_view::npos : kActionLetters.find(rest[0]);
+  if (kind == std::string_view::npos)
+    return Status::error("pipeline action '" + std::string(text) +
+                         "' is not F<microbatch>, B<microbatch>, I<microbatch>, W<microbatch> or the same " +
+                         "after a stage (2F0)");
   SPMD_ASSIGN_OR_RETURN(int64_t mb, trailingIndex(rest, "action"));
-  return PipelineAction{rest[0] == 'F' ? PipelineAction::Kind::Forward : PipelineAction::Kind::Backward, mb,
-                        stage};
+  return PipelineAction{static_cast<PipelineAction::Kind>(kind), mb, stage};
 }
 
 std::string scheduleTable(const PipelinePlan& plan) {

@@ -6,7 +6,8 @@
 //          the first), "-" (free: wherever a phase reads it)
 //   action "F3" (forward of microbatch 3), "B0"; with virtual stages
 //          (interleaved schedules) PyTorch's form "2F3" (virtual stage 2's
-//          forward of microbatch 3)
+//          forward of microbatch 3); zero-bubble's split backward "I0"
+//          (the input gradients) and "W0" (the weight gradients)
 #pragma once
 
 #include <string>
@@ -21,7 +22,7 @@ namespace spmd::program {
 std::string placeText(const PipelinePlace& p);
 /// The inverse of placeText; error names the text.
 Expected<PipelinePlace> parsePlace(std::string_view text);
-/// "F3", "B0"; "2F3" when the action names its virtual stage.
+/// "F3", "B0", "I0", "W0"; "2F3" when the action names its virtual stage.
 std::string actionText(const PipelineAction& a);
 /// The inverse of actionText; error names the text.
 Expected<PipelineAction> parseAction(std::string_view text);

@@ -104,9 +104,12 @@ struct WeightEntry {
 };
 
 /// One step of a pipeline rank's schedule: the forward or the backward of
-/// one microbatch on one (virtual) stage (docs/PIPELINE.md).
+/// one microbatch on one (virtual) stage (docs/PIPELINE.md). A zero-bubble
+/// schedule splits the backward in two, as PyTorch's BACKWARD_INPUT and
+/// BACKWARD_WEIGHT: Input ("I"), the gradients the stage sends back, and
+/// Weight ("W"), its weights' gradients, run later to fill the bubble.
 struct PipelineAction {
-  enum class Kind : uint8_t { Forward, Backward };
+  enum class Kind : uint8_t { Forward, Backward, Input, Weight };
   Kind kind = Kind::Forward;
   int64_t microbatch = 0;
   /// The virtual stage it runs (interleaved schedules); -1: the rank's one
@@ -144,7 +147,7 @@ struct PipelinePlan {
   int64_t stages = 0;          ///< its size (pipeline ranks)
   int64_t virtualStages = 1;   ///< virtual stages per pipeline rank
   std::string microbatchAxis;  ///< the mesh axis of microbatches ("mb")
-  std::string schedule;        ///< "gpipe", "1f1b" or "interleaved-1f1b"
+  std::string schedule;        ///< "gpipe", "1f1b", "interleaved-1f1b" or "zero-bubble"
   /// One per graph node, in node order.
   std::vector<PipelinePlace> places;
   /// One list per pipeline rank.

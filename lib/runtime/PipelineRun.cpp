@@ -75,7 +75,15 @@ class StageRunner {
   Status prepare() {
     SPMD_ASSIGN_OR_RETURN(graphs_, pipeline::stageGraphs(p_, stage_));
     SPMD_RETURN_IF_ERROR(preparePart(graphs_.forward, Phase::Forward, forward_));
-    SPMD_RETURN_IF_ERROR(preparePart(graphs_.backward, Phase::Backward, backward_));
+    if (pipeline::splitsBackward(*p_.pipeline)) {
+      // I first: W reads what I received from its stash.
+      SPMD_RETURN_IF_ERROR(preparePart(graphs_.backwardInput, Phase::Backward, backwardInput_));
+      weightPart_ = true;
+      SPMD_RETURN_IF_ERROR(preparePart(graphs_.backwardWeight, Phase::Backward, backwardWeight_));
+      weightPart_ = false;
+    } else {
+      SPMD_RETURN_IF_ERROR(preparePart(graphs_.backward, Phase::Backward, backward_));
+    }
     SPMD_RETURN_IF_ERROR(preparePart(graphs_.step, Phase::Step, step_));
     prologue_.resize(graphs_.prologue.size());
     for (size_t k = 0; k < graphs_.prologue.size(); ++k)
@@ -103,20 +111,24 @@ class StageRunner {
     return prologue;
   }
 
-  /// Runs action `a` (the forward or backward of one microbatch), adding
-  /// its gradients into `accum`.
+  /// Runs action `a` (the forward, backward, or under zero-bubble the
+  /// input- or weight-gradient half of the backward, of one microbatch),
+  /// adding its gradients into `accum`.
   Status act(const PipelineAction& a, const std::vector<TensorMap>& micro, const Values& prologue,
              Values& accum) {
     if (stash_.empty()) stash_.resize(static_cast<size_t>(microbatches_));
-    bool fwd = a.kind == PipelineAction::Kind::Forward;
-    Part& part = fwd ? forward_ : backward_;
+    using Kind = PipelineAction::Kind;
+    Part& part = a.kind == Kind::Forward  ? forward_
+                 : a.kind == Kind::Input  ? backwardInput_
+                 : a.kind == Kind::Weight ? backwardWeight_
+                                          : backward_;
     auto& mine = stash_[static_cast<size_t>(a.microbatch)];
     auto out = run(part, a.microbatch, micro, prologue, mine, accum);
     if (!out)
       return out.status().withContext("stage " + std::to_string(stage_) + " " + program::actionText(a));
     for (size_t j = 0; j < out->size(); ++j)
       deliver(part.outputs[j], part.outputNames[j], (*out)[j], a, mine, accum);
-    if (!fwd) mine.clear();
+    if (a.kind == Kind::Backward || a.kind == Kind::Weight) mine.clear();  // the microbatch is done
     return Status::ok();
   }
 
@@ -172,6 +184,13 @@ class StageRunner {
     // or from its receipt there (a value crosses once per microbatch).
     if (at.stage == stage_ && at.phase == Phase::Forward && phase == Phase::Backward)
       return Source{From::Stash, name};
+    // W reads the values I made, and those I received.
+    if (at.stage == stage_ && at.phase == Phase::Backward && phase == Phase::Backward)
+      return Source{From::Stash, name};
+    if (weightPart_ && backwardReceived_.count(name)) {
+      keepReceived_.insert(name);
+      return Source{From::Stash, name};
+    }
     if (phase == Phase::Backward && forwardReceived_.count(name)) {
       keepReceived_.insert(name);
       return Source{From::Stash, name};
@@ -179,6 +198,7 @@ class StageRunner {
     auto it = transferIndex_.find({name, stage_});
     if (at.stage != stage_ && it != transferIndex_.end()) {
       if (phase == Phase::Forward) forwardReceived_.insert(name);
+      if (phase == Phase::Backward) backwardReceived_.insert(name);
       return Source{From::Recv, name, at.stage, static_cast<int64_t>(it->second)};
     }
     return Status::error("node %" + n.name() + " (" + program::placeText(at) + ") cannot feed stage " +
@@ -199,8 +219,9 @@ class StageRunner {
         bool seen = false;
         for (const auto& s : use.sends) seen |= s.first == at.stage;
         if (!seen && it != transferIndex_.end()) use.sends.emplace_back(at.stage, it->second);
-      } else if (phase == Phase::Forward && at.phase == Phase::Backward && at.stage == stage_) {
-        use.stash = true;
+      } else if ((phase == Phase::Forward || phase == Phase::Backward) && at.phase == Phase::Backward &&
+                 at.stage == stage_) {
+        use.stash = true;  // a forward value its backward reads, or an I value its W reads
       }
     }
     return use;
@@ -256,6 +277,7 @@ class StageRunner {
     }
     SPMD_ASSIGN_OR_RETURN(std::vector<c10::IValue> out, part.exec->run(std::move(in)));
     std::vector<at::Tensor> tensors;
+    tensors.reserve(out.size());
     for (auto& v : out)
       tensors.push_back(v.isTensor() ? v.toTensor() : at::scalar_tensor(v.toInt(), at::kLong));
     return tensors;
@@ -306,9 +328,10 @@ class StageRunner {
   int64_t microbatches_ = 1;
   std::map<std::pair<std::string, int64_t>, size_t> transferIndex_;
   std::set<std::string> avg_;
-  std::set<std::string> forwardReceived_, keepReceived_;
+  std::set<std::string> forwardReceived_, backwardReceived_, keepReceived_;
+  bool weightPart_ = false;  // preparing the W half of a split backward
   pipeline::StageGraphs graphs_;
-  Part forward_, backward_, step_;
+  Part forward_, backward_, backwardInput_, backwardWeight_, step_;
   std::vector<Part> prologue_;
   std::vector<Values> stash_;  // per microbatch
   Mailbox& local_;

@@ -141,6 +141,15 @@ TEST_CASE("pipelined train steps give one device's loss and gradients") {
        schemaText("[2, 2]", R"(["pp", "dp"])",
                   R"({"microbatches": 2, "stages": 2, "schedule": "interleaved-1f1b", "virtual_stages": 2})",
                   R"("preset": "fsdp", )")},
+      // Interleaved 1F1B with dp, and with Megatron TP, inside the stages (4 workers).
+      {"../pipeline/llama_pipe_train",
+       schemaText("[2, 2]", R"(["pp", "dp"])",
+                  R"({"microbatches": 4, "stages": 2, "schedule": "interleaved-1f1b", "virtual_stages": 2})",
+                  R"("preset": "dp", )")},
+      {"../pipeline/llama_pipe_train",
+       schemaText("[2, 2]", R"(["pp", "tp"])",
+                  R"({"microbatches": 4, "stages": 2, "schedule": "interleaved-1f1b", "virtual_stages": 2})",
+                  kLlamaTp)},
   };
   for (const auto& c : cases) {
     INFO(c.model << " " << c.schema);
@@ -334,6 +343,82 @@ TEST_CASE("the pipeline verifier refuses a schedule that deadlocks, naming stage
   CHECK_THAT(pipeline::verifyPipeline(p).message(),
              Catch::Contains("stage 1 action B0 comes before the forward"));
   // The plan survives the program's JSON.
+  auto json = program::programToJsonText(p);
+  REQUIRE(json.hasValue());
+  auto back = program::programFromJson(*json);
+  REQUIRE(back.hasValue());
+  CHECK(back->pipeline == p.pipeline);
+}
+
+TEST_CASE("zero-bubble splits each backward into I and W and gives eager's gradients") {
+  std::string zb = R"({"microbatches": 2, "schedule": "zero-bubble"})";
+  auto r = compileWith("llama_train", schemaText("[2]", R"(["pp"])", zb));
+  if (!r) FAIL(r.status().message());
+  program::Program& p = r->program;
+  CHECK(pipeline::verifyPipeline(p).isOk());
+  // PyTorch's ScheduleInterleavedZeroBubble on one stage per rank (ZB-H1).
+  CHECK(program::scheduleTable(*p.pipeline) ==
+        "stage 0: F0 F1 I0 W0 I1 W1\n"
+        "stage 1: F0 I0 F1 I1 W0 W1\n");
+  // Stage 1's I sends the gradient back; its W makes every weight gradient.
+  std::vector<bool> input = pipeline::inputGradientNodes(p, 1);
+  int64_t inI = 0, inW = 0;
+  for (const auto& n : p.graph.graph.nodes()) {
+    const auto& at = p.pipeline->places[static_cast<size_t>(n->index())];
+    if (at.stage != 1 || at.phase != program::PipelinePlace::Phase::Backward) continue;
+    (input[static_cast<size_t>(n->index())] ? inI : inW) += 1;
+    for (const ir::Value* v : n->outputValues())
+      for (const ir::Node* u : v->users())
+        if (pipeline::isAccumulation(p, *u)) CHECK_FALSE(input[static_cast<size_t>(n->index())]);
+  }
+  CHECK(inI > 0);
+  CHECK(inW > 0);
+  // pp alone, and fsdp inside the stages.
+  std::vector<std::pair<std::string, std::string>> cases = {
+      {"llama_train", schemaText("[2]", R"(["pp"])", zb)},
+      {"mlp_train", schemaText("[2, 2]", R"(["pp", "dp"])",
+                               R"({"microbatches": 2, "stages": ["mlp.fc2"], "schedule": "zero-bubble"})",
+                               R"("preset": "fsdp", )")}};
+  for (const auto& [model, schema] : cases) {
+    INFO(model << " " << schema);
+    runtime::RankResult out = compileAndRun(model, schema);
+    auto expected = runtime::readTensors(modelDir(model) + "/expected.safetensors");
+    REQUIRE(expected.hasValue());
+    spmd::testing::checkOutputs(out.outputs, *expected, 1e-5);
+  }
+  // 2 ranks of 2 virtual stages (ScheduleInterleavedZeroBubble's layout).
+  std::string interleaved = interleavedSchema(4);
+  interleaved.replace(interleaved.find("interleaved-1f1b"), 16, "zero-bubble");
+  runtime::RankResult out = compileAndRun(kPipeModel, interleaved);
+  auto expected = runtime::readTensors(modelDir(kPipeModel) + "/expected.safetensors");
+  REQUIRE(expected.hasValue());
+  spmd::testing::checkOutputs(out.outputs, *expected, 1e-5);
+}
+
+TEST_CASE("the verifier refuses a zero-bubble order that deadlocks or runs W before I") {
+  using Kind = program::PipelineAction::Kind;
+  auto r = compileWith("llama_train",
+                       schemaText("[2]", R"(["pp"])", R"({"microbatches": 2, "schedule": "zero-bubble"})"));
+  REQUIRE(r.hasValue());
+  program::Program& p = r->program;
+  CHECK(pipeline::verifyPipeline(p).isOk());
+  // Stage 0 waits for stage 1's I0 (in its W0: the first stage's I has no
+  // input gradient to make), which waits for stage 0's F1.
+  p.pipeline->actions[0] = {{Kind::Forward, 0}, {Kind::Input, 0}, {Kind::Weight, 0},
+                            {Kind::Forward, 1}, {Kind::Input, 1}, {Kind::Weight, 1}};
+  p.pipeline->actions[1] = {{Kind::Forward, 0}, {Kind::Forward, 1}, {Kind::Input, 0},
+                            {Kind::Weight, 0},  {Kind::Input, 1},   {Kind::Weight, 1}};
+  CHECK_THAT(pipeline::verifyPipeline(p).message(),
+             Catch::Contains("deadlocks: stage 0 waits at W0 for I0 of stage 1; "
+                             "stage 1 waits at F1 for F1 of stage 0"));
+  p.pipeline->actions[1] = {{Kind::Forward, 0}, {Kind::Weight, 0}, {Kind::Input, 0},
+                            {Kind::Forward, 1}, {Kind::Input, 1},  {Kind::Weight, 1}};
+  CHECK_THAT(pipeline::verifyPipeline(p).message(),
+             Catch::Contains("stage 1 action W0 comes before the input gradients of its microbatch (I0)"));
+  p.pipeline->actions[1][1] = {Kind::Backward, 0};
+  CHECK_THAT(pipeline::verifyPipeline(p).message(),
+             Catch::Contains("stage 1 action B0: zero-bubble runs I and W actions, not B"));
+  // The plan survives the program's JSON (I and W in its text).
   auto json = program::programToJsonText(p);
   REQUIRE(json.hasValue());
   auto back = program::programFromJson(*json);

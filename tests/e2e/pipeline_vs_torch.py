@@ -44,10 +44,12 @@ interleaved losses (and torch's interleaved parameters against eager), 1e-4
 for spmdc's interleaved parameters: spmdc's AdamW on one worker, without a
 pipeline, is already 1.6x past 1e-5 from eager on layers.3.wk.weight after
 2 steps (the interleaved run equals that one worker within 1e-5:
-e2e_pipeline_test). The run also compares the
-point-to-point traffic (printed, not judged): the bytes spmd-run's stages
-send each other per step against what PyTorch's stages exchange (the
-activation forward and its gradient back, per microbatch). Exit 0 when everything
+e2e_pipeline_test). The point-to-point traffic must be PyTorch's: the
+sends and bytes spmdc's stages exchange per step (every value read on
+another stage, per microbatch, from `spmdc dump`'s places) equal those
+torch.distributed.pipelining's stages send in their last step (every
+dist.isend counted: the stage's output forward and its gradient back, per
+microbatch), for GPipe and 1F1B. Exit 0 when everything
 matches, 1 otherwise (also when torch is missing: nothing is skipped).
 """
 import argparse
@@ -134,12 +136,31 @@ def stage_modules(m):
     return First(), Last(), loss_fn
 
 
-def train_steps(sched, opt, rank, tokens, labels, steps):
+def count_sends():
+    """Counts every tensor torch.distributed sends from this process (the
+    pipelining schedules' P2POp(dist.isend) ops, batched or not): returns a
+    list [sends, bytes] that grows as they go."""
+    import torch.distributed as dist
+    import torch.distributed.distributed_c10d as c10d
+    sent, isend = [0, 0], c10d.isend
+
+    def counted(tensor, *args, **kwargs):
+        sent[0] += 1
+        sent[1] += tensor.numel() * tensor.element_size()
+        return isend(tensor, *args, **kwargs)
+    dist.isend = c10d.isend = counted
+    return sent
+
+
+def train_steps(sched, opt, rank, tokens, labels, steps, sent=None):
     """`steps` AdamW steps of a torch.distributed.pipelining schedule on 2
     ranks (rank 0 feeds the tokens, rank 1 the labels); rank 1's mean
-    microbatch loss per step."""
+    microbatch loss per step. `sent` (count_sends) ends as the last step's
+    sends and bytes."""
     losses = []
     for _ in range(steps):
+        if sent is not None:
+            sent[:] = [0, 0]
         opt.zero_grad()
         if rank == 0:
             sched.step(tokens)
@@ -167,12 +188,10 @@ def torch_worker(rank, schedule, steps, store_path, out_path):
     cls = Schedule1F1B if schedule == "1f1b" else ScheduleGPipe
     sched = cls(stage, n_microbatches=MICROBATCHES, loss_fn=loss_fn)
     opt = adamw(mod.parameters())
-    losses = train_steps(sched, opt, rank, tokens, labels, steps)
+    sent = count_sends()
+    losses = train_steps(sched, opt, rank, tokens, labels, steps, sent)
     params = {k: p.detach().clone() for k, p in mod.named_parameters()}
-    # The stages exchange the activation forward and its gradient back, per microbatch.
-    act = first(tokens[:mb]).detach()
-    sent = act.numel() * act.element_size() * MICROBATCHES
-    torch.save({"losses": losses, "params": params, "sent": sent}, f"{out_path}.{rank}")
+    torch.save({"losses": losses, "params": params, "sent": list(sent)}, f"{out_path}.{rank}")
     dist.destroy_process_group()
 
 
@@ -182,7 +201,7 @@ def torch_pipeline(schedule, steps, d):
     store, out = d / f"store_{schedule}", d / f"torch_{schedule}"
     mp.spawn(torch_worker, args=(schedule, steps, str(store), str(out)), nprocs=2, join=True)
     r0, r1 = torch.load(f"{out}.0"), torch.load(f"{out}.1")
-    return r1["losses"], {**r0["params"], **r1["params"]}, r0["sent"] + r1["sent"]
+    return r1["losses"], {**r0["params"], **r1["params"]}, [a + b for a, b in zip(r0["sent"], r1["sent"])]
 
 
 def spmd_pipeline(a, schedule, steps, d):
@@ -192,9 +211,9 @@ def spmd_pipeline(a, schedule, steps, d):
                     schedule, steps, 2, d)
 
 
-def p2p_bytes_per_step(dump):
-    """Bytes spmdc's stages send each other per step: every value read on
-    another stage, once per (value, stage) and microbatch."""
+def p2p_per_step(dump):
+    """Sends and bytes spmdc's stages send each other per step: every value
+    read on another stage, once per (value, stage) and microbatch."""
     import re
     place, users, size = {}, {}, {}
     dtypes = {"f32": 4, "i64": 8, "bf16": 2, "f16": 2, "i32": 4, "b8": 1}
@@ -209,14 +228,15 @@ def p2p_bytes_per_step(dump):
         place[name], size[name] = at, n * dtypes.get(dt, 4)
         for u in re.findall(r"%(\w+)", args):
             users.setdefault(u, set()).add(at)
-    total = 0
+    count, total = 0, 0
     for v, ats in users.items():
         src = place.get(v, "")
         if src[:1] not in ("F", "B"):
             continue
         dests = {at[1:] for at in ats if at[:1] in ("F", "B") and at[1:] != src[1:]}
+        count += len(dests)
         total += len(dests) * size[v]
-    return total * MICROBATCHES
+    return [count * MICROBATCHES, total * MICROBATCHES]
 
 
 def eager_steps(model, args, steps):
@@ -496,10 +516,14 @@ def main():
                                 want_losses, want_params)
             failures += compare(f"{schedule}: spmdc vs torch.distributed.pipelining", s_losses, s_params,
                                 t_losses, t_params)
-            s_sent = p2p_bytes_per_step(dump)
+            s_sent = p2p_per_step(dump)
             print(f"{schedule}: losses spmdc {['%.6f' % x for x in s_losses]} torch "
-                  f"{['%.6f' % x for x in t_losses]}; point-to-point bytes per step spmdc {s_sent:,} "
-                  f"torch {t_sent:,} ({s_sent / max(t_sent, 1):.2f}x)")
+                  f"{['%.6f' % x for x in t_losses]}; point-to-point per step spmdc {s_sent[0]} sends "
+                  f"{s_sent[1]:,} B, torch {t_sent[0]} sends {t_sent[1]:,} B "
+                  f"({s_sent[1] / max(t_sent[1], 1):.2f}x)")
+            if s_sent != t_sent or t_sent[0] == 0:
+                failures.append(f"{schedule}: spmdc's stages send {s_sent[0]} tensors, {s_sent[1]:,} B per step; "
+                                f"torch.distributed.pipelining's {t_sent[0]}, {t_sent[1]:,} B")
         failures += check_interleaved(a, a.steps, d)
         failures += check_pp_fsdp(a, a.steps, d)
         failures += check_dcp_resume(a, d)
