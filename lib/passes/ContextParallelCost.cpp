@@ -9,6 +9,7 @@
 
 #include <cstdio>
 
+#include "passes/Report.h"
 #include "pt2/Archive.h"
 #include "sharding/DeviceProfile.h"
 #include "support/Strings.h"
@@ -103,6 +104,11 @@ Expected<CompileResult> compileAutoRotate(pt2::Archive& archive, const schema::P
   auto ring = compile(copy, ringSchema, options);
   SPMD_ASSIGN_OR_RETURN(CompileResult gather, compile(archive, gatherSchema, options));
   if (!ring) {
+    if (options.memoryBudget && estimateMemory(gather.program).peakBytes > *options.memoryBudget)
+      return Status::error(where + "the ring cannot take this model and the all-gather form's modeled peak " +
+                           withCommas(estimateMemory(gather.program).peakBytes) +
+                           " B exceeds --memory-budget " + withCommas(*options.memoryBudget) + " B (" +
+                           ring.status().message() + ")");
     gather.notes.push_back(
         "context parallelism: \"rotate\": \"auto\" chose allgather: the ring cannot take "
         "this model (" +

@@ -61,7 +61,8 @@ double ringExposedSeconds(const RingTraffic& t, double computeSeconds, const sha
 /// step time (modelLayout on the built-in profile); the all-gather form
 /// when the ring cannot take the model's attentions. Adds a note saying
 /// which was chosen and both figures. Errors: the model's file cannot be
-/// re-read; neither form fits the budget (both peaks named).
+/// re-read; neither form fits the budget (both peaks named), or the ring
+/// cannot take the model and the all-gather form does not fit it.
 Expected<CompileResult> compileAutoRotate(pt2::Archive& archive, const schema::PlacementSchema& schema,
                                           const CompileOptions& options);
 
