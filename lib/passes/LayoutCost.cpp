@@ -9,6 +9,7 @@
 #include <algorithm>
 
 #include "ir/Collectives.h"
+#include "passes/ContextParallelCost.h"
 #include "passes/Report.h"
 #include "sharding/Propagation.h"
 
@@ -99,7 +100,8 @@ double nodeFlops(const ir::Node& n) {
     const ir::Value* w = named(n, "weight");
     return 2 * numel(out) * numel(w) / std::max<int64_t>(1, sizeAt(w, 0));
   }
-  if (t.find("scaled_dot_product") != std::string::npos) return attentionFlops(n);
+  if (t.find("scaled_dot_product") != std::string::npos || t.find("ring_attention") != std::string::npos)
+    return attentionFlops(n);
   return 0;
 }
 
@@ -153,6 +155,23 @@ LayoutCost modelLayout(const program::Program& p, const sharding::DeviceProfile&
       else
         ++it->second;
       c.commSeconds += s;
+      continue;
+    }
+    if (auto ring = ringTraffic(*node, mesh)) {  // compute on the slowest rank, exposed exchanges
+      double compute =
+          opSeconds(ringBytes(*node, mesh), ringFlops(*node, mesh), ir::ScalarType::Float, profile);
+      double exposed = ringExposedSeconds(*ring, compute, sharding::axisLinkFor(profile, mesh, ring->axis));
+      c.computeSeconds += compute;
+      c.commSeconds += exposed;
+      AxisComm& ac = c.axes[static_cast<size_t>(ring->axis)];
+      ac.seconds += exposed;
+      ac.collectives += ring->sends;
+      auto it = std::find_if(ac.byKind.begin(), ac.byKind.end(),
+                             [](const auto& e) { return e.first == "ring_send"; });
+      if (it == ac.byKind.end())
+        ac.byKind.emplace_back("ring_send", ring->sends);
+      else
+        it->second += ring->sends;
       continue;
     }
     if (t == ir::kWait || sharding::isSymbolicOp(t) || isViewOp(t)) continue;

@@ -11,7 +11,9 @@
 // bytes / memory bandwidth); every other op is bytes-bound: the bytes of its
 // tensor operands and results over the memory bandwidth. Communication:
 // each all-gather, all-reduce, reduce-scatter and all-to-all of the program
-// priced by the CostModel with the profile's link of its mesh axis. Step time
+// priced by the CostModel with the profile's link of its mesh axis; ring
+// attention's point-to-point exchanges ("ring_send", ContextParallelCost.h)
+// only where the block compute they overlap does not hide them. Step time
 // is their sum: overlap of async collectives is not credited. Memory: weights
 // (parameters, buffers, optimizer states) plus the peak of live activations
 // and gradients over program order (estimateMemory).
@@ -33,7 +35,8 @@ struct AxisComm {
   std::string axis;
   double seconds = 0;
   int64_t collectives = 0;
-  /// (kind, count): all_gather, all_reduce, reduce_scatter, all_to_all.
+  /// (kind, count): all_gather, all_reduce, reduce_scatter, all_to_all,
+  /// ring_send (ring attention's exchanges).
   std::vector<std::pair<std::string, int64_t>> byKind;
 };
 

@@ -6,6 +6,7 @@
 #include <cstdio>
 #include <optional>
 
+#include "passes/ContextParallelCost.h"
 #include "passes/Expand.h"
 #include "passes/ExpandLossParallel.h"
 #include "passes/ExpertParallel.h"
@@ -168,6 +169,8 @@ Expected<CompileResult> compileOne(pt2::Archive& archive, const schema::Placemen
 
 Expected<CompileResult> compile(pt2::Archive& archive, const schema::PlacementSchema& schema,
                                 const CompileOptions& options) {
+  if (schema.contextParallel && schema.contextParallel->rotate == "auto")
+    return compileAutoRotate(archive, schema, options);
   if (!schema.pipeline) return compileOne(archive, schema, options, nullptr);
   SPMD_ASSIGN_OR_RETURN(PipelineSetup setup, pipelineSetup(schema, options.mesh));
   CompileOptions inner = options;

@@ -18,6 +18,7 @@
 #include "pt2/Archive.h"
 #include "schema/PlacementSchema.h"
 #include "sharding/CostModel.h"
+#include "sharding/DeviceProfile.h"
 
 namespace spmd::passes {
 
@@ -37,6 +38,9 @@ struct CompileOptions {
   std::function<void(const std::string& pass, const program::Program&)> onPrintAfter;
   std::function<void(const std::string& pass, const ir::ExportedProgram&)> onPrintGraphAfter;
   sharding::CostModel cost = sharding::CostModel();
+  /// --profile: the device profile "rotate": "auto" prices both forms on
+  /// (null: sharding::defaultDeviceProfile()).
+  const sharding::DeviceProfile* profile = nullptr;
   /// Append this optimizer's update (train-step graphs).
   OptimizerOptions optimizer;
   /// --memory-budget: per-rank bytes a "recompute": "auto" plan must fit.

@@ -8,6 +8,7 @@
 
 #include "ir/Collectives.h"
 #include "passes/ActivationMemory.h"
+#include "passes/ContextParallelCost.h"
 #include "program/Dump.h"
 #include "support/Strings.h"
 
@@ -236,6 +237,27 @@ std::string collectiveDtype(const program::Program& p, const program::Collective
   return v ? std::string(ir::scalarTypeName(v->type().dtype)) : "?";
 }
 
+// Ring attention's point-to-point exchanges (not collectives of the
+// program: its kernels post them): per node and in total, per rank.
+nlohmann::ordered_json ringJson(const program::Program& p) {
+  nlohmann::ordered_json nodes = nlohmann::ordered_json::array();
+  int64_t sends = 0, bytes = 0;
+  for (const auto& n : p.graph.graph.nodes()) {
+    auto t = ringTraffic(*n, p.mesh);
+    if (!t) continue;
+    nodes.push_back({{"node", n->name()},
+                     {"mesh_axis", p.mesh.axisNames()[static_cast<size_t>(t->axis)]},
+                     {"backward", t->backward},
+                     {"sends", t->sends},
+                     {"bytes_per_send", t->bytesPerSend},
+                     {"bytes_per_rank", t->bytesPerRank}});
+    sends += t->sends;
+    bytes += t->bytesPerRank;
+  }
+  if (nodes.empty()) return {};
+  return {{"sends", sends}, {"bytes_per_rank", bytes}, {"nodes", nodes}};
+}
+
 }  // namespace
 
 std::string reportJson(const CompileResult& r, const ReportExtras& extras) {
@@ -272,6 +294,7 @@ std::string reportJson(const CompileResult& r, const ReportExtras& extras) {
   }
   j["collectives"] = list;
   j["collective_bytes_by_dtype"] = byDtype;
+  if (auto ring = ringJson(p); !ring.empty()) j["ring_attention"] = ring;
   MemoryEstimate m = estimateMemory(p);
   j["per_rank"] = {{"param_bytes", m.paramBytes}, {"peak_bytes_estimate", m.peakBytes}};
   if (m.peakNode != nullptr) {
@@ -316,6 +339,10 @@ std::string summaryText(const CompileResult& r, const std::string& input, const 
                     std::to_string(p.graph.graph.nodes().size()) + " ops, " + std::to_string(total) +
                     " collective" + (total == 1 ? "" : "s") + (kinds.empty() ? "" : " (" + kinds + ")") +
                     "\n";
+  if (auto ring = ringJson(p); !ring.empty())
+    out += "  ring attention: " + std::to_string(ring["nodes"].size()) + " ops, " +
+           withCommas(ring["sends"].get<int64_t>()) + " point-to-point sends, " +
+           withCommas(ring["bytes_per_rank"].get<int64_t>()) + " B/rank\n";
   const size_t kShown = 8;
   for (size_t i = 0; i < p.collectives.size() && i < kShown; ++i) {
     const auto& c = p.collectives[i];

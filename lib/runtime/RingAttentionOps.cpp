@@ -11,9 +11,17 @@
 //   lse' = logaddexp(lse, lse_j);  out' = out e^(lse - lse') + out_j e^(lse_j - lse')
 //
 // Causal: blocks j > r are skipped, the diagonal block j = r is masked
-// (its local positions are the global ones shifted by the same offset);
-// with an explicit mask, the block's columns of the rank's mask rows, and
-// a block whose mask is all -inf (at most -1e30) is skipped.
+// (its local positions are the global ones shifted by the same offset).
+// Which blocks are skipped follows from the causal flag and the block
+// indices alone: nothing is read back from the device (no host sync per
+// block). An explicit mask adds the block's columns of the rank's mask
+// rows, and every block is computed: a block masked whole (-inf, or HF's
+// finfo.min) adds exactly nothing (its probabilities are e^-inf = 0, its
+// log-sum-exp leaves the running one unchanged: logaddexp(x, -inf) = x,
+// out * e^0 + 0), so results are those of skipping it. Without
+// load-balanced chunks the last rank computes every block anyway, so the
+// step (bounded by the slowest rank, each step waiting on its neighbour)
+// takes no longer.
 //
 // The backward rotates the keys and values the same way (n - 1 sends) and
 // with them the partial dK / dV of the block: after its step the rank sends
@@ -101,19 +109,16 @@ std::optional<at::Tensor> additive(const std::optional<at::Tensor>& mask) {
 }
 
 /// The scores of query block `r` against key block `j` (scaled, masked),
-/// or nothing when the block is masked whole.
+/// or nothing when the causal structure masks the block whole.
 std::optional<at::Tensor> scores(const at::Tensor& q, const at::Tensor& k,
                                  const std::optional<at::Tensor>& mask, double scale, bool causal, int64_t r,
                                  int64_t j) {
   if (causal && j > r) return std::nullopt;
-  std::optional<at::Tensor> m;
+  at::Tensor s = at::matmul(q, k.transpose(-2, -1)).mul_(scale);
   if (mask) {
     int64_t cols = k.size(-2);
-    m = mask->size(-1) == 1 ? *mask : mask->narrow(-1, j * cols, cols);
-    if (m->max().item<double>() <= -1e30) return std::nullopt;
+    s.add_(mask->size(-1) == 1 ? *mask : mask->narrow(-1, j * cols, cols));
   }
-  at::Tensor s = at::matmul(q, k.transpose(-2, -1)).mul_(scale);
-  if (m) s.add_(*m);
   if (causal && j == r) {
     at::Tensor above = at::ones({q.size(-2), k.size(-2)}, q.options().dtype(at::kBool)).triu_(1);
     s.masked_fill_(above, -std::numeric_limits<double>::infinity());

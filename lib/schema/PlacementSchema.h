@@ -107,7 +107,8 @@ struct ContextParallelRequest {
   /// Mesh axis name.
   std::string axis;
   /// How keys and values reach the queries: "allgather" (the default,
-  /// torchtitan's) or "ring" (point-to-point rotation, ring attention).
+  /// torchtitan's), "ring" (point-to-point rotation, ring attention) or
+  /// "auto" (both compiled, the cheaper kept: passes::compileAutoRotate).
   std::string rotate = "allgather";
   /// Where the request is written, for messages ("/context_parallel").
   std::string pointer = "/context_parallel";

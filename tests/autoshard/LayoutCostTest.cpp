@@ -3,6 +3,7 @@
 #include <nlohmann/json.hpp>
 
 #include "AutoTestUtil.h"
+#include "passes/ContextParallelCost.h"
 #include "passes/Report.h"
 
 using namespace spmd;
@@ -69,4 +70,54 @@ TEST_CASE("a faster link makes the same layout's communication cheaper") {
   auto quick = passes::modelLayout(r.program, fast);
   CHECK(quick.commSeconds < slow.commSeconds);
   CHECK(quick.computeSeconds == slow.computeSeconds);
+}
+
+TEST_CASE("ring attention: sends per node, and only what the block compute does not hide is exposed") {
+  auto archive = pt2::readArchive(modelPath("llama_train"), {.loadWeights = false});
+  REQUIRE(archive.hasValue());
+  auto s = schema::parsePlacementSchema(
+      R"js({"version": 1, "mesh": {"shape": [2], "axes": ["cp"]}, "outputs": "replicate",
+            "context_parallel": {"axis": "cp", "rotate": "ring"}})js",
+      "ring.json");
+  REQUIRE(s.hasValue());
+  auto r = passes::compile(*archive, *s, {});
+  REQUIRE(r.hasValue());
+  const program::Program& p = r->program;
+  const sharding::DeviceProfile& profile = sharding::defaultDeviceProfile();
+  // 2 layers; keys and values [2, 8, 8, 8] per rank: 8,192 B per exchange.
+  int64_t sends = 0, nodes = 0;
+  double compute = 0, exposed = 0;
+  for (const auto& n : p.graph.graph.nodes()) {
+    auto t = passes::ringTraffic(*n, p.mesh);
+    if (!t) continue;
+    ++nodes;
+    CHECK(t->sends == (t->backward ? 3 : 1));
+    CHECK(t->bytesPerSend == 8192);
+    CHECK(t->bytesPerRank == t->sends * 8192);
+    // every key block (2) against the rank's queries: 2 x the local op's FLOPs
+    CHECK(passes::ringFlops(*n, p.mesh) == 2 * passes::nodeFlops(*n));
+    double c = passes::opSeconds(passes::ringBytes(*n, p.mesh), passes::ringFlops(*n, p.mesh),
+                                 ir::ScalarType::Float, profile);
+    double comm = static_cast<double>(t->sends) * (2e-5 + 8192 / 1e9);
+    CHECK(passes::ringExposedSeconds(*t, c, {2e-5, 1e9}) == Approx(std::max(0.0, comm - c)));
+    CHECK(passes::ringExposedSeconds(*t, comm + 1, {2e-5, 1e9}) == 0);
+    sends += t->sends;
+    compute += c;
+    exposed += passes::ringExposedSeconds(*t, c, {2e-5, 1e9});
+  }
+  CHECK(nodes == 4);
+  CHECK(sends == 8);
+  passes::LayoutCost cost = passes::modelLayout(p, profile);
+  REQUIRE(cost.axes.size() == 1);
+  auto ring = std::find_if(cost.axes[0].byKind.begin(), cost.axes[0].byKind.end(),
+                           [](const auto& e) { return e.first == "ring_send"; });
+  REQUIRE(ring != cost.axes[0].byKind.end());
+  CHECK(ring->second == 8);
+  CHECK(exposed > 0);
+  // the ring's exposed seconds are all of the axis's communication but the
+  // collectives' (the loss's all-reduces)
+  double collectives = 0;
+  for (const auto& n : p.graph.graph.nodes())
+    collectives += passes::collectiveSeconds(*n, p.mesh, sharding::costModelFor(profile, p.mesh));
+  CHECK(cost.commSeconds == Approx(collectives + exposed).epsilon(1e-9));
 }

@@ -3,7 +3,7 @@
 Llama train steps at sequence 64, against eager PyTorch.
 
 Usage:
-    cp_ring.py SPMDC SPMD_RUN [--memory SEQ] [--json OUT]
+    cp_ring.py SPMDC SPMD_RUN [--memory SEQ | --auto] [--json OUT]
 
 Models (cp_llama.py's: random weights, seed 0, batch 2, sequence 64, hidden
 64, 4 heads, 2 layers; expected.safetensors holds eager PyTorch's loss and
@@ -31,6 +31,15 @@ c = b * (s/cp) * d * 4 bytes per tensor:
     backward: (cp - 1) sends of K and V, cp sends  = (2 cp - 1) * 2c
               of the travelling dK and dV
 
+The report's ring_attention bytes_per_rank must equal that theory and the
+measured ring bytes.
+
+--auto checks "rotate": "auto" instead, compile only (check_auto): the
+all-gather form where the ring's exchanges cost more latency than its
+blocks hide, the ring where they hide, the ring under a --memory-budget the
+all-gather form's peak exceeds, a one-line refusal under a budget neither
+fits.
+
 --memory SEQ compiles sdpa_causal at sequence SEQ (batch 1) with "rotate"
 "allgather" and "ring" at cp 2 and 4 and prints each rank's measured peak
 (spmd-run --profile): the ring holds key/value blocks, not whole keys and
@@ -41,6 +50,7 @@ import argparse
 import json
 import math
 import os
+import re
 import sys
 import tempfile
 from pathlib import Path
@@ -93,12 +103,16 @@ def check_case(a, d, name, mesh, failures, rows):
     gathers = on_cp.count("all_gather") + on_cp.count("reduce_scatter")
     if gathers != (1 if name.endswith("_infer") else 0):
         failures.append(f"{tag}: keys and values are still gathered or scattered over cp: {on_cp}")
+    reported = report.get("ring_attention", {}).get("bytes_per_rank")
+    if reported != theory:
+        failures.append(f"{tag}: the report's ring_attention bytes_per_rank is {reported}, theory {theory:,}")
     ranks = json.loads(prof.read_text())["ranks"]
     for rk in ranks:
         ring = rk["bytes_sent"] - planned
-        if ring != theory:
+        if ring != theory or ring != reported:
             failures.append(f"{tag}: rank {rk.get('rank')} sent {ring:,} ring bytes "
-                            f"({rk['bytes_sent']:,} - planned {planned:,}), theory {theory:,}")
+                            f"({rk['bytes_sent']:,} - planned {planned:,}), theory {theory:,}, "
+                            f"report {reported}")
     rows.append({"case": tag, "ranks": n, "rel_err": worst, "collectives": kinds, "ring_theory": theory,
                  "bytes_sent": [rk["bytes_sent"] for rk in ranks], "peak": [rk["peak_bytes"] for rk in ranks]})
     print(f"{tag:32} rel {worst:.2g}  ring bytes/rank {theory:,} (theory)  "
@@ -120,6 +134,78 @@ def check_tp_cp(a, d, failures):
         failures.append(f"llama_train tp 2 x cp 2 (ring) differs from eager:\n{r.stdout}{r.stderr}")
     else:
         print("llama_train_ring_tp2xcp2         matches eager (spmd-run --verify-against, rtol 1e-5)")
+
+
+def auto_compile(a, d, name, cp, extra=(), ok=(0,)):
+    """Compiles d/name with "rotate": "auto" at cp; returns (the compile, the
+    report or None)."""
+    tag = f"{name}_auto_cp{cp}_{len(extra)}"
+    sfile, prog, rep = (d / f"{tag}.{x}" for x in ("json", "spmd", "report.json"))
+    sfile.write_text(json.dumps(ring_schema({"cp": cp}, "auto")))
+    r = cp_llama.run([a.spmdc, "compile", d / name / "model.pt2", "--schema", sfile, "-o", prog, "--report", rep,
+                      *extra], ok=ok)
+    return r, (json.loads(rep.read_text()) if r.returncode == 0 else None)
+
+
+def auto_note(report):
+    """(chosen form, ring peak, all-gather peak) from the compile's note."""
+    note = [ln for ln in report["notes"] if '"rotate": "auto" chose' in ln]
+    m = re.search(r"chose (\w+): .*peak ([\d,]+) B vs ([\d,]+) B", note[0]) if note else None
+    if not m:
+        return None, 0, 0
+    print(f"  {note[0]}", flush=True)
+    return m.group(1), int(m.group(2).replace(",", "")), int(m.group(3).replace(",", ""))
+
+
+def check_auto(a, d, failures):
+    """"rotate": "auto" both ways, compile only (sdpa_causal):
+
+    - sequence 64, cp 4: the all-gather form (the ring's 3 cp - 2 = 10
+      exchanges per attention cost more latency than its tiny blocks hide);
+    - sequence 512 (batch 1), cp 4: the ring (its exchanges hide behind
+      the block compute; the all-gather form's collectives do not);
+    - sequence 512, cp 4 on a profile with 1 ms links: the all-gather form
+      (latency again), and under a --memory-budget between the two forms'
+      modeled peaks, the ring; under a budget below both, a refusal (exit 2).
+
+    The chosen program must be that form: ring_attention in its report, or
+    no ring_attention and all-gathers over cp."""
+    cp_llama.export("sdpa_causal", d / "sdpa_causal")
+    cp_llama.export("sdpa_causal", d / "sdpa_causal_512", seq=512, batch=1)
+    slow = d / "slow_links.json"
+    slow.write_text(json.dumps({"name": "slow-links", "compute": {"flops_per_second": {"default": 5e10},
+                                                                  "memory_bytes_per_second": 1e10},
+                                "links": {"intra_node": {"alpha_seconds": 1e-3, "bytes_per_second": 1e9},
+                                          "inter_node": {"alpha_seconds": 1e-3, "bytes_per_second": 1e9}}}))
+    cases = [("sdpa_causal seq 64 cp 4", "sdpa_causal", 4, (), "allgather"),
+             ("sdpa_causal seq 512 cp 4", "sdpa_causal_512", 4, (), "ring"),
+             ("sdpa_causal seq 512 cp 4, 1 ms links", "sdpa_causal_512", 4, ("--device-profile", slow), "allgather")]
+    peaks = None
+    for what, name, cp, extra, want in cases:
+        print(f"{what}: expect {want}", flush=True)
+        _, report = auto_compile(a, d, name, cp, extra)
+        got, ring_peak, gather_peak = auto_note(report)
+        peaks = (ring_peak, gather_peak)
+        has_ring = "ring_attention" in report
+        gathers = [c for c in report["collectives"] if c.get("mesh_axis") == "cp" and c["kind"] == "all_gather"]
+        if got != want or has_ring != (want == "ring") or (want == "allgather" and not gathers):
+            failures.append(f"auto: {what}: chose {got} (report ring_attention: {has_ring}, all-gathers over cp: "
+                            f"{len(gathers)}), expected {want}")
+    ring_peak, gather_peak = peaks
+    if not ring_peak < gather_peak:
+        failures.append(f"auto: the ring's modeled peak {ring_peak:,} is not under the all-gather's {gather_peak:,}")
+        return
+    budget = ("--device-profile", slow, "--memory-budget", str((ring_peak + gather_peak) // 2))
+    print("sdpa_causal seq 512 cp 4, 1 ms links, budget between the peaks: expect ring", flush=True)
+    _, report = auto_compile(a, d, "sdpa_causal_512", 4, budget)
+    got, _, _ = auto_note(report)
+    if got != "ring" or "ring_attention" not in report:
+        failures.append(f"auto: under a budget between the peaks: chose {got}, expected ring")
+    r, _ = auto_compile(a, d, "sdpa_causal_512", 4, ("--memory-budget", str(ring_peak // 2)), ok=(2,))
+    err = (r.stdout + r.stderr).strip()
+    print(f"budget below both peaks: exit {r.returncode}: {err}", flush=True)
+    if len(err.splitlines()) != 1 or "neither form fits --memory-budget" not in err:
+        failures.append(f"auto: a budget below both peaks: expected one line naming both peaks, got {err!r}")
 
 
 def memory(a, d, seq):
@@ -148,6 +234,7 @@ def main():
     ap.add_argument("spmdc")
     ap.add_argument("spmd_run")
     ap.add_argument("--memory", type=int, default=0)
+    ap.add_argument("--auto", action="store_true", help='only the "rotate": "auto" checks (compile only)')
     ap.add_argument("--json")
     a = ap.parse_args()
     try:
@@ -158,7 +245,9 @@ def main():
     failures, rows = [], []
     with tempfile.TemporaryDirectory(prefix="spmdc-cp-ring-") as tmp:
         d = Path(tmp)
-        if a.memory:
+        if a.auto:
+            check_auto(a, d, failures)
+        elif a.memory:
             rows = memory(a, d, a.memory)
         else:
             meshes = {"hf_llama": [{"cp": 2}, {"cp": 4}, {"dp": 2, "cp": 2}, {"fsdp": 2, "cp": 2}],

@@ -2,7 +2,8 @@
 """Hugging Face MoE models under expert parallelism, against the original models in eager PyTorch.
 
 Usage:
-    hf_moe_ep.py SPMDC SPMD_RUN [--cases ep2,dp_ep] [--families mixtral,qwen2_moe] [--steps 2]
+    hf_moe_ep.py SPMDC SPMD_RUN [--cases ep2,ep4,dp_ep,ep_fsdp] [--families mixtral,qwen2_moe] [--steps 2]
+                 [--router random|one_expert] [--parts rewrite,train,inference]
 
 1. The rewrite. For Mixtral, Qwen2-MoE (its shared expert; norm_topk_prob
    both ways), Qwen3-MoE, OLMoE and DeepSeek-V3 (tiny random configs from
@@ -22,14 +23,25 @@ Usage:
    names (e.g. "model.layers.*.mlp.experts.*") S(0) on ep; spmd-run runs
 
        ep2     mesh 2 (ep): tokens and experts split over ep, 2 workers
+       ep4     mesh 4 (ep): one expert of Mixtral's / Qwen2-MoE's 4 per rank, 4 workers
        dp_ep   mesh 2x2 (dp, ep): tokens over both, experts over ep, 4 workers
+       ep_fsdp mesh 2x2 (fsdp, ep): tokens over both, experts over ep and
+               their FFN dim over fsdp, every other weight over fsdp
+               (gathered for use, gradients reduce-scattered), 4 workers
 
    and must match the original HF model in eager PyTorch: the loss and every
    gradient of one step, the losses of --steps AdamW steps and the
    parameters after them (torch.optim.AdamW, lr 1e-3), the inference
    logits (that program exported by spmdc_export.export in process); and
    spmd-run's tokens per expert the original routing's counts (summed over
-   the MoE layers, as its summary does). The programs must hold the
+   the MoE layers, as its summary does). --router one_expert zeroes every
+   MoE block's router weights before the export (in process, as the CLI's
+   --hf does): every router logit ties, so every token's top-2 are the same
+   two experts (torch.topk's choice among equal values, the same in eager and
+   in spmd-run; on CPU experts 2 and 3): each of them gets every token, the
+   others none, so under ep 4 ranks 0 and 1 receive no token (checked on the
+   original routing's counts). AdamW's reference gives a parameter no token
+   reached a zero gradient (eager_adamw). The programs must hold the
    spmd.moe_experts exchange. Tolerance: ||a - b|| <= 1e-5 ||b|| + 1e-6
    sqrt(n) for tensors, |a - b| <= 1e-5 max(1, |b|) for losses.
 
@@ -270,13 +282,50 @@ def export_inference(d, name):
 
 
 def schema(d, case, glob):
-    mesh, batch = ({"shape": [2], "axes": ["ep"]}, {"ep": "S(0)"}) if case == "ep2" else \
-        ({"shape": [2, 2], "axes": ["dp", "ep"]}, {"dp": "S(0)", "ep": "S(0)"})
-    s = {"version": 1, "mesh": mesh, "params": [{"match": glob, "placements": {"ep": "S(0)"}}],
+    """The placement schema of `case` (see the module's doc) and its worker count."""
+    params = [{"match": glob, "placements": {"ep": "S(0)"}}]
+    if case in ("ep2", "ep4"):
+        n = int(case[2:])
+        mesh, batch = {"shape": [n], "axes": ["ep"]}, {"ep": "S(0)"}
+    elif case in ("dp_ep", "ep_fsdp"):
+        axis = case.replace("_", "").replace("ep", "") or "dp"
+        mesh, batch = {"shape": [2, 2], "axes": [axis, "ep"]}, {axis: "S(0)", "ep": "S(0)"}
+        if axis == "fsdp":
+            params = [{"match": glob, "placements": {"ep": "S(0)", "fsdp": "S(1)"}, "gather": ["fsdp"]},
+                      {"match": "*.weight", "placements": {"fsdp": "S(0)"}, "gather": True},
+                      {"match": "*.bias", "placements": {"fsdp": "S(0)"}, "gather": True, "optional": True}]
+    else:
+        raise RuntimeError(f"unknown case {case!r} (ep2, ep4, dp_ep, ep_fsdp)")
+    s = {"version": 1, "mesh": mesh, "params": params,
          "inputs": [{"match": "*", "placements": batch}], "outputs": "replicate"}
     path = d / f"{case}.json"
     path.write_text(json.dumps(s))
     return path, 2 if case == "ep2" else 4
+
+
+def zero_routers(module):
+    """--router one_expert: every MoE block's router weights zero (see the module's doc)."""
+    import torch
+    from spmdc_export import moe
+    blocks = [b for b in module.modules() if moe._replacement(b) is not None]
+    with torch.no_grad():
+        for b in blocks:
+            b.gate.weight.zero_()
+    return len(blocks)
+
+
+def export_train(d, name, router):
+    """The train step of `name` exported into d: by the CLI (random routers), or in process with
+    zeroed routers; returns the glob the export's note names."""
+    if router == "random":
+        return export_cli(d, name)
+    from spmdc_export import core
+    m = build(name)
+    zero_routers(m.module)
+    notes = []
+    core.export_train_step(m.module, m.inputs, str(d), loss_fn=m.loss_fn, targets=m.targets, strict=False,
+                           untie=True, log=notes.append)
+    return stacked_glob(name, "\n".join(notes))
 
 
 def compile_run(a, d, tag, schema_path, workers, extra=(), run_extra=()):
@@ -300,7 +349,11 @@ def check_tokens(tag, summary, want, bad):
 
 
 def eager_adamw(module, ids, labels, loss_fn, steps):
-    """Losses of `steps` torch.optim.AdamW steps of the original model and its parameters after them."""
+    """Losses of `steps` torch.optim.AdamW steps of the original model and its parameters after them.
+
+    A parameter no token reached (an unrouted expert's projections: .grad None, which torch.optim.AdamW
+    skips) gets a zero gradient: spmdc's stacked experts, like torchtitan's GroupedExperts, always have one,
+    so AdamW decays such an expert's weights and moments (docs/DECISIONS.md)."""
     import torch
     m = copy.deepcopy(module).train()
     opt = torch.optim.AdamW(m.parameters(), **ADAMW)
@@ -309,6 +362,9 @@ def eager_adamw(module, ids, labels, loss_fn, steps):
         opt.zero_grad()
         loss = loss_fn(m(ids), labels)
         loss.backward()
+        for p in m.parameters():
+            if p.grad is None:
+                p.grad = torch.zeros_like(p)
         losses.append(loss.item())
         opt.step()
     return losses, {k: p.detach().clone() for k, p in m.named_parameters()}
@@ -317,13 +373,20 @@ def eager_adamw(module, ids, labels, loss_fn, steps):
 def check_train(a, work, name, cases, bad):
     """Part 2, the train step: one step's loss and gradients, then AdamW steps, per case."""
     from safetensors.torch import load_file
-    d = work / f"{name}_train"
-    glob = export_cli(d, name)
+    d = work / f"{name}_train_{a.router}"
+    glob = export_train(d, name, a.router)
     m = build(name)
+    if a.router == "one_expert" and not zero_routers(m.module):
+        bad.append(f"{name}: no MoE block to zero the router of")
     inputs = load_file(str(d / "inputs.safetensors"))
     ids, labels = inputs["input.0"], inputs["input.1"]
     _, loss, want = grads(m.module, ids, labels, m.loss_fn)
     want_tokens = routing_counts(m.module, ids)
+    if a.router == "one_expert":
+        tokens = ids.numel() * SIZE["layers"]
+        if sorted(want_tokens)[-2:] != [tokens, tokens] or sum(want_tokens) != 2 * tokens:
+            bad.append(f"{name}: the zeroed routers do not send every token to the same two experts: "
+                       f"{want_tokens} ({tokens} tokens over the layers)")
     want_losses, want_params = eager_adamw(m.module, ids, labels, m.loss_fn, a.steps)
     for case in cases:
         path, workers = schema(d, case, glob)
@@ -372,6 +435,9 @@ def main():
     ap.add_argument("--cases", default="ep2")
     ap.add_argument("--families", default="mixtral,qwen2_moe")
     ap.add_argument("--steps", type=int, default=2)
+    ap.add_argument("--router", choices=("random", "one_expert"), default="random")
+    ap.add_argument("--parts", default="rewrite,train,inference",
+                    help="which checks run: rewrite (part 1), train and inference (part 2)")
     a = ap.parse_args()
     try:
         import safetensors  # noqa: F401
@@ -382,7 +448,8 @@ def main():
         return 1
     t0 = time.time()
     bad = []
-    for name in FAMILIES:
+    parts = a.parts.split(",")
+    for name in FAMILIES if "rewrite" in parts else ():
         variants = ["random"] + (["one_expert"] if name in ("mixtral", "qwen2_moe") else []) + \
             (["norm_topk_prob"] if name == "qwen2_moe" else [])
         for variant in variants:
@@ -393,7 +460,7 @@ def main():
     cases = a.cases.split(",")
     with tempfile.TemporaryDirectory(prefix="spmdc-hfmoe-") as tmp:
         for name in a.families.split(","):
-            for check in (check_train, check_inference):
+            for check in [c for p, c in (("train", check_train), ("inference", check_inference)) if p in parts]:
                 try:
                     check(a, Path(tmp), name, cases, bad)
                 except (AssertionError, RuntimeError) as e:

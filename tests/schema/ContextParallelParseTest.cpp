@@ -27,11 +27,13 @@ TEST_CASE("context_parallel: an axis name, or an object with one", "[schema][par
   CHECK_FALSE(requestOf(R"js({"version": 1})js"));
 }
 
-TEST_CASE("context_parallel: rotate is allgather unless ring is asked for", "[schema][parse]") {
+TEST_CASE("context_parallel: rotate is allgather unless ring or auto is asked for", "[schema][parse]") {
   CHECK(requestOf(R"js({"version": 1, "context_parallel": "cp"})js")->rotate == "allgather");
   CHECK(requestOf(R"js({"version": 1, "context_parallel": {"axis": "cp"}})js")->rotate == "allgather");
   CHECK(requestOf(R"js({"version": 1, "context_parallel": {"axis": "cp", "rotate": "ring"}})js")->rotate ==
         "ring");
+  CHECK(requestOf(R"js({"version": 1, "context_parallel": {"axis": "cp", "rotate": "auto"}})js")->rotate ==
+        "auto");
 }
 
 TEST_CASE("bad schema: context_parallel mistakes", "[schema][bad]") {

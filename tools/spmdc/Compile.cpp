@@ -103,17 +103,19 @@ spmd::Expected<spmd::passes::CompileResult> compileSchema(const CompileArgs& a,
     bool autoRecompute = std::any_of(schema.recompute.begin(), schema.recompute.end(), [](const auto& r) {
       return r.mode == spmd::schema::RecomputeMode::Auto;
     });
-    if (a.schema != "auto" && !autoRecompute)
-      return spmd::Status::error(
-          "--memory-budget " + a.memoryBudget +
-          ": applies to --schema auto, or to a schema with a \"recompute\" entry \"auto\"");
-    if (autoRecompute) {
+    bool autoRotate = schema.contextParallel && schema.contextParallel->rotate == "auto";
+    if (a.schema != "auto" && !autoRecompute && !autoRotate)
+      return spmd::Status::error("--memory-budget " + a.memoryBudget +
+                                 ": applies to --schema auto, or to a schema with a \"recompute\" entry "
+                                 "\"auto\" or \"context_parallel\" \"rotate\": \"auto\"");
+    if (autoRecompute || autoRotate) {
       SPMD_ASSIGN_OR_RETURN(opts.memoryBudget, spmd::parseByteSize("--memory-budget", a.memoryBudget));
     }
   }
   if (profile) {
     SPMD_ASSIGN_OR_RETURN(auto mesh, spmd::schema::resolveMesh(schema, opts.mesh));
     opts.cost = spmd::sharding::costModelFor(*profile, mesh);
+    opts.profile = profile;
   }
   SPMD_ASSIGN_OR_RETURN(archive, spmd::pt2::readModel(a.model));
   return spmd::passes::compile(*archive, schema, opts);
@@ -242,7 +244,8 @@ void addAutoOptions(CLI::App* cmd, CompileArgs& c) {
   cmd->add_option("--axes", c.axes, "--schema auto: mesh axis names, e.g. dp,tp");
   cmd->add_option(
       "--memory-budget", c.memoryBudget,
-      "per-rank peak memory, e.g. 40GiB: for --schema auto, and for a schema's \"recompute\": \"auto\"");
+      "per-rank peak memory, e.g. 40GiB: for --schema auto, and for a schema's \"recompute\": \"auto\" "
+      "or \"context_parallel\" \"rotate\": \"auto\"");
   cmd->add_option(
          "--recompute-collectives", c.recomputeCollectives,
          "a recomputed module's collectives of activations (tensor-parallel all-reduces): save their "
