@@ -59,23 +59,23 @@ struct ChunkFile {
   json offsets = json::object();
   json records = json::array();
 
-  void add(const std::string& key, const at::Tensor& t, const std::vector<int64_t>& at) {
+  void add(const std::string& key, const at::Tensor& t, const std::vector<int64_t>& where) {
     at::Tensor c = t.cpu().contiguous().clone();
-    json rec = {{"key", key}, {"offsets", at}, {"sizes", t.sizes().vec()}};
+    json rec = {{"key", key}, {"offsets", where}, {"sizes", t.sizes().vec()}};
     if (format == DcpFormat::Torch) {
       std::vector<char> b = torch::jit::pickle_save(c);
       rec["offset"] = bytes.size();
       rec["length"] = b.size();
       bytes.append(b.begin(), b.end());
     } else {
-      bool first = std::all_of(at.begin(), at.end(), [](int64_t o) { return o == 0; });
+      bool first = std::all_of(where.begin(), where.end(), [](int64_t o) { return o == 0; });
       if (c.numel() == 0 && !first) return;  // an empty piece: the others cover the tensor
       if (offsets.contains(key))
         throw std::runtime_error(
             "weight '" + key +
             "': this rank holds several blocks of it (a strided shard), "
             "which DCP's Hugging Face format cannot hold; save it with --dcp-format torch");
-      offsets[key] = {{"saved_offsets", at}};
+      offsets[key] = {{"saved_offsets", where}};
       tensors.emplace_back(key, c);
     }
     records.push_back(rec);
