@@ -45,22 +45,6 @@ std::string chooseFolder(const std::string& dir, int64_t step) {
   }
 }
 
-// Rank 0: the step folders to prune once `current` is latest (all but the
-// newest `keep`, by step number).
-json pruneList(const std::string& dir, const std::string& current, int keep) {
-  json out = json::array();
-  if (keep <= 0) return out;
-  std::vector<std::pair<std::pair<int64_t, int64_t>, std::string>> folders;
-  for (const auto& e : fs::directory_iterator(dir)) {
-    std::string name = e.path().filename().string();
-    auto step = stepOfFolder(name);
-    if (step && e.is_directory() && name != current) folders.emplace_back(*step, name);
-  }
-  std::sort(folders.rbegin(), folders.rend());
-  for (size_t i = static_cast<size_t>(keep - 1); i < folders.size(); ++i) out.push_back(folders[i].second);
-  return out;
-}
-
 // This rank's CPU tensors and their checksums; an error for NaN/Inf values.
 Expected<TensorMap> cpuShards(const TensorMap& weights, json& sums) {
   TensorMap cpu;
@@ -163,7 +147,7 @@ Status commit(const std::string& dir, const std::string& name, const program::Pr
   SPMD_RETURN_IF_ERROR(syncDirectory(folder));
   SPMD_RETURN_IF_ERROR(writeFileAtomic(dir + "/latest", name + "\n"));
   SPMD_RETURN_IF_ERROR(syncDirectory(dir));
-  storeSetString(store, keyOf(step, "prune"), pruneList(dir, name, keep).dump());
+  storeSetString(store, keyOf(step, "prune"), json(stepFoldersToPrune(dir, name, keep)).dump());
   return Status::ok();
 }
 
@@ -198,6 +182,27 @@ std::optional<std::pair<int64_t, int64_t>> stepOfFolder(const std::string& name)
   };
   if (!digits(n) || !digits(k)) return std::nullopt;
   return std::make_pair(std::stoll(n), std::stoll(k));
+}
+
+std::vector<std::string> stepFoldersToPrune(const std::string& dir, const std::string& current, int keep,
+                                            const std::function<bool(const std::string&)>& isComplete) {
+  std::vector<std::string> out;
+  if (keep <= 0) return out;
+  auto now = stepOfFolder(current);
+  std::vector<std::pair<std::pair<int64_t, int64_t>, std::string>> counted;
+  std::error_code ec;
+  for (const auto& e : fs::directory_iterator(dir, ec)) {
+    std::string name = e.path().filename().string();
+    auto step = stepOfFolder(name);
+    if (!step || name == current || !e.is_directory(ec)) continue;
+    if (!isComplete || isComplete(e.path().string()))
+      counted.emplace_back(*step, name);
+    else if (now && step->first < now->first)
+      out.push_back(name);  // an older save that never finished
+  }
+  std::sort(counted.rbegin(), counted.rend());
+  for (size_t i = static_cast<size_t>(keep - 1); i < counted.size(); ++i) out.push_back(counted[i].second);
+  return out;
 }
 
 Status saveCheckpoint(const std::string& dir, const program::Program& program, int64_t rank,

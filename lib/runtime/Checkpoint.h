@@ -19,9 +19,11 @@
 
 #include <torch/csrc/distributed/c10d/Store.hpp>
 
+#include <functional>
 #include <map>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "program/Program.h"
 #include "runtime/CheckpointIndex.h"
@@ -55,6 +57,15 @@ Status saveCheckpoint(const std::string& dir, const program::Program& program, i
 /// "step-<N>" and "step-<N>-<k>" -> (N, k); nullopt for any other folder
 /// name (the step folders of --save, and of --save-dcp with --save-every).
 std::optional<std::pair<int64_t, int64_t>> stepOfFolder(const std::string& name);
+
+/// The step folders of `dir` (names stepOfFolder accepts) to remove once
+/// step folder `current` is saved and `keep` (>= 1) of them are kept: all but
+/// the newest keep - 1 others, by (N, k); none when keep <= 0. With
+/// `isComplete`, only folders it accepts count and are pruned so, and the
+/// ones it rejects whose step is older than `current`'s (saves that never
+/// finished) are pruned too; newer unfinished ones are left alone.
+std::vector<std::string> stepFoldersToPrune(const std::string& dir, const std::string& current, int keep,
+                                            const std::function<bool(const std::string&)>& isComplete = {});
 
 /// The string stored under `key` in `store` (waits for it), and its setter:
 /// how the ranks of a checkpoint save or resume agree (also DCP's).

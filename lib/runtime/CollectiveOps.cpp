@@ -29,6 +29,7 @@
 #include <unordered_map>
 
 #include "runtime/Comm.h"
+#include "runtime/GatherPool.h"
 
 namespace spmd::runtime {
 namespace {
@@ -177,7 +178,7 @@ Started startAllGather(MeshComm& c, int64_t axis, const at::Tensor& x, int64_t d
   if (size >= 0) in = padDim(in, gdim, chunk).contiguous();
   std::vector<int64_t> bufShape(in.sizes().begin(), in.sizes().end());
   bufShape.insert(bufShape.begin(), n);
-  at::Tensor buf = at::empty(bufShape, x.options());
+  at::Tensor buf = emptyGatherBuffer(bufShape, x.options());
   std::vector<int64_t> outShape(x.sizes().begin(), x.sizes().end());
   outShape[static_cast<size_t>(dim)] = size >= 0 ? size : outShape[static_cast<size_t>(dim)] * n;
   c10::intrusive_ptr<c10d::Work> work;

@@ -241,6 +241,12 @@ Expected<std::vector<DcpMatch>> matchDcpWeights(const DcpMetadata& md, const pro
   return out;
 }
 
+std::optional<DcpFormat> parseDcpFormat(const std::string& name) {
+  if (name == "torch") return DcpFormat::Torch;
+  if (name == "hf") return DcpFormat::HuggingFace;
+  return std::nullopt;
+}
+
 bool isDcpCheckpoint(const std::string& dir) {
   std::error_code ec;
   return fs::is_regular_file(dir + "/.metadata", ec) || isSafetensorsDcp(dir);

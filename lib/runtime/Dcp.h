@@ -17,9 +17,11 @@
 
 #include <torch/csrc/distributed/c10d/Store.hpp>
 
+#include <optional>
 #include <string>
 
 #include "program/Program.h"
+#include "runtime/Checkpoint.h"
 #include "runtime/TensorIO.h"
 #include "support/Status.h"
 
@@ -53,19 +55,43 @@ Status checkDcpCheckpoint(const std::string& dir, const program::Program& progra
 Expected<int64_t> loadDcpCheckpoint(const std::string& dir, const program::Program& program, int64_t rank,
                                     TensorMap& weights);
 
+/// The two layouts DCP reads (spmd-run --dcp-format): torch's own
+/// (FileSystemWriter: `.metadata` + `__<rank>_0.distcp`), and its Hugging
+/// Face one (HuggingFaceStorageWriter(save_distributed=True): a
+/// `shard-<rank + 1>-model-00001-of-00001.safetensors` per rank, each
+/// tensor's offsets in the header's DCP_SHARDING_INFO, no `.metadata`).
+enum class DcpFormat { Torch, HuggingFace };
+
+/// "torch" or "hf" (--dcp-format) as a DcpFormat; nullopt for anything else.
+std::optional<DcpFormat> parseDcpFormat(const std::string& name);
+
+/// How a DCP save writes: its format, and with `stages` (a pipelined run;
+/// the program is then its checkpointView, the rank the one within this
+/// process's stage) each stage's ranks write the weights it owns, as file
+/// number stage * ranks + rank: the same folder as without the pipeline.
+struct DcpWrite {
+  DcpFormat format = DcpFormat::Torch;
+  const StageSave* stages = nullptr;
+};
+
 /// Writes `weights` (rank `rank`'s shards) as DCP checkpoint `dir`: every
 /// rank writes `__<rank>_0.distcp` with the chunks it owns (a replicated
 /// shard by the rank at coordinate 0 of the replicating axes), then rank 0
 /// writes `.metadata` (collective over `store`; `step` keys the exchange).
+/// In the Hugging Face format each rank writes `<file>.partial` and rank 0
+/// renames them once all are written (one tensor a file: a rank holding
+/// several blocks of one tensor, a strided shard, is an error).
 /// Errors (on every rank): I/O failures, a weight pending a reduction.
 Status saveDcpCheckpoint(const std::string& dir, const program::Program& program, int64_t rank,
-                         const TensorMap& weights, int64_t step, c10d::Store& store);
+                         const TensorMap& weights, int64_t step, c10d::Store& store,
+                         const DcpWrite& how = {});
 
 /// Periodic DCP saves (`--save-dcp root --save-every K`), laid out as
 /// torchtitan's checkpointer does: saveDcpCheckpoint into
 /// `root/step-<step>`, then rank 0 removes all but the newest `keep`
 /// complete step folders (0: keep all) and any incomplete older one.
 Status saveDcpStep(const std::string& root, const program::Program& program, int64_t rank,
-                   const TensorMap& weights, int64_t step, c10d::Store& store, int keep);
+                   const TensorMap& weights, int64_t step, c10d::Store& store, int keep,
+                   const DcpWrite& how = {});
 
 }  // namespace spmd::runtime

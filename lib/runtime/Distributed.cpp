@@ -232,8 +232,6 @@ int runDistributed(const DistributedOptions& o, std::ostream& out, std::ostream&
   const program::Program& p = program->program();
   if (Status plan = pipeline::verifyPipeline(p); !plan.isOk())
     return fail(err, kBadInput, o.program + ": " + plan.message());
-  if (p.pipeline && o.saveDcp && !o.save.empty())
-    return fail(err, kBadInput, o.program + ": " + kNoDcpSaveUnderPipeline);
   int64_t ranks = program::worldSize(p);
   if (static_cast<int64_t>(o.nproc) * o.nnodes != ranks)
     return fail(err, kBadInput,
@@ -272,7 +270,8 @@ int runDistributed(const DistributedOptions& o, std::ostream& out, std::ostream&
   for (const auto& [flag, value] : {std::pair<const char*, std::string>{"--loss-log", o.lossLog},
                                     {o.saveDcp ? "--save-dcp" : "--save", o.save},
                                     {"--resume", o.resume},
-                                    {"--weights-root", o.weightsRoot}})
+                                    {"--weights-root", o.weightsRoot},
+                                    {"--dcp-format", o.dcpFormat == DcpFormat::HuggingFace ? "hf" : ""}})
     if (!value.empty()) cfg.workerArgv.insert(cfg.workerArgv.end(), {flag, value});
   if (!o.inputs.empty()) cfg.workerArgv.insert(cfg.workerArgv.end(), {"--inputs", o.inputs});
   if (!output.empty()) cfg.workerArgv.insert(cfg.workerArgv.end(), {"--output", output});
@@ -351,6 +350,7 @@ int runWorker(const DistributedOptions& o, std::ostream& err) {
   ro.steps = o.steps;
   ro.save = o.save;
   ro.saveDcp = o.saveDcp;
+  ro.dcpFormat = o.dcpFormat;
   ro.resume = o.resume;
   ro.moreBatches.assign(batches.begin() + 1, batches.end());
   ro.saveEvery = o.saveEvery;

@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "program/Program.h"
+#include "runtime/Dcp.h"
 #include "runtime/TensorIO.h"
 
 namespace spmd::runtime {
@@ -65,6 +66,8 @@ struct DistributedOptions {
   std::string resume;  ///< checkpoint (root with `latest`, or a step folder) to start from
   /// Write `save` as a PyTorch Distributed Checkpoint folder (Dcp.h).
   bool saveDcp = false;
+  /// The layout `saveDcp` writes (--dcp-format).
+  DcpFormat dcpFormat = DcpFormat::Torch;
   /// Where a by-reference program's relative weight files lie, when not
   /// where they were at compile time (--weights-root).
   std::string weightsRoot;

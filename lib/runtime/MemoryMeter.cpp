@@ -13,6 +13,8 @@
 #include <string>
 #include <unordered_map>
 
+#include "runtime/GatherPool.h"
+
 #ifdef SPMD_TORCH_CUDA
 #include <c10/cuda/CUDACachingAllocator.h>
 #endif
@@ -66,7 +68,7 @@ c10::DeleterFnPtr wrappedDelete = nullptr;  // the wrapped allocator's raw delet
 
 void release(void* p) {
   charges().remove(p);
-  wrappedDelete(p);
+  if (!givePooled(p)) wrappedDelete(p);
 }
 
 void charge(Counters& c, int64_t bytes) {
@@ -84,7 +86,11 @@ class MeteringAllocator final : public c10::Allocator {
   explicit MeteringAllocator(c10::Allocator* wrapped) : wrapped_(wrapped) {}
 
   c10::DataPtr allocate(size_t n) override {
-    c10::DataPtr p = wrapped_->allocate(n);
+    // Large buffers from the pool (GatherPool.h): those of unwatched threads
+    // (Gloo's), and every one when the program's policy says so.
+    bool pooled = static_cast<int64_t>(n) >= kMinPooledBytes && (!activeMeter || poolsEveryLargeBuffer());
+    void* q = pooled ? takePooled(n) : nullptr;
+    c10::DataPtr p = q ? c10::DataPtr(q, q, &release, c10::Device(c10::kCPU)) : wrapped_->allocate(n);
     void* data = p.get();
     if (data == nullptr || p.get_context() != data) return p;
     c10::Device device = p.device();
@@ -133,6 +139,15 @@ MemoryMeter::MemoryMeter() : counters_(std::make_shared<Counters>()) { installOn
 
 int64_t MemoryMeter::activeCurrentBytes() { return activeMeter ? activeMeter->current.load() : -1; }
 int64_t MemoryMeter::activePeakBytes() { return activeMeter ? activeMeter->peak.load() : -1; }
+
+void MemoryMeter::charge(void* p, int64_t bytes) {
+  if (const std::shared_ptr<Counters>& meter = activeMeter) {
+    spmd::runtime::charge(*meter, bytes);
+    charges().add(p, meter, bytes);
+  }
+}
+
+void MemoryMeter::release(void* p) { charges().remove(p); }
 
 MemoryMeter::Scope::Scope(MemoryMeter& meter) : previous_(std::move(activeMeter)) {
   activeMeter = meter.counters_;

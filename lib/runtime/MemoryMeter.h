@@ -41,6 +41,10 @@ class MemoryMeter {
   /// -1 without one.
   static int64_t activeCurrentBytes();
   static int64_t activePeakBytes();
+  /// For allocators of their own (the gather pool): charges `bytes` at `p`
+  /// to the calling thread's active meter, if any, until release(p).
+  static void charge(void* p, int64_t bytes);
+  static void release(void* p);
 
   /// Shared with every allocation it counts (they may outlive the meter).
   struct Counters {

@@ -503,7 +503,6 @@ Expected<RankResult> runPipelineRank(const program::LoadedProgram& lp, int64_t r
   const program::Program& p = lp.program();
   auto where = [&](const Status& s) { return s.withContext("rank " + std::to_string(rank)); };
   SPMD_RETURN_IF_ERROR(pipeline::verifyPipeline(p));
-  if (options.saveDcp && !options.save.empty()) return Status::error(kNoDcpSaveUnderPipeline);
   selectDevice(options.device);
   RankMemoryProbe memory(options.device);
   SPMD_ASSIGN_OR_RETURN(auto comm, MeshComm::createPipelined(store, p.mesh, p.pipeline->microbatchAxis,
@@ -559,8 +558,8 @@ Expected<RankResult> runPipelineRank(const program::LoadedProgram& lp, int64_t r
     if (!std::isnan(loss)) result.losses.push_back(loss);
     if (options.onStep) options.onStep(firstStep + i, loss, seconds.back());
     if (options.savesAfter(i, runs))
-      SPMD_RETURN_IF_ERROR(where(saveCheckpoint(options.save, ckpt.view, ckpt.rank, weights,
-                                                firstStep + i + 1, *store, options.keep, &ckpt.stages)));
+      SPMD_RETURN_IF_ERROR(where(
+          saveAfterStep(options, ckpt.view, ckpt.rank, weights, firstStep + i + 1, *store, &ckpt.stages)));
   }
   result.stepSeconds = medianStepSeconds(seconds);
   result.loadSeconds = loadSeconds;

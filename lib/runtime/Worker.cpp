@@ -16,6 +16,7 @@
 #include "runtime/CollectiveOps.h"
 #include "runtime/CudaGraph.h"
 #include "runtime/Dcp.h"
+#include "runtime/GatherPool.h"
 #include "runtime/GraphStep.h"
 #include "runtime/MemoryMeter.h"
 #include "runtime/PipelineRun.h"
@@ -196,6 +197,19 @@ at::Tensor shardOf(const at::Tensor& global, const ShardingSpec& spec, const sha
   return t.clone();
 }
 
+namespace {
+
+// A program with no loss, gradient or parameter update: an inference step.
+bool forwardOnly(const program::Program& p) {
+  return std::none_of(
+      p.graph.signature.outputs.begin(), p.graph.signature.outputs.end(), [](const ir::OutputSpec& o) {
+        return o.kind == ir::OutputKind::LossOutput || o.kind == ir::OutputKind::GradientToParameter ||
+               o.kind == ir::OutputKind::ParameterMutation;
+      });
+}
+
+}  // namespace
+
 Expected<RankResult> runRank(const program::LoadedProgram& lp, int64_t rank,
                              const c10::intrusive_ptr<c10d::Store>& store, const TensorMap& inputs,
                              const RankOptions& options) {
@@ -203,6 +217,9 @@ Expected<RankResult> runRank(const program::LoadedProgram& lp, int64_t rank,
   if (p.pipeline) return runPipelineRank(lp, rank, store, inputs, options);
   auto where = [&](const Status& s) { return s.withContext("rank " + std::to_string(rank)); };
   selectDevice(options.device);
+  // An inference step's large buffers all come from the pool: its RSS stays
+  // near its live tensors (GatherPool.h; DECISIONS.md has the measurements).
+  poolEveryLargeBuffer(forwardOnly(p));
   RankMemoryProbe memory(options.device);
   auto loadStart = std::chrono::steady_clock::now();
   SPMD_ASSIGN_OR_RETURN(TensorMap weights, loadRankWeights(lp, rank, options.device));
@@ -266,12 +283,7 @@ Expected<RankResult> runRank(const program::LoadedProgram& lp, int64_t rank,
     if (loss != outputs->end()) result.losses.push_back(value);
     if (options.onStep) options.onStep(firstStep + i, value, seconds.back());
     if (options.savesAfter(i, runs))
-      SPMD_RETURN_IF_ERROR(
-          where(!options.saveDcp
-                    ? saveCheckpoint(options.save, p, rank, weights, firstStep + i + 1, *store, options.keep)
-                : options.saveEvery > 0
-                    ? saveDcpStep(options.save, p, rank, weights, firstStep + i + 1, *store, options.keep)
-                    : saveDcpCheckpoint(options.save, p, rank, weights, firstStep + i + 1, *store)));
+      SPMD_RETURN_IF_ERROR(where(saveAfterStep(options, p, rank, weights, firstStep + i + 1, *store)));
   }
   result.stepSeconds = medianStepSeconds(seconds);
   result.loadSeconds = loadSeconds;
@@ -293,6 +305,14 @@ Expected<RankResult> runRank(const program::LoadedProgram& lp, int64_t rank,
   }
   result.stats = (*comm)->stats();
   return result;
+}
+
+Status saveAfterStep(const RankOptions& o, const program::Program& p, int64_t rank, const TensorMap& weights,
+                     int64_t step, c10d::Store& store, const StageSave* stages) {
+  if (!o.saveDcp) return saveCheckpoint(o.save, p, rank, weights, step, store, o.keep, stages);
+  if (o.saveEvery > 0)
+    return saveDcpStep(o.save, p, rank, weights, step, store, o.keep, {o.dcpFormat, stages});
+  return saveDcpCheckpoint(o.save, p, rank, weights, step, store, {o.dcpFormat, stages});
 }
 
 Expected<std::vector<RankResult>> runThreadedRanks(const program::LoadedProgram& program,

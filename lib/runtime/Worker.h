@@ -14,22 +14,20 @@
 
 #include <chrono>
 #include <functional>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "program/Reader.h"
+#include "runtime/Checkpoint.h"
 #include "runtime/Comm.h"
+#include "runtime/Dcp.h"
 #include "runtime/MemoryMeter.h"
 #include "runtime/TensorIO.h"
 
 namespace spmd::runtime {
 
 /// Options of one rank.
-/// Why --save-dcp refuses a pipelined program (launcher and worker alike).
-inline constexpr const char* kNoDcpSaveUnderPipeline =
-    "--save-dcp does not take pipelined programs yet: save with --save (a run without the pipeline reads "
-    "that checkpoint too)";
-
 struct RankOptions {
   c10::Device device = c10::kCPU;
   CommOptions comm;
@@ -48,8 +46,10 @@ struct RankOptions {
   /// Save a sharded checkpoint to this folder after the last step.
   std::string save;
   /// Write `save` as a PyTorch Distributed Checkpoint folder (Dcp.h) instead
-  /// (refused for pipelined programs, with kNoDcpSaveUnderPipeline).
+  /// (a pipelined run's stages write one folder together).
   bool saveDcp = false;
+  /// The layout `saveDcp` writes.
+  DcpFormat dcpFormat = DcpFormat::Torch;
   /// Also save after every `saveEvery` steps (0: only after the last).
   int saveEvery = 0;
   /// Whether a run of `runs` steps saves after its step `i` (from 0).
@@ -108,6 +108,13 @@ Expected<std::vector<RankResult>> runThreadedRanks(const program::LoadedProgram&
 /// shardable by its placement (plain shards at any size, strided ones
 /// evenly). Errors name the input.
 Status checkGlobalInputs(const program::Program& program, const TensorMap& inputs);
+
+/// Saves rank `rank`'s `weights` after step `step` as `options` ask: --save
+/// (saveCheckpoint), --save-dcp (saveDcpCheckpoint) or --save-dcp with
+/// --save-every (saveDcpStep); `stages` as those take it (pipelined runs).
+Status saveAfterStep(const RankOptions& options, const program::Program& program, int64_t rank,
+                     const TensorMap& weights, int64_t step, c10d::Store& store,
+                     const StageSave* stages = nullptr);
 
 /// The local shard of global tensor `global` laid out as `spec` at `coords`
 /// (torch.chunk sizes: trailing ranks may hold fewer rows or none)

@@ -193,3 +193,39 @@ TEST_CASE("a NaN loss is logged as null, and NaN weights are not saved: latest s
   std::istringstream lines(text);
   for (std::string line; std::getline(lines, line);) CHECK_NOTHROW(nlohmann::json::parse(line));
 }
+
+TEST_CASE("one pruning rule for --save and --save-dcp: the newest --keep step folders stay") {
+  TempDir dir;
+  std::string root = dir.file("ckpt");
+  auto folder = [&](const std::string& name, bool complete) {
+    fs::create_directories(root + "/" + name);
+    if (complete) std::ofstream(root + "/" + name + "/done") << "1";
+  };
+  folder("step-2", true);
+  folder("step-10", true);
+  folder("step-3-1", true);
+  folder("step-3", true);
+  folder("step-4", false);   // a save that never finished, older than the current one
+  folder("step-12", false);  // unfinished but newer: not this save's to remove
+  folder("step-x", true);    // not a step folder
+  folder("step-11", true);   // the current save
+  std::ofstream(root + "/step-1") << "a file, not a folder";
+  auto sorted = [](std::vector<std::string> v) {
+    std::sort(v.begin(), v.end());
+    return v;
+  };
+  // --save: every step folder counts, by (N, k): 12 and 10 are the newest others.
+  CHECK(sorted(runtime::stepFoldersToPrune(root, "step-11", 3)) ==
+        std::vector<std::string>{"step-2", "step-3", "step-3-1", "step-4"});
+  CHECK(sorted(runtime::stepFoldersToPrune(root, "step-11", 1)) ==
+        std::vector<std::string>{"step-10", "step-12", "step-2", "step-3", "step-3-1", "step-4"});
+  CHECK(runtime::stepFoldersToPrune(root, "step-11", 0).empty());
+  CHECK(runtime::stepFoldersToPrune(root, "step-11", 7).empty());
+  // --save-dcp: only complete folders count; the older unfinished one goes too.
+  auto complete = [](const std::string& path) { return fs::exists(path + "/done"); };
+  CHECK(sorted(runtime::stepFoldersToPrune(root, "step-11", 3, complete)) ==
+        std::vector<std::string>{"step-2", "step-3", "step-4"});
+  CHECK(sorted(runtime::stepFoldersToPrune(root, "step-11", 6, complete)) ==
+        std::vector<std::string>{"step-4"});
+  CHECK(runtime::stepFoldersToPrune(dir.file("missing"), "step-1", 1).empty());
+}

@@ -116,7 +116,9 @@ TEST_CASE("pipelined checkpoints resume under the same pipeline, without it, and
   }
 }
 
-TEST_CASE("spmd-run saves and resumes a pipelined run; a foreign checkpoint is one line, exit 2") {
+TEST_CASE(
+    "spmd-run saves (--save, --save-dcp) and resumes a pipelined run; a foreign checkpoint is one line, exit "
+    "2") {
   TempDir dir;
   std::string pp = dir.file("pp.spmd"), fsdp = dir.file("fsdp.spmd"), other = dir.file("other.spmd");
   compileSchemaText("mlp_train", kPipelined, pp, adamw());
@@ -143,7 +145,15 @@ TEST_CASE("spmd-run saves and resumes a pipelined run; a foreign checkpoint is o
   CHECK(foreign.exitCode == 2);
   CHECK_THAT(foreign.stderrText, Catch::Contains("is not in the checkpoint"));
   CHECK(std::count(foreign.stderrText.begin(), foreign.stderrText.end(), '\n') == 1);
+  // --save-dcp: one DCP folder for all stages (checked against torch in dcp_vs_torch), which the run
+  // without the pipeline resumes.
   auto dcp = runCommand(kRun + " -n 4 -q " + pp + inputs + " --save-dcp " + dir.file("dcp"));
-  CHECK(dcp.exitCode == 2);
-  CHECK_THAT(dcp.stderrText, Catch::Contains("--save-dcp does not take pipelined programs yet"));
+  INFO(dcp.stderrText);
+  REQUIRE(dcp.exitCode == 0);
+  CHECK(fs::exists(dir.file("dcp/.metadata")));
+  CHECK(fs::exists(dir.file("dcp/__3_0.distcp")));
+  auto fromDcp =
+      runCommand(kRun + " -n 2 -q " + fsdp + inputs + " --steps 1 --resume-dcp " + dir.file("dcp"));
+  INFO(fromDcp.stderrText);
+  CHECK(fromDcp.exitCode == 0);
 }

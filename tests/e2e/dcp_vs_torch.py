@@ -23,6 +23,16 @@ it into a plain state dict shaped like get_state_dict's ("model.<fqn>",
 spmd-run's own consolidated output exactly (buffers: torch's), the optimizer states must match
 torch's continued run (1e-5) and every step must be 4.
 
+Under a pipeline: the same torch checkpoint resumed by a 2-stage 1F1B
+program (2 microbatches) that --save-dcp's after the same steps; torch
+dcp.load's that folder equal to the dp x tp run's save (1e-5), and a run
+without the pipeline (dp x tp) resumes it and logs the dp x tp save's loss.
+
+Hugging Face format out: the dp x tp run with --save-dcp --dcp-format hf
+writes one shard-<rank+1>-model-00001-of-00001.safetensors per writing rank
+and nothing else; torch's dcp.load with HuggingFaceStorageReader reads it
+equal to the run's own torch-format save, bit for bit.
+
 Periodic saves: --save-dcp with --save-every 1 --keep 1 leaves only the
 last step-<N> folder, which torch loads equal to the single save; a
 --resume-dcp of the parent folder takes it over a newer unfinished one.
@@ -178,12 +188,84 @@ def check_save(d, got, ref, failures):
           f"optimizer states vs torch rel err {worst:.2g}", flush=True)
 
 
+def compile_pipeline(a, d):
+    schema = {"version": 1, "mesh": {"shape": [2], "axes": ["pp"]},
+              "pipeline": {"axis": "pp", "stages": ["model.layers.1"], "schedule": "1f1b", "microbatches": 2}}
+    (d / "pp.json").write_text(json.dumps(schema))
+    prog = d / "pp.spmd"
+    run([a[0], "compile", MODEL / "model.pt2", "--schema", d / "pp.json", "--optimizer", "adamw", "--lr",
+         HP["lr"], "--betas", *HP["betas"], "--eps", HP["eps"], "--weight-decay", HP["weight_decay"], "-o", prog,
+         "-q"])
+    return prog
+
+
+def dcp_state(folder):
+    """Every tensor of a DCP folder as torch's dcp.load reads it, by its DCP key."""
+    import torch
+    import torch.distributed.checkpoint as dcp
+    from torch.distributed.checkpoint import FileSystemReader
+    md = FileSystemReader(str(folder)).read_metadata()
+    sd = {k: torch.empty(m.size, dtype=m.properties.dtype) for k, m in md.state_dict_metadata.items()
+          if hasattr(m, "size")}
+    dcp.load(sd, checkpoint_id=str(folder))
+    return sd
+
+
+def check_pipeline(a, d, prog, ckpt, failures):
+    """--save-dcp under a pipeline writes what the run without it writes; a run without the pipeline resumes it."""
+    pp, saved = compile_pipeline(a, d), d / "pp_ckpt"
+    run([a[1], "-n", 2, pp, "--inputs", MODEL / "inputs.safetensors", "--steps", MORE, "--resume-dcp", ckpt,
+         "--save-dcp", saved, "-q"])
+    got, want = dcp_state(saved), dcp_state(d / "spmd_ckpt")  # the dp x tp run's save after the same steps
+    if got.keys() != want.keys():
+        failures.append(f"pipeline: {saved} holds {sorted(got.keys() ^ want.keys())} where dp x tp's save differs")
+    worst = max((rel_err(got[k], want[k]) for k in want if k in got), default=0.0)
+    if worst > TOL:
+        failures.append(f"pipeline: {saved} as torch loads it differs from dp x tp's save by {worst:.3g}")
+    logs = []
+    for src in (saved, d / "spmd_ckpt"):
+        log = d / f"pp-resume-{len(logs)}.log"
+        run([a[1], "-n", 4, prog, "--inputs", MODEL / "inputs.safetensors", "--steps", 1, "--resume-dcp", src,
+             "--loss-log", log, "-q"])
+        logs.append([json.loads(x) for x in log.read_text().splitlines()])
+    if [x["step"] for x in logs[0]] != [SAVED_AT + MORE] or \
+            not abs(logs[0][0]["loss"] - logs[1][0]["loss"]) <= TOL * max(1.0, abs(logs[1][0]["loss"])):
+        failures.append(f"pipeline: dp x tp resuming {saved} logged {logs[0]}, from dp x tp's save {logs[1]}")
+    print(f"spmd-run 2 stages --save-dcp -> torch dcp.load: {len(got)} tensors, rel err {worst:.2g} against the "
+          f"dp x tp save; resumed without the pipeline: loss {logs[0][0]['loss']:.6f} vs {logs[1][0]['loss']:.6f}",
+          flush=True)
+
+
+def check_hf_save(a, d, prog, ckpt, failures):
+    """--dcp-format hf writes what torch's HuggingFaceStorageWriter(save_distributed=True) writes."""
+    import torch
+    import torch.distributed.checkpoint as dcp
+    from torch.distributed.checkpoint import HuggingFaceStorageReader
+    hf = d / "spmd_hf"
+    run([a[1], "-n", 4, prog, "--inputs", MODEL / "inputs.safetensors", "--steps", MORE, "--resume-dcp", ckpt,
+         "--save-dcp", hf, "--dcp-format", "hf", "-q"])
+    names = sorted(os.listdir(hf))
+    if names != [f"shard-0000{r}-model-00001-of-00001.safetensors" for r in (1, 2)]:
+        failures.append(f"hf save: {hf} holds {names}, want one shard file for each of ranks 0 and 1 (tp)")
+    reader = HuggingFaceStorageReader(str(hf))
+    md = reader.read_metadata()
+    got = {k: torch.empty(m.size, dtype=m.properties.dtype) for k, m in md.state_dict_metadata.items()}
+    dcp.load(got, storage_reader=HuggingFaceStorageReader(str(hf)))
+    want = dcp_state(d / "spmd_ckpt")
+    if got.keys() != want.keys():
+        failures.append(f"hf save: keys differ from the torch-format save: {sorted(got.keys() ^ want.keys())[:5]}")
+    unequal = [k for k in want if k in got and not torch.equal(got[k], want[k])]
+    if unequal:
+        failures.append(f"hf save: {unequal[:5]} as HuggingFaceStorageReader reads them differ from the "
+                        f"torch-format save")
+    print(f"spmd-run --save-dcp --dcp-format hf -> torch HuggingFaceStorageReader: {len(got)} tensors, "
+          f"{len(unequal)} differ from the torch-format save", flush=True)
+
+
 def check_periodic(a, d, prog, ckpt, failures):
     """--save-dcp with --save-every writes torchtitan's step-<N> folders, --keep of them; --resume-dcp of the
     parent takes the newest complete one."""
     import torch
-    import torch.distributed.checkpoint as dcp
-    from torch.distributed.checkpoint import FileSystemReader
     root = d / "periodic"
     run([a[1], "-n", 4, prog, "--inputs", MODEL / "inputs.safetensors", "--steps", MORE, "--resume-dcp", ckpt,
          "--save-dcp", root, "--save-every", 1, "--keep", 1, "-q"])
@@ -192,14 +274,7 @@ def check_periodic(a, d, prog, ckpt, failures):
         failures.append(f"periodic: {root} holds {sorted(os.listdir(root))}, want only {last} (--keep 1)")
         return
 
-    def state(folder):
-        md = FileSystemReader(str(folder)).read_metadata()
-        sd = {k: torch.empty(m.size, dtype=m.properties.dtype) for k, m in md.state_dict_metadata.items()
-              if hasattr(m, "size")}
-        dcp.load(sd, checkpoint_id=str(folder))
-        return sd
-
-    got, want = state(root / last), state(d / "spmd_ckpt")  # the same run's single save at the same step
+    got, want = dcp_state(root / last), dcp_state(d / "spmd_ckpt")  # the same run's single save at the same step
     if got.keys() != want.keys() or any(not torch.equal(got[k], want[k]) for k in want):
         failures.append(f"periodic: {root / last} as torch loads it differs from --save-dcp's folder")
     (root / "step-9").mkdir()  # a newer save that never finished: no .metadata
@@ -298,6 +373,8 @@ def main():
             got = check_resume(a, d, prog, ckpt, ref, failures)
             check_save(d, got, ref, failures)
             check_resume(a, d, prog, ckpt.with_name(ckpt.name + "_hf"), ref, failures, save=False)
+            check_pipeline(a, d, prog, ckpt, failures)
+            check_hf_save(a, d, prog, ckpt, failures)
             check_periodic(a, d, prog, ckpt, failures)
             bad_inputs(a, d, prog, ckpt, failures)
         except RuntimeError as e:

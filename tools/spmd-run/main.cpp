@@ -99,8 +99,13 @@ int runSingle(const Options& o) {
 
 /// Folds --save-dcp / --resume-dcp into `d` (a DCP folder is --save/--resume's
 /// target in DCP form); errors for flags that do not combine.
-Status applyDcpFlags(const std::string& saveDcp, const std::string& resumeDcp,
+Status applyDcpFlags(const std::string& saveDcp, const std::string& resumeDcp, const std::string& format,
                      runtime::DistributedOptions& d) {
+  std::optional<runtime::DcpFormat> f = runtime::parseDcpFormat(format);
+  if (!f) return Status::error("--dcp-format " + format + ": use torch or hf");
+  if (*f != runtime::DcpFormat::Torch && saveDcp.empty())
+    return Status::error("--dcp-format applies to --save-dcp: add --save-dcp DIR");
+  d.dcpFormat = *f;
   if (!saveDcp.empty()) {
     if (!d.save.empty()) return Status::error("--save and --save-dcp: choose one checkpoint format");
     d.save = saveDcp;
@@ -179,11 +184,16 @@ int main(int argc, char** argv) {
   app.add_option("--resume", d.resume,
                  "start from a checkpoint: a --save folder (its latest step) or one step folder; a "
                  "checkpoint saved under another mesh or layout is resharded");
-  std::string saveDcp, resumeDcp;
+  std::string saveDcp, resumeDcp, dcpFormat = "torch";
   app.add_option("--save-dcp", saveDcp,
                  "after the last step, save a PyTorch Distributed Checkpoint folder (.metadata + "
                  "__<rank>_0.distcp) that torch.distributed.checkpoint.load reads; with --save-every, "
                  "as step-<N>/ folders in it, --keep of them (docs/CHECKPOINTS.md)");
+  app.add_option(
+      "--dcp-format", dcpFormat,
+      "the layout --save-dcp writes: torch (default; FileSystemWriter's) or hf (DCP's Hugging Face "
+      "safetensors, as HuggingFaceStorageWriter(save_distributed=True) writes: a "
+      "shard-<rank+1>-model-00001-of-00001.safetensors per rank, read by HuggingFaceStorageReader)");
   app.add_option("--resume-dcp", resumeDcp,
                  "start from a PyTorch Distributed Checkpoint folder (dcp.save, FSDP2, torchtitan), or "
                  "the newest complete step-<N>/ folder in it, resharded to this program's layout "
@@ -238,7 +248,7 @@ int main(int argc, char** argv) {
     return kBadInput;
   }
   if (Status st = logging::configure(logLevel); !st.isOk()) return fail(kBadInput, "", st);
-  if (Status st = applyDcpFlags(saveDcp, resumeDcp, d); !st.isOk()) return fail(kBadInput, "", st);
+  if (Status st = applyDcpFlags(saveDcp, resumeDcp, dcpFormat, d); !st.isOk()) return fail(kBadInput, "", st);
   if (rtolOpt->count()) d.rtol = rtol;
   if (atolOpt->count()) d.atol = atol;
   for (const std::string& lib : d.opLibraries)
