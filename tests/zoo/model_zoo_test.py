@@ -102,7 +102,7 @@ class ReuseAndPartial(unittest.TestCase):
         r = zoo("--render", js, "--out", md)
         self.assertEqual(r.returncode, 0, r.stderr)
         with open(md) as f:
-            self.assertIn("(partial: 1 of 3 models ran)", f.read())
+            self.assertIn("**Partial: 1 of 3 models ran**", f.read())
 
     def test_partial_json_after_each_model(self):
         sweep = object.__new__(z.Sweep)  # no binaries needed: only the bookkeeping
