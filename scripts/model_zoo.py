@@ -37,6 +37,7 @@ import shlex
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 import zlib
 
@@ -48,6 +49,7 @@ RTOL, ATOL = 1e-4, 1e-5
 BATCH, SEQ, VOCAB, IMG = 4, 16, 256, 32
 EXPORT_TIMEOUT, COMPILE_TIMEOUT, RUN_TIMEOUT = 420, 180, 240
 EAGER_ATTENTION = False  # set by the export worker's last fallback
+WINDOW = 8  # sliding-window attention: shorter than the sequence, so the window shows
 MAX_PARAMS = 30_000_000  # a config keyword that silently did not apply gives a full-size model
 
 # ----------------------------------------------------------------- models
@@ -104,13 +106,22 @@ def _tensors(out):
 def hf_config(cfg_cls, **kw):
     import transformers
     kw = dict(dict(pad_token_id=0, bos_token_id=1, eos_token_id=2, use_cache=False), **kw)
-    cfg = getattr(transformers, cfg_cls)(**kw)
+    try:
+        cfg = getattr(transformers, cfg_cls)(**kw)
+    except Exception as e:  # noqa: BLE001  (transformers 5's strict configs: no None window)
+        if kw.get("sliding_window", 0) is not None or "sliding_window" not in str(e):
+            raise
+        kw["sliding_window"] = WINDOW
+        cfg = getattr(transformers, cfg_cls)(**kw)
     for k, v in kw.items():  # some configs take other spellings; set what they ignored
         if getattr(cfg, k, None) != v:
             try:
                 setattr(cfg, k, v)
             except (AttributeError, TypeError, ValueError):
                 pass
+    layers = getattr(cfg, "layer_types", None) or ()
+    if getattr(cfg, "sliding_window", 0) is None and any("sliding" in str(t) for t in layers):
+        cfg.sliding_window = WINDOW  # layers typed sliding (the generic config's None): a window they can use
     _zero_dropout(cfg)
     return cfg
 
@@ -700,6 +711,21 @@ class Sweep:
     def __init__(self, a):
         self.a = a
         self.from_hf = tool_has_from_hf(a.spmdc)
+        self.records, self.lock, self.t0 = [], threading.Lock(), time.perf_counter()
+        self.meta = {}  # versions and command, for the partial JSON
+
+    def save_partial(self, names):
+        """Rewrites --json with the models done so far (marked partial), so a
+        sweep stopped early still leaves its table (--render)."""
+        if not self.a.json or not names:
+            return
+        with self.lock:
+            done = sorted(self.records, key=lambda r: names.index(r["name"]))
+            doc = dict(self.meta, partial=f"{len(done)} of {len(names)} models ran",
+                       seconds=round(time.perf_counter() - self.t0, 1), records=done)
+            with open(self.a.json + ".tmp", "w") as f:
+                json.dump(doc, f, indent=1)
+            os.replace(self.a.json + ".tmp", self.a.json)
 
     def layouts(self, tp):
         cells = [("dp", "2"), ("dp", "4"), ("fsdp", "2"), ("fsdp", "4"), ("dp", "2x2")]
@@ -798,7 +824,7 @@ class Sweep:
         os.remove(text)
         return ""
 
-    def model(self, name):
+    def model(self, name, names=()):
         t0 = time.perf_counter()
         spec = MODELS[name]
         d = os.path.join(self.a.work, name)
@@ -811,19 +837,25 @@ class Sweep:
                                  "matches": False, "reason": "model_zoo: " + one_line(e)})
         rec["seconds"] = round(time.perf_counter() - t0, 1)
         self.log(rec)
+        with self.lock:
+            self.records.append(rec)
+        self.save_partial(names)
         return rec
 
     def run_model(self, name, d, rec):
-        if os.path.exists(os.path.join(d, "export.json")):  # a previous sweep's, in a reused --work
-            os.remove(os.path.join(d, "export.json"))
-        r = sh([sys.executable, os.path.abspath(__file__), "--export-one", name, "--work", self.a.work],
-               EXPORT_TIMEOUT)
+        done = os.path.join(d, "export.json")
+        stderr = ""
+        if not (self.a.reuse_exports and os.path.exists(done)):
+            if os.path.exists(done):  # a previous sweep's, in a reused --work
+                os.remove(done)
+            stderr = sh([sys.executable, os.path.abspath(__file__), "--export-one", name, "--work", self.a.work],
+                        EXPORT_TIMEOUT).stderr
         try:
-            with open(os.path.join(d, "export.json")) as f:
+            with open(done) as f:
                 rec["export"] = json.load(f)
         except (OSError, ValueError):
             rec["export"] = {"status": "export_failed",
-                             "error": "export worker: " + ((r.stderr or "").strip().splitlines() or ["died"])[-1]}
+                             "error": "export worker: " + ((stderr or "").strip().splitlines() or ["died"])[-1]}
         ex = rec["export"]
         if ex["status"] == "ok":
             rec["cells"].append(self.single(d))
@@ -899,14 +931,15 @@ def md_escape(s):
     return str(s).replace("|", "\\|").replace("\n", " ")
 
 
-def write_markdown(path, records, summary, command, elapsed, versions):
+def write_markdown(path, records, summary, command, elapsed, versions, partial=None):
     L = ["# Model zoo", "",
          "Real architectures from transformers, timm and torchvision, random weights and small configs "
          "(2 layers, width 64, vocab 256, batch 4, sequence 16, images 32 px), exported with torch.export, "
          "compiled by spmdc, run by spmd-run on real worker processes (Gloo, CPU) and compared with eager "
          f"PyTorch (rtol {RTOL}, atol {ATOL}; every output, or the loss and every gradient of a train step). "
          "Generated by `scripts/model_zoo.py`; do not edit by hand.", "",
-         f"Command: `{command}` ({elapsed / 60:.1f} min, {versions}).", "",
+         f"Command: `{command}` ({elapsed / 60:.1f} min, {versions})."
+         + (f" **Partial: {partial}** (stopped early; the rows below are those that ran)." if partial else ""), "",
          "## Summary", "",
          f"- {summary['models']} models, {summary['exported']} exported by torch.export, "
          f"{summary['single_matches']} match eager on one device (spmd-run on the .pt2)",
@@ -1033,6 +1066,9 @@ def main():
     ap.add_argument("--spmdc", default=os.path.join(ROOT, "build", "tools", "spmdc", "spmdc"), help="(default: build/)")
     ap.add_argument("--spmd-run", default=os.path.join(ROOT, "build", "tools", "spmd-run", "spmd-run"),
                     help="(default: build/)")
+    ap.add_argument("--reuse-exports", action="store_true",
+                    help="take a model's export from --work where an earlier run (or --export-one) left one, "
+                         "instead of exporting it again (same torch and transformers: not checked)")
     ap.add_argument("--no-diagnostic", action="store_true", help="skip the --replicate-unknown column")
     ap.add_argument("--render", metavar="JSON", help="only rewrite --out from a --json file of an earlier sweep")
     ap.add_argument("--export-one", help=argparse.SUPPRESS)
@@ -1047,7 +1083,7 @@ def main():
             doc = json.load(f)
         out = a.out or os.path.join(ROOT, "docs", "MODELS.md")
         write_markdown(out, doc["records"], summarize(doc["records"]), doc.get("command", "python scripts/model_zoo.py"),
-                       doc["seconds"], doc["versions"])
+                       doc["seconds"], doc["versions"], partial=doc.get("partial"))
         print(f"model_zoo: wrote {out}")
         return 0
     miss = missing_libraries()
@@ -1085,14 +1121,15 @@ def main():
     versions = (f"torch {torch.__version__.split('+')[0]}, transformers {transformers.__version__}, "
                 f"timm {timm.__version__}, torchvision {torchvision.__version__.split('+')[0]}")
     sweep = Sweep(a)
+    command = "python scripts/model_zoo.py " + " ".join(shlex.quote(x) for x in public_args(sys.argv[1:]))
+    sweep.meta = {"versions": versions, "command": command.strip()}
     print(f"model_zoo: {len(names)} models, {versions}; TP layouts "
           + ("via spmdc schema from-hf" if sweep.from_hf else "pending (spmdc has no `schema from-hf`)"), flush=True)
     t0 = time.perf_counter()
     with concurrent.futures.ThreadPoolExecutor(max_workers=max(1, a.jobs)) as pool:
-        records = list(pool.map(sweep.model, names))
+        records = list(pool.map(lambda n: sweep.model(n, names), names))
     elapsed = time.perf_counter() - t0
     summary = summarize(records)
-    command = "python scripts/model_zoo.py " + " ".join(shlex.quote(x) for x in public_args(sys.argv[1:]))
     if a.out:
         write_markdown(a.out, records, summary, command.strip(), elapsed, versions)
         print(f"model_zoo: wrote {a.out}")

@@ -5,7 +5,10 @@
 // replicated; Embedding dim 0, the vocabulary). GPT-2's Conv1D stores the
 // weight transposed ([in, out]): colwise shards dim 1, rowwise dim 0.
 // Packed styles (fused gate/up) shard each of the two halves: S(d, sf=2);
-// "packed_colwise:3" (our extension) each third of a fused QKV.
+// "packed_colwise:3" (our extension) each third of a fused QKV. transformers
+// 5's unit styles shard whole heads over a head-sized sub-mesh of the TP group:
+// on the one TP axis here they are colwise/rowwise, and the compiler keeps the
+// heads' semantics (it redistributes where a head would be cut).
 #include "schema/TpPlan.h"
 
 #include <algorithm>
@@ -28,17 +31,23 @@ struct Style {
 
 // sequence_parallel and the router/identity styles place no parameter
 // shard: their parameters stay replicated (sequence_parallel turns on the
-// sequence-parallel pass instead, sequenceParallelEntry()).
+// sequence-parallel pass instead, sequenceParallelEntry()). local_params
+// (the module's forward sees its parameters' local shards, which their own
+// entries place) and mla_kv_a_proj (a replicated projection whose rope part
+// all-reduces its gradient) place none either.
 constexpr Style kStyles[] = {
     {"colwise", Kind::Colwise, 1},
     {"colwise_rep", Kind::Colwise, 1},
     {"colwise_gather_output", Kind::Colwise, 1},
     {"local_colwise", Kind::Colwise, 1},
+    {"unit_colwise", Kind::Colwise, 1},
+    {"embedding_colwise", Kind::Colwise, 1},
     {"packed_colwise", Kind::Colwise, 2},
     {"rowwise", Kind::Rowwise, 1},
     {"rowwise_rep", Kind::Rowwise, 1},
     {"rowwise_split_input", Kind::Rowwise, 1},
     {"local_rowwise", Kind::Rowwise, 1},
+    {"unit_rowwise", Kind::Rowwise, 1},
     {"embedding_rowwise", Kind::Rowwise, 1},
     {"packed_rowwise", Kind::Rowwise, 2},
     {"local_packed_rowwise", Kind::Rowwise, 2},
@@ -48,6 +57,8 @@ constexpr Style kStyles[] = {
     {"replicate", Kind::Replicated, 1},
     {"replicated_with_grad_allreduce", Kind::Replicated, 1},
     {"local", Kind::Replicated, 1},
+    {"local_params", Kind::Replicated, 1},
+    {"mla_kv_a_proj", Kind::Replicated, 1},
     {"gather", Kind::Replicated, 1},
     {"all_reduce", Kind::Replicated, 1},
     {"sequence_parallel", Kind::Replicated, 1},

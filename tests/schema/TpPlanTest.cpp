@@ -43,6 +43,22 @@ TEST_CASE("tp styles place nn.Linear, Conv1D and Embedding parameters as transfo
     CHECK(at(style, kLinear, "weight", 2) == "R");
 }
 
+TEST_CASE("transformers 5's unit, embedding_colwise, local_params and mla_kv_a_proj styles", "[schema][tp]") {
+  // Beam's and GraniteSWA's "layers.*.self_attn": "local_params", DeepSeek's kv_a_proj_with_mqa, MiniCPM5's
+  // unit_colwise k/v projections, Qwen4's embedding_colwise n-gram table: refused as unknown before.
+  auto s = parsePlacementSchema(R"js({"version": 1, "tp_plan": {"layers.*.self_attn": "local_params",
+      "layers.*.self_attn.kv_a_proj_with_mqa": "mla_kv_a_proj", "layers.*.self_attn.k_proj": "unit_colwise",
+      "layers.*.self_attn.o_proj": "unit_rowwise", "ple": "embedding_colwise"}})js",
+                                "s.json");
+  REQUIRE(s.hasValue());
+  CHECK(at("unit_colwise", kLinear, "weight", 2) == "S(0)");
+  CHECK(at("unit_colwise", kLinear, "bias", 1) == "S(0)");
+  CHECK(at("unit_rowwise", kLinear, "weight", 2) == "S(1)");
+  CHECK(at("embedding_colwise", kEmbedding, "weight", 2) == "S(1)");
+  CHECK(at("local_params", "", "sinks", 1) == "R");
+  CHECK(at("mla_kv_a_proj", kLinear, "weight", 2) == "R");
+}
+
 TEST_CASE("plan globs govern modules under any prefix; the longest matching glob wins", "[schema][tp]") {
   TpPlan plan = {{"layers.*.mlp.up_proj", "colwise"}, {"layers.*", "replicate"}, {"lm_head", "colwise_rep"}};
   CHECK(tpPlanEntry(plan, "model.layers.3.mlp.up_proj")->second == "colwise");

@@ -1,0 +1,121 @@
+"""The model-zoo sweep's own machinery (scripts/model_zoo.py), cheap:
+
+- a generic config that types its layers sliding but leaves no window (the
+  zoo's sliding_window=None) gets one, so the family runs eagerly
+  (transformers' Cohere2: "Could not find a `sliding_window` argument"), and
+  so does one whose strict config refuses None (transformers 5's CWM, Dory);
+- --reuse-exports takes an export an earlier run left in --work instead of
+  exporting again;
+- --json is rewritten after every model, marked partial, and --render names
+  a partial sweep in the table's command line.
+
+Exits 77 (skip) without transformers, timm or torchvision.
+Usage: model_zoo_test.py SPMDC SPMD_RUN
+"""
+import importlib
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import unittest
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+ZOO = os.path.join(ROOT, "scripts", "model_zoo.py")
+sys.path.insert(0, os.path.join(ROOT, "scripts"))
+SPMDC, SPMD_RUN = sys.argv[1:3] if len(sys.argv) >= 3 else ("spmdc", "spmd-run")
+
+try:
+    import torch
+    import transformers  # noqa: F401
+    import model_zoo as z
+except ImportError as e:
+    print(f"model_zoo_test: skipped: {e}")
+    sys.exit(77)
+
+
+def zoo(*args):
+    return subprocess.run([sys.executable, ZOO, *args, "--spmdc", SPMDC, "--spmd-run", SPMD_RUN],
+                          capture_output=True, text=True, timeout=300)
+
+
+class SlidingWindow(unittest.TestCase):
+    def test_generic_config_gets_a_window(self):
+        cfg = z.hf_config("Cohere2Config", **dict(z.GENERIC))
+        self.assertTrue(any("sliding" in t for t in cfg.layer_types))
+        self.assertEqual(cfg.sliding_window, z.WINDOW)
+
+    def test_sliding_family_runs_eagerly(self):
+        m, _ = z.hf_build("Cohere2Config", "Cohere2ForCausalLM", **dict(z.GENERIC))
+        ids = torch.randint(0, z.VOCAB, (1, 16))
+        with torch.no_grad():
+            out = m(ids)  # raised "Could not find a `sliding_window` argument in the config"
+        self.assertEqual(tuple(out.shape), (1, 16, z.VOCAB))
+
+    def test_strict_config_refusing_no_window_gets_one(self):
+        tf = importlib.import_module("transformers")  # the module hf_config imports (a model build may swap it)
+
+        class StrictConfig(tf.PretrainedConfig):  # transformers 5's strict dataclass configs
+            def __init__(self, sliding_window=4096, **kw):
+                if sliding_window is None:
+                    raise ValueError("Validation error for field 'sliding_window': expected int, got None")
+                self.sliding_window = sliding_window
+                super().__init__(**kw)
+        tf.ZooStrictConfig = StrictConfig
+        try:
+            cfg = z.hf_config("ZooStrictConfig", **dict(z.GENERIC))
+        finally:
+            del tf.ZooStrictConfig
+        self.assertEqual(cfg.sliding_window, z.WINDOW)
+
+    def test_explicit_window_kept(self):
+        cfg = z.hf_config("Cohere2Config", **dict(z.GENERIC, sliding_window=4))
+        self.assertEqual(cfg.sliding_window, 4)
+
+
+class ReuseAndPartial(unittest.TestCase):
+    def setUp(self):
+        self.tmp = tempfile.TemporaryDirectory(prefix="zoo-test-")
+        self.work = self.tmp.name
+        self.name = next(n for n in z.MODELS if z.discovered(n))  # a listed, not failed, row when not exported
+        os.makedirs(os.path.join(self.work, self.name))
+        with open(os.path.join(self.work, self.name, "export.json"), "w") as f:
+            json.dump({"name": self.name, "status": "build_failed", "error": "left by an earlier run"}, f)
+
+    def tearDown(self):
+        self.tmp.cleanup()
+
+    def test_reuse_exports_and_partial_json(self):
+        js, md = os.path.join(self.work, "r.json"), os.path.join(self.work, "r.md")
+        r = zoo("--only", self.name, "--quick", "--work", self.work, "--reuse-exports", "--json", js, "--out", md)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        with open(js) as f:
+            doc = json.load(f)
+        self.assertNotIn("partial", doc)  # the finished sweep's JSON
+        self.assertEqual(doc["records"][0]["export"]["error"], "left by an earlier run")  # not exported again
+        with open(md) as f:
+            self.assertIn("left by an earlier run", f.read())
+        # a sweep stopped after one model: its partial JSON renders with the note
+        doc["partial"] = "1 of 3 models ran"
+        with open(js, "w") as f:
+            json.dump(doc, f)
+        r = zoo("--render", js, "--out", md)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        with open(md) as f:
+            self.assertIn("**Partial: 1 of 3 models ran**", f.read())
+
+    def test_partial_json_after_each_model(self):
+        sweep = object.__new__(z.Sweep)  # no binaries needed: only the bookkeeping
+        sweep.a = type("A", (), {"json": os.path.join(self.work, "p.json")})()
+        sweep.records, sweep.lock, sweep.t0, sweep.meta = [], __import__("threading").Lock(), 0.0, {"versions": "v"}
+        sweep.records.append({"name": "b"})
+        sweep.save_partial(["a", "b", "c"])
+        with open(sweep.a.json) as f:
+            doc = json.load(f)
+        self.assertEqual(doc["partial"], "1 of 3 models ran")
+        self.assertEqual([r["name"] for r in doc["records"]], ["b"])
+        self.assertEqual(doc["versions"], "v")
+
+
+if __name__ == "__main__":
+    unittest.main(argv=sys.argv[:1] + sys.argv[3:])  # then optional test names
