@@ -169,7 +169,8 @@ void registerPointwiseRules(RuleRegistry& r) {
   r.add("aten.where.self", pointwise(Linearity::Joint, {1, 2}));
   // Fused optimizer math (torch.optim's AdamW: exp_avg.lerp_(g, 1 - b1),
   // exp_avg_sq.addcmul_(g, g, value=1 - b2), p.addcdiv_(m, denom, ...)).
-  r.add({"aten.addcdiv.default", "aten.addcmul.default", "aten.lerp.Scalar", "aten.lerp.Tensor"}, pointwise());
+  r.add({"aten.addcdiv.default", "aten.addcmul.default", "aten.lerp.Scalar", "aten.lerp.Tensor"},
+        pointwise());
 }
 
 }  // namespace spmd::sharding
