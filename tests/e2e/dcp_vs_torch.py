@@ -163,6 +163,17 @@ def check_resume(a, d, prog, ckpt, ref, failures, save=True):
     return got
 
 
+def one_step_logs(a, d, prog, sources, tag):
+    """The loss log of one step of `prog` on 4 ranks resumed (--resume-dcp) from each of `sources`."""
+    logs = []
+    for i, src in enumerate(sources):
+        log = d / f"{tag}-{i}.log"
+        run([a[1], "-n", 4, prog, "--inputs", MODEL / "inputs.safetensors", "--steps", 1, "--resume-dcp", src,
+             "--loss-log", log, "-q"])
+        logs.append([json.loads(x) for x in log.read_text().splitlines()])
+    return logs
+
+
 def check_save(d, got, ref, failures):
     """PyTorch loads spmd-run's DCP folder into a get_state_dict-shaped state dict."""
     import torch
@@ -222,12 +233,7 @@ def check_pipeline(a, d, prog, ckpt, failures):
     worst = max((rel_err(got[k], want[k]) for k in want if k in got), default=0.0)
     if worst > TOL:
         failures.append(f"pipeline: {saved} as torch loads it differs from dp x tp's save by {worst:.3g}")
-    logs = []
-    for src in (saved, d / "spmd_ckpt"):
-        log = d / f"pp-resume-{len(logs)}.log"
-        run([a[1], "-n", 4, prog, "--inputs", MODEL / "inputs.safetensors", "--steps", 1, "--resume-dcp", src,
-             "--loss-log", log, "-q"])
-        logs.append([json.loads(x) for x in log.read_text().splitlines()])
+    logs = one_step_logs(a, d, prog, (saved, d / "spmd_ckpt"), "pp-resume")
     if [x["step"] for x in logs[0]] != [SAVED_AT + MORE] or \
             not abs(logs[0][0]["loss"] - logs[1][0]["loss"]) <= TOL * max(1.0, abs(logs[1][0]["loss"])):
         failures.append(f"pipeline: dp x tp resuming {saved} logged {logs[0]}, from dp x tp's save {logs[1]}")
@@ -278,12 +284,7 @@ def check_periodic(a, d, prog, ckpt, failures):
     if got.keys() != want.keys() or any(not torch.equal(got[k], want[k]) for k in want):
         failures.append(f"periodic: {root / last} as torch loads it differs from --save-dcp's folder")
     (root / "step-9").mkdir()  # a newer save that never finished: no .metadata
-    logs = []
-    for src in (root, d / "spmd_ckpt"):
-        log = d / f"periodic-{len(logs)}.log"
-        run([a[1], "-n", 4, prog, "--inputs", MODEL / "inputs.safetensors", "--steps", 1, "--resume-dcp", src,
-             "--loss-log", log, "-q"])
-        logs.append([json.loads(x) for x in log.read_text().splitlines()])
+    logs = one_step_logs(a, d, prog, (root, d / "spmd_ckpt"), "periodic")
     if logs[0] != [dict(logs[1][0], step_ms=logs[0][0]["step_ms"])] or logs[0][0]["step"] != SAVED_AT + MORE:
         failures.append(f"periodic: --resume-dcp {root} logged {logs[0]}, want step {SAVED_AT + MORE} as from "
                         f"{d / 'spmd_ckpt'}: {logs[1]}")
