@@ -144,6 +144,13 @@ void MeshComm::track(const c10::intrusive_ptr<c10d::Work>& work) {
   if (nccl_ && work) issued_.push_back(work);
 }
 
+void MeshComm::beginRun() {
+  stats_ = {};
+  symbols_.clear();
+  pending_.clear();
+  issued_.clear();
+}
+
 Status MeshComm::failed() {
   std::vector<c10::intrusive_ptr<c10d::Work>> issued = std::move(issued_);
   issued_.clear();

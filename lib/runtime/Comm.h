@@ -132,6 +132,9 @@ class MeshComm {
   /// collective that failed (a timeout or a dead peer, after c10d's watchdog
   /// aborted the communicator), else ok; forgets the tracked ones.
   Status failed();
+  /// Forgets what an earlier run left: stats, symbols, pending and tracked
+  /// collectives (a communicator kept between runs: ThreadedWorld).
+  void beginRun();
 
  private:
   sharding::Mesh mesh_;

@@ -210,9 +210,13 @@ bool forwardOnly(const program::Program& p) {
 
 }  // namespace
 
-Expected<RankResult> runRank(const program::LoadedProgram& lp, int64_t rank,
-                             const c10::intrusive_ptr<c10d::Store>& store, const TensorMap& inputs,
-                             const RankOptions& options) {
+namespace {
+
+// runRank on `shared`'s groups when given (ThreadedWorld), else on groups
+// it builds.
+Expected<RankResult> runRankOn(const program::LoadedProgram& lp, int64_t rank,
+                               const c10::intrusive_ptr<c10d::Store>& store, const TensorMap& inputs,
+                               const RankOptions& options, MeshComm* shared) {
   const program::Program& p = lp.program();
   if (p.pipeline) return runPipelineRank(lp, rank, store, inputs, options);
   auto where = [&](const Status& s) { return s.withContext("rank " + std::to_string(rank)); };
@@ -244,9 +248,15 @@ Expected<RankResult> runRank(const program::LoadedProgram& lp, int64_t rank,
     if (!bound) return bound.status();
     batches.push_back(std::move(*bound));
   }
-  auto comm = MeshComm::create(store, p.mesh, rank, options.comm);
-  if (!comm) return comm.status();
-  CollectiveScope scope(comm->get());
+  std::unique_ptr<MeshComm> owned;
+  MeshComm* comm = shared;
+  if (comm) {
+    comm->beginRun();
+  } else {
+    SPMD_ASSIGN_OR_RETURN(owned, MeshComm::create(store, p.mesh, rank, options.comm));
+    comm = owned.get();
+  }
+  CollectiveScope scope(comm);
   // Outputs that update a weight in place after each step.
   std::vector<std::pair<std::string, at::Tensor>> updates;
   const auto& names = runner->outputNames();
@@ -266,10 +276,10 @@ Expected<RankResult> runRank(const program::LoadedProgram& lp, int64_t rank,
     auto t0 = std::chrono::steady_clock::now();
     // Batches continue where the checkpoint left off (bit-exact resume).
     size_t batch = static_cast<size_t>(firstStep + i) % batches.size();
-    (*comm)->setSymbols(symbols[batch]);
+    comm->setSymbols(symbols[batch]);
     // The last step's outputs (new weights, gradients) go before this one runs.
     outputs = Status::error("program did not run");
-    outputs = step.run(*runner, batches[batch], **comm);
+    outputs = step.run(*runner, batches[batch], *comm);
     if (!outputs) return where(outputs.status());
     for (auto& [name, weight] : updates) {
       auto it = outputs->find(name);
@@ -278,7 +288,7 @@ Expected<RankResult> runRank(const program::LoadedProgram& lp, int64_t rank,
     auto loss = outputs->find("loss");
     double value = loss == outputs->end() ? std::nan("") : loss->second.to(at::kDouble).sum().item<double>();
     synchronizeDevice(options.device);  // a GPU step ends when its kernels do
-    SPMD_RETURN_IF_ERROR(where((*comm)->failed()));
+    SPMD_RETURN_IF_ERROR(where(comm->failed()));
     seconds.push_back(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
     if (loss != outputs->end()) result.losses.push_back(value);
     if (options.onStep) options.onStep(firstStep + i, value, seconds.back());
@@ -293,18 +303,45 @@ Expected<RankResult> runRank(const program::LoadedProgram& lp, int64_t rank,
       if (names[i].empty()) continue;
       auto it = outputs->find(names[i]);
       if (it == outputs->end()) continue;
-      at::Tensor g = toGlobal(it->second, p.outputs[i].spec, p.outputs[i].globalType, **comm);
+      at::Tensor g = toGlobal(it->second, p.outputs[i].spec, p.outputs[i].globalType, *comm);
       if (rank == 0) result.outputs.emplace(names[i], g.cpu());
     }
     synchronizeDevice(options.device);
-    SPMD_RETURN_IF_ERROR(where((*comm)->failed()));
+    SPMD_RETURN_IF_ERROR(where(comm->failed()));
   } catch (const std::exception& e) {
     std::string what = e.what();
     return Status::error("rank " + std::to_string(rank) +
                          ": gathering outputs failed: " + what.substr(0, what.find('\n')));
   }
-  result.stats = (*comm)->stats();
+  result.stats = comm->stats();
   return result;
+}
+
+}  // namespace
+
+Expected<RankResult> runRank(const program::LoadedProgram& lp, int64_t rank,
+                             const c10::intrusive_ptr<c10d::Store>& store, const TensorMap& inputs,
+                             const RankOptions& options) {
+  return runRankOn(lp, rank, store, inputs, options, nullptr);
+}
+
+Expected<std::unique_ptr<ThreadedWorld>> ThreadedWorld::create(const sharding::Mesh& mesh,
+                                                               const CommOptions& options) {
+  auto world = std::unique_ptr<ThreadedWorld>(new ThreadedWorld());
+  world->mesh_ = mesh;
+  world->store_ = c10::make_intrusive<c10d::HashStore>();
+  auto n = static_cast<size_t>(mesh.numRanks());
+  std::vector<std::optional<Expected<std::unique_ptr<MeshComm>>>> made(n);
+  std::vector<std::thread> threads;
+  for (size_t r = 0; r < n; ++r)
+    threads.emplace_back(
+        [&, r] { made[r] = MeshComm::create(world->store_, mesh, static_cast<int64_t>(r), options); });
+  for (auto& t : threads) t.join();
+  for (auto& m : made) {
+    if (!m->hasValue()) return m->status();
+    world->comms_.push_back(std::move(**m));
+  }
+  return world;
 }
 
 Status saveAfterStep(const RankOptions& o, const program::Program& p, int64_t rank, const TensorMap& weights,
@@ -316,26 +353,37 @@ Status saveAfterStep(const RankOptions& o, const program::Program& p, int64_t ra
 }
 
 Expected<std::vector<RankResult>> runThreadedRanks(const program::LoadedProgram& program,
-                                                   const TensorMap& inputs, const RankOptions& options) {
-  int64_t n = program::worldSize(program.program());
-  auto store = c10::make_intrusive<c10d::HashStore>();
+                                                   const TensorMap& inputs, const RankOptions& options,
+                                                   ThreadedWorld* world) {
+  const program::Program& p = program.program();
+  int64_t n = program::worldSize(p);
+  // Saves and resumes agree through store keys a reused store already holds.
+  bool shared = world && world->usable() && !p.pipeline && p.mesh == world->mesh() &&
+                options.resume.empty() && options.save.empty() && !options.comm.nccl;
+  c10::intrusive_ptr<c10d::Store> store = world && shared ? world->store_ : nullptr;
+  if (!store) store = c10::make_intrusive<c10d::HashStore>();
   std::vector<std::optional<Expected<RankResult>>> results(static_cast<size_t>(n));
   std::vector<std::thread> threads;
   for (int64_t r = 0; r < n; ++r)
-    threads.emplace_back(
-        [&, r] { results[static_cast<size_t>(r)] = runRank(program, r, store, inputs, options); });
+    threads.emplace_back([&, r] {
+      MeshComm* comm = shared ? world->comms_[static_cast<size_t>(r)].get() : nullptr;
+      results[static_cast<size_t>(r)] = runRankOn(program, r, store, inputs, options, comm);
+    });
   for (auto& t : threads) t.join();
   std::vector<RankResult> out;
   for (auto& r : results) {
-    if (!r->hasValue()) return r->status();
+    if (!r->hasValue()) {
+      if (shared) world->usable_ = false;
+      return r->status();
+    }
     out.push_back(std::move(**r));
   }
   return out;
 }
 
 Expected<RankResult> runThreaded(const program::LoadedProgram& program, const TensorMap& inputs,
-                                 const RankOptions& options) {
-  SPMD_ASSIGN_OR_RETURN(std::vector<RankResult> ranks, runThreadedRanks(program, inputs, options));
+                                 const RankOptions& options, ThreadedWorld* world) {
+  SPMD_ASSIGN_OR_RETURN(std::vector<RankResult> ranks, runThreadedRanks(program, inputs, options, world));
   return std::move(ranks[0]);
 }
 

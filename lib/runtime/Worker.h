@@ -14,6 +14,7 @@
 
 #include <chrono>
 #include <functional>
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
@@ -93,15 +94,44 @@ Expected<RankResult> runRank(const program::LoadedProgram& program, int64_t rank
                              const c10::intrusive_ptr<c10d::Store>& store, const TensorMap& inputs,
                              const RankOptions& options);
 
+/// Every rank of a simulated world kept between runThreaded calls: one
+/// store and each rank's process groups of one mesh, built once. Building
+/// Gloo groups costs tens of milliseconds a run; tests that run thousands
+/// of small programs on a few meshes (numeric_test) pay it once.
+///
+///   SPMD_ASSIGN_OR_RETURN(auto world, ThreadedWorld::create(mesh, {}));
+///   for (const auto& program : programs) runThreaded(program, inputs, {}, world.get());
+class ThreadedWorld {
+ public:
+  /// Builds every rank's groups of `mesh`, one thread per rank.
+  static Expected<std::unique_ptr<ThreadedWorld>> create(const sharding::Mesh& mesh,
+                                                         const CommOptions& options);
+  const sharding::Mesh& mesh() const { return mesh_; }
+  /// False once a run on it failed: its groups may hold unmatched
+  /// collectives, so runs build their own groups again (make a new world).
+  bool usable() const { return usable_; }
+
+ private:
+  friend Expected<std::vector<RankResult>> runThreadedRanks(const program::LoadedProgram&, const TensorMap&,
+                                                            const RankOptions&, ThreadedWorld*);
+  sharding::Mesh mesh_;
+  c10::intrusive_ptr<c10d::Store> store_;
+  std::vector<std::unique_ptr<MeshComm>> comms_;
+  bool usable_ = true;
+};
+
 /// Runs all ranks of `program` as threads of this process; returns rank 0's
-/// result. The first failing rank's error is returned.
+/// result. The first failing rank's error is returned. With `world` (whose
+/// mesh is the program's; not for pipelined programs, checkpoint saves or
+/// resumes, which build their own groups) the ranks use its groups.
 Expected<RankResult> runThreaded(const program::LoadedProgram& program, const TensorMap& inputs,
-                                 const RankOptions& options = {});
+                                 const RankOptions& options = {}, ThreadedWorld* world = nullptr);
 
 /// runThreaded, returning every rank's result in rank order (global outputs
 /// on rank 0's only).
 Expected<std::vector<RankResult>> runThreadedRanks(const program::LoadedProgram& program,
-                                                   const TensorMap& inputs, const RankOptions& options = {});
+                                                   const TensorMap& inputs, const RankOptions& options = {},
+                                                   ThreadedWorld* world = nullptr);
 
 /// Checks global inputs against the program: every user input present
 /// (as "input.<i>" or by name), with the program's dtype and global shape,

@@ -7,6 +7,8 @@
 #include <cstdlib>
 #include <functional>
 #include <limits>
+#include <map>
+#include <memory>
 #include <optional>
 #include <sstream>
 
@@ -319,6 +321,23 @@ ReduceOp pendingOp(const ShardingSpec& spec) {
   return ReduceOp::Sum;
 }
 
+/// This process's simulated world on `mesh`, its process groups built once
+/// for every case run on that mesh (a new one after a failed run); null when
+/// its groups cannot be built (the run then builds its own and reports why).
+runtime::ThreadedWorld* worldOn(const sharding::Mesh& mesh, const runtime::CommOptions& comm,
+                                CheckStats& stats) {
+  static std::map<std::string, std::unique_ptr<runtime::ThreadedWorld>> worlds;
+  auto& world = worlds[mesh.str()];
+  for (int attempt = 0; attempt < 3 && (!world || !world->usable()); ++attempt) {
+    // Gloo's TCP rendezvous on 127.0.0.1 now and then meets a stray
+    // connection (other processes' workers on reused ports): set up again.
+    if (attempt > 0) ++stats.setupRetries;
+    auto made = runtime::ThreadedWorld::create(mesh, comm);
+    world = made ? std::move(*made) : nullptr;
+  }
+  return world.get();
+}
+
 /// Checks the strategies of one node against its unsharded run.
 struct Checker {
   Checker(const ir::Node& n, const TensorMap& ops, const std::string& w, CheckStats& s,
@@ -431,9 +450,7 @@ struct Checker {
     }
     runtime::RankOptions opts;
     opts.comm.timeout = std::chrono::milliseconds(20000);
-    auto run = runtime::runThreaded(*loaded, inputs, opts);
-    // Gloo's TCP rendezvous on 127.0.0.1 now and then meets a stray
-    // connection (other processes' workers on reused ports): set up again.
+    auto run = runtime::runThreaded(*loaded, inputs, opts, worldOn(mesh, opts.comm, stats));
     for (int retry = 0; retry < 2 && !run && run.status().message().find(kSetupFailed) != std::string::npos;
          ++retry) {
       ++stats.setupRetries;
