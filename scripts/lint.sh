@@ -13,6 +13,6 @@ if ! clang-format --dry-run -Werror "${sources[@]}" 2>/tmp/spmdc-format.log; the
 fi
 mapfile -t tidy < <(git ls-files 'lib/*.cpp' | grep -v '^lib/runtime/')
 if [ -f "$build/compile_commands.json" ] && [ ${#tidy[@]} -gt 0 ]; then
-  printf '%s\n' "${tidy[@]}" | xargs -P"$(nproc)" -n4 clang-tidy -p "$build" --quiet 2>/dev/null
+  printf '%s\n' "${tidy[@]}" | xargs -P"${LINT_JOBS:-$(nproc)}" -n4 clang-tidy -p "$build" --quiet 2>/dev/null
 fi
 echo "lint: ok"
