@@ -5,6 +5,10 @@
 // verifier refuses a schedule that deadlocks; bad requests are one line.
 // Each rank holds only its stage's weights, and stage 0's measured
 // activation peak is m microbatches' under GPipe, pp under 1F1B.
+#include <limits>
+#include <map>
+#include <vector>
+
 #include "../TestUtil.h"
 #include "E2eUtil.h"
 #include "passes/LayoutCost.h"
@@ -205,29 +209,47 @@ TEST_CASE("each pipeline rank loads only the weights its stage reads") {
 
 namespace {
 
-// `steps` AdamW steps of `model` under the pipeline schema `schemaJson`
-// give one worker's losses and weights (1e-5), and the loss goes down.
-void checkAdamwSteps(const std::string& model, const std::string& schemaJson, int steps) {
-  INFO(model << " " << schemaJson);
-  passes::OptimizerOptions adamw = spmd::testing::adamw();
-  runtime::RankResult piped = compileAndRun(model, schemaJson, steps, adamw);
-  TempDir dir;
-  spmd::testing::compileTo(model, "dp", {1}, dir.file("one.spmd"), adamw);
-  auto one = program::readProgram(dir.file("one.spmd"));
-  REQUIRE(one.hasValue());
-  auto in = runtime::readTensors(modelDir(model) + "/inputs.safetensors");
-  REQUIRE(in.hasValue());
-  runtime::RankOptions opts;
-  opts.steps = steps;
-  auto single = runtime::runThreaded(*one, *in, opts);
-  REQUIRE(single.hasValue());
+// `steps` steps of `model` with `optimizer` under the pipeline schema
+// `schemaJson` and on one worker without a pipeline: (piped, one worker).
+std::pair<runtime::RankResult, runtime::RankResult> pipedAndSingle(
+    const std::string& model, const std::string& schemaJson, int steps,
+    const passes::OptimizerOptions& optimizer) {
+  runtime::RankResult piped = compileAndRun(model, schemaJson, steps, optimizer);
   REQUIRE(piped.losses.size() == static_cast<size_t>(steps));
+  // One worker's run, once per model, optimizer and step count.
+  static std::map<std::string, runtime::RankResult> singles;
+  std::string key =
+      model + " " + optimizer.kind + " " + std::to_string(optimizer.lr) + " " + std::to_string(steps);
+  if (!singles.count(key)) {
+    TempDir dir;
+    spmd::testing::compileTo(model, "dp", {1}, dir.file("one.spmd"), optimizer);
+    auto one = program::readProgram(dir.file("one.spmd"));
+    REQUIRE(one.hasValue());
+    auto in = runtime::readTensors(modelDir(model) + "/inputs.safetensors");
+    REQUIRE(in.hasValue());
+    runtime::RankOptions opts;
+    opts.steps = steps;
+    auto single = runtime::runThreaded(*one, *in, opts);
+    REQUIRE(single.hasValue());
+    REQUIRE(single->losses.size() == static_cast<size_t>(steps));
+    singles.emplace(key, std::move(*single));
+  }
+  return {std::move(piped), singles.at(key)};
+}
+
+// `steps` AdamW steps of `model` under the pipeline schema `schemaJson`
+// give one worker's losses and weights (1e-5; `paramTol` for the weights),
+// and the loss goes down.
+void checkAdamwSteps(const std::string& model, const std::string& schemaJson, int steps,
+                     double paramTol = 1e-5) {
+  INFO(model << " " << schemaJson);
+  auto [piped, single] = pipedAndSingle(model, schemaJson, steps, spmd::testing::adamw());
   for (size_t i = 0; i < piped.losses.size(); ++i) {
     INFO("step " << i);
-    CHECK(std::abs(piped.losses[i] - single->losses[i]) <= 1e-5 * std::abs(single->losses[i]));
+    CHECK(std::abs(piped.losses[i] - single.losses[i]) <= 1e-5 * std::abs(single.losses[i]));
   }
   CHECK(piped.losses.back() < piped.losses.front());
-  spmd::testing::checkOutputs(piped.outputs, single->outputs, 1e-5);
+  spmd::testing::checkOutputs(piped.outputs, single.outputs, paramTol);
 }
 
 }  // namespace
@@ -284,6 +306,88 @@ TEST_CASE("interleaved 1F1B over 2 ranks of 2 virtual stages gives eager's gradi
   // 2 microbatches: 4 (or 8) sum each gradient in another order than one
   // worker, which 3 AdamW steps amplify to 1.7e-5 (1F1B alike).
   checkAdamwSteps(kPipeModel, interleavedSchema(2), 3);
+}
+
+namespace {
+
+// Steps of `model` under `schemaJson` with SGD (which, unlike Adam, does
+// not amplify rounding) give one worker's losses and weights within 1 ulp
+// (of the loss, of each weight's largest element), and the last step's
+// gradients within 8 (measured: 6.6; each partial sum over microbatches,
+// dp ranks or tp shards rounds once more): what the pipelined AdamW steps
+// differ by is the order of those sums.
+void checkOnlyRounding(const std::string& model, const std::string& schemaJson, int steps) {
+  INFO(model << " " << schemaJson << " with SGD");
+  passes::OptimizerOptions sgd;
+  sgd.kind = "sgd";
+  sgd.lr = 0.05;
+  auto [piped, single] = pipedAndSingle(model, schemaJson, steps, sgd);
+  const double ulp = std::numeric_limits<float>::epsilon();
+  for (size_t i = 0; i < piped.losses.size(); ++i) {
+    INFO("step " << i << ": " << piped.losses[i] << " vs " << single.losses[i]);
+    CHECK(std::abs(piped.losses[i] - single.losses[i]) <= ulp * std::abs(single.losses[i]));
+  }
+  CHECK(piped.losses.back() < piped.losses.front());
+  for (const auto& [name, want] : single.outputs) {
+    INFO("output " << name);
+    REQUIRE(piped.outputs.count(name));
+    double scale = want.abs().max().item<double>();
+    double diff = (piped.outputs.at(name).to(at::kDouble) - want.to(at::kDouble)).abs().max().item<double>();
+    bool weight = name.starts_with("parameter.");
+    INFO((weight ? "weight" : "gradient") << ": " << diff / (ulp * scale) << " ulp");
+    CHECK(diff <= (weight ? 1 : 8) * ulp * scale);
+  }
+}
+
+std::string pipeSchema(const std::string& inner, const std::string& schedule) {
+  std::string pipe = R"({"microbatches": 2, "stages": 2, "schedule": ")" + schedule + "\"" +
+                     (schedule == "1f1b" ? "}" : R"(, "virtual_stages": 2})");
+  std::string axes = inner == "tp" ? R"(["pp", "tp"])" : R"(["pp", "dp"])";
+  std::string rest = inner == "tp" ? kLlamaTp : R"("preset": ")" + inner + R"(", )";
+  return schemaText("[2, 2]", axes, pipe, rest);
+}
+
+}  // namespace
+
+// The meshes of the issue's matrix beyond pp 2 alone (above; against
+// torch.distributed.pipelining and eager in pipeline_vs_torch): 3 AdamW
+// steps of llama_pipe_train on 4 workers, pp 2 x dp 2 and pp 2 x Megatron
+// tp 2 under 1F1B (2 stages of 4 layers) and interleaved 1F1B (2 ranks of
+// 2 virtual stages), pp 2 x fsdp 2 under interleaved 1F1B (1F1B: mlp_train
+// above), 2 microbatches; and pp 4 (1F1B, 4 microbatches: PyTorch's
+// Schedule1F1B takes no fewer than its stages). The losses match one
+// worker's within 1e-5, the weights within 1e-4, not 1e-5: a gradient
+// summed over 4 pieces (2 microbatches x 2 dp ranks, 4 microbatches) or
+// over tp shards rounds otherwise than one worker's, and Adam, which
+// divides by the root of the squared gradient, amplifies that to at most
+// 2.4e-5 after 3 steps (1F1B and interleaved alike, bit for bit). That
+// rounding is all: the next test case. pp x dp with an optimizer used to
+// be refused: the backward's seed reads the loss before its all-reduce
+// over dp, which the placer did not take for the loss, so a weight's
+// gradient landed on the next stage. Hidden ([.]): ctest runs it alone as
+// e2e_pipeline_matrix, to keep each ctest entry under a minute.
+const std::vector<std::string>& matrixSchemas() {
+  static const std::vector<std::string> schemas = {
+      schemaText("[4]", R"(["pp"])", R"({"microbatches": 4, "stages": 4})"),
+      pipeSchema("dp", "1f1b"),
+      pipeSchema("tp", "1f1b"),
+      pipeSchema("dp", "interleaved-1f1b"),
+      pipeSchema("fsdp", "interleaved-1f1b"),
+      pipeSchema("tp", "interleaved-1f1b")};
+  return schemas;
+}
+
+TEST_CASE("three AdamW steps on pp 4, pp x dp, pp x fsdp and pp x tp give one worker's losses and weights",
+          "[.][matrix]") {
+  for (const std::string& schema : matrixSchemas()) checkAdamwSteps(kPipeModel, schema, 3, 1e-4);
+}
+
+// The same meshes under 1F1B with SGD: one worker's losses and weights
+// within 1 ulp, so the AdamW drift above is summation order only. Hidden:
+// ctest's e2e_pipeline_rounding.
+TEST_CASE("SGD steps on pp 4, pp x dp and pp x tp differ from one worker's by rounding only",
+          "[.][rounding]") {
+  for (size_t i = 0; i < 3; ++i) checkOnlyRounding(kPipeModel, matrixSchemas()[i], 3);
 }
 
 TEST_CASE("the verifier refuses an interleaved schedule that deadlocks; bad interleaved requests") {
