@@ -607,7 +607,8 @@ TEST_CASE("1F1B keeps at most pp microbatches of activations alive on stage 0, G
 // shrink with it), says why in its summary, and the program it chose
 // gives eager's loss and gradients, its measured peak within the budget
 // and the modeled peak within 10% of it. Without a pp axis nothing changes.
-TEST_CASE("schema auto pipelines over a pp axis when only a pipeline fits the budget") {
+// Hidden: ctest's e2e_pipeline_auto.
+TEST_CASE("schema auto pipelines over a pp axis when only a pipeline fits the budget", "[.][auto]") {
   const std::string model = "../pipeline/llama_pipe_train";
   autoshard::AutoOptions o;
   o.mesh = *sharding::Mesh::create({2, 1}, {"pp", "dp"});
