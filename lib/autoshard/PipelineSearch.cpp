@@ -106,8 +106,14 @@ Expected<AutoResult> autoShardPipelined(const std::string& modelPath, const Auto
     if (r && (!best || betterLayout(r->chosen, best->chosen))) best = std::move(r);
     tried.push_back(std::move(t));
   };
-  if (!options.pins || !options.pins->pipeline) {  // the axis as any other
-    auto flat = searchLayout(modelPath, options);
+  const int64_t p = options.mesh.size(axis);
+  const bool flatToo = !options.pins || !options.pins->pipeline;
+  const auto pipelines = requests(options, axisName, p, batchRows(modelPath));
+  // The searches share the time limit.
+  AutoOptions each = options;
+  each.timeLimitSeconds /= static_cast<double>(pipelines.size() + (flatToo ? 1 : 0));
+  if (flatToo) {  // the axis as any other
+    auto flat = searchLayout(modelPath, each);
     PipelineTried t;
     if (flat)
       t.best = flat->chosen;
@@ -115,9 +121,8 @@ Expected<AutoResult> autoShardPipelined(const std::string& modelPath, const Auto
       t.error = flat.status().message();
     consider(std::move(t), flat ? std::optional<AutoResult>(std::move(*flat)) : std::nullopt);
   }
-  const int64_t p = options.mesh.size(axis);
-  for (const auto& request : requests(options, axisName, p, batchRows(modelPath))) {
-    auto [t, r] = tryPipeline(modelPath, options, {request, options.mesh});
+  for (const auto& request : pipelines) {
+    auto [t, r] = tryPipeline(modelPath, each, {request, options.mesh});
     consider(std::move(t), std::move(r));
   }
   if (!best)

@@ -5,6 +5,7 @@
 // its minimum cut, lib/pipeline/Boundary.h) at p, 2p and 4p microbatches
 // (those that divide the batch), each with the best layout of the other
 // axes inside the stages. Fits the budget first, then the faster step.
+// The searches share AutoOptions::timeLimitSeconds equally.
 //
 // A pipelined layout is priced per pipeline rank from the compiled program
 // (pipelinedCost): its forward and backward per microbatch (compute, the
