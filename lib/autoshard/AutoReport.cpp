@@ -81,6 +81,40 @@ std::string recomputeLine(const AutoResult& r) {
          " ms (+" + fixed(100 * extra / std::max(c.plain->computeSeconds * 1e3, 1e-30), 1) + "%)";
 }
 
+// What one pipeline tried (or the layout without one) came to: its
+// microbatches, step, peak, bubble and sends, or why nothing compiled.
+nlohmann::ordered_json pipelineJson(const PipelineTried& t) {
+  nlohmann::ordered_json j;
+  j["microbatches"] = t.microbatches;  // 0: no pipeline
+  if (!t.error.empty()) {
+    j["error"] = t.error;
+    return j;
+  }
+  j["fits"] = t.best.fits;
+  j["modeled_step_ms"] = t.best.cost.stepSeconds() * 1e3;
+  j["peak_bytes_per_rank"] = t.best.cost.peakBytes;
+  if (t.microbatches) {
+    j["bubble"] = t.bubble;
+    j["p2p_bytes_per_step"] = t.p2pBytesPerStep;
+  }
+  return j;
+}
+
+// One summary line per pipeline tried: why the chosen one won.
+std::string pipelineLine(const PipelineTried& t, const Evaluated& chosen) {
+  std::string what = t.microbatches ? "1f1b pipeline, " + std::to_string(t.microbatches) + " microbatches"
+                                    : std::string("no pipeline");
+  if (!t.error.empty()) return "  " + what + ": " + t.error;
+  const bool won = (chosen.schema.pipeline ? chosen.schema.pipeline->microbatches : 0) == t.microbatches;
+  std::string out = "  " + what + (won ? " (chosen)" : "") + ": modeled step " +
+                    fixed(t.best.cost.stepSeconds() * 1e3, 3) + " ms, peak " +
+                    withCommas(t.best.cost.peakBytes) + " B/rank" + (t.best.fits ? "" : " (over the budget)");
+  if (t.microbatches)
+    out += ", bubble " + fixed(100 * t.bubble, 1) + "%, " + withCommas(t.p2pBytesPerStep) +
+           " B sent between stages per step";
+  return out;
+}
+
 }  // namespace
 
 std::string autoReportJson(const AutoResult& r, const std::optional<int64_t>& budget) {
@@ -125,6 +159,10 @@ std::string autoReportJson(const AutoResult& r, const std::optional<int64_t>& bu
     for (const Evaluated& e : r.recomputeTried) rc["tried"].push_back(recomputeJson(e));
     j["recompute"] = rc;
   }
+  if (!r.pipelineTried.empty()) {
+    j["pipeline"] = nlohmann::ordered_json::array();
+    for (const PipelineTried& t : r.pipelineTried) j["pipeline"].push_back(pipelineJson(t));
+  }
   return j.dump();
 }
 
@@ -152,6 +190,7 @@ std::vector<std::string> autoSummaryLines(const AutoResult& r, const std::option
   out.push_back("  chose " + (chose.empty() ? std::string("everything replicated") : chose));
   if (!r.recomputeGlob.empty()) out.push_back(recomputeLine(r));
   for (const auto& a : r.alternatives) out.push_back("  " + why(a, r.chosen));
+  for (const PipelineTried& t : r.pipelineTried) out.push_back(pipelineLine(t, r.chosen));
   return out;
 }
 

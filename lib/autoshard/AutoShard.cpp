@@ -6,6 +6,7 @@
 // beats one within it; the result's schema, compiled again, gives the
 // program whose cost is `chosen.cost`.
 #include "autoshard/AutoShard.h"
+#include "autoshard/PipelineSearch.h"
 
 #include "autoshard/Isolate.h"
 #include "autoshard/JointRecompute.h"
@@ -166,8 +167,7 @@ class Evaluator {
   // Compiles in this process, on an archive read for it.
   Expected<passes::LayoutCost> fresh(const schema::PlacementSchema& s) {
     SPMD_ASSIGN_OR_RETURN(pt2::Archive a, pt2::readArchive(path_, {.loadWeights = false}));
-    SPMD_ASSIGN_OR_RETURN(passes::CompileResult r, passes::compile(a, s, opts_));
-    return passes::modelLayout(r.program, profile());
+    return compilePriced(a, s, o_, opts_, profile());
   }
 
   // The archive children compile (read once, without weights).
@@ -182,8 +182,7 @@ class Evaluator {
   // Compiles on the archive read once: only in a child (Isolate.h), where
   // the compile may change its copy (appendOptimizer, gathers).
   Expected<passes::LayoutCost> compileShared(const schema::PlacementSchema& s) {
-    SPMD_ASSIGN_OR_RETURN(passes::CompileResult r, passes::compile(*archive_, s, opts_));
-    return passes::modelLayout(r.program, profile());
+    return compilePriced(*archive_, s, o_, opts_, profile());
   }
 
   void noteCrash(const Expected<passes::LayoutCost>& r) {
@@ -509,6 +508,11 @@ bool betterLayout(const Evaluated& a, const Evaluated& b) {
 }
 
 Expected<AutoResult> autoShard(const std::string& modelPath, const AutoOptions& options) {
+  if (pipelineAxisToSearch(options) >= 0) return autoShardPipelined(modelPath, options);
+  return searchLayout(modelPath, options);
+}
+
+Expected<AutoResult> searchLayout(const std::string& modelPath, const AutoOptions& options) {
   AutoResult r;
   auto start = Clock::now();
   SPMD_ASSIGN_OR_RETURN(pt2::Archive a, pt2::readArchive(modelPath, {.loadWeights = false}));

@@ -45,6 +45,14 @@
 
 namespace spmd::autoshard {
 
+/// A pipeline the search lays the stages out for (PipelineSearch.h): each
+/// layout over the other axes is compiled under `request` on `mesh` (the
+/// whole mesh, the pipeline axis included) and priced by pipelinedCost.
+struct PipelineSetting {
+  schema::PipelineRequest request;
+  sharding::Mesh mesh = *sharding::Mesh::create({1});
+};
+
 /// Options of autoShard().
 struct AutoOptions {
   sharding::Mesh mesh = *sharding::Mesh::create({1});
@@ -83,6 +91,9 @@ struct AutoOptions {
   /// modules of its stack of layers gets "recompute": {"<stack>.*":
   /// "auto"} where the layout alone does not fit.
   bool jointRecompute = true;
+  /// Set by the pipeline search (a mesh axis named "pp", PipelineSearch.h):
+  /// `mesh` is then the mesh without that axis, and each layout the stages'.
+  std::optional<PipelineSetting> pipeline;
 };
 
 /// One evaluated layout.
@@ -100,6 +111,15 @@ struct Evaluated {
 
 /// Within the budget first, then the faster step (over it: the leaner).
 bool betterLayout(const Evaluated& a, const Evaluated& b);
+
+/// One pipeline the search priced (or the layout without one).
+struct PipelineTried {
+  Evaluated best;               ///< the best layout of the other axes under it
+  int64_t microbatches = 0;     ///< 0: no pipeline
+  double bubble = 0;            ///< (p - 1) / (m + p - 1)
+  int64_t p2pBytesPerStep = 0;  ///< bytes each step sends between stages
+  std::string error;            ///< set when nothing compiled under it
+};
 
 /// What autoShard() chose, and the layouts it compared it with.
 struct AutoResult {
@@ -129,6 +149,10 @@ struct AutoResult {
   /// The layouts the joint search priced for the budget, in that order
   /// (with recomputation where they did not fit alone).
   std::vector<Evaluated> recomputeTried;
+  /// With a mesh axis named "pp" (PipelineSearch.h): the best layout
+  /// without a pipeline (the axis as any other; absent when none
+  /// compiles), then the best under each microbatch count tried, in order.
+  std::vector<PipelineTried> pipelineTried;
 };
 
 /// Chooses the layout of the model at `modelPath` (see the top). Errors: the

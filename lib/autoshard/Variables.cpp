@@ -212,6 +212,19 @@ std::string schemaJson(const schema::PlacementSchema& s, const std::string& comm
     }
     j["recompute"] = rc;
   }
+  if (s.pipeline) {  // the pipeline search's (PipelineSearch.h), or the pins'
+    const schema::PipelineRequest& pp = *s.pipeline;
+    nlohmann::ordered_json pj;
+    pj["axis"] = pp.axis;
+    if (!pp.boundaries.empty())
+      pj["stages"] = pp.boundaries;
+    else if (pp.stageCount > 0)
+      pj["stages"] = pp.stageCount;
+    pj["schedule"] = pp.schedule;
+    if (pp.virtualStages != 1) pj["virtual_stages"] = pp.virtualStages;
+    pj["microbatches"] = pp.microbatches;
+    j["pipeline"] = pj;
+  }
   return j.dump(1) + "\n";
 }
 

@@ -130,6 +130,19 @@ double collectiveSeconds(const ir::Node& node, const sharding::Mesh& mesh, const
                  static_cast<int64_t>(bytesOf(outs[0])));
 }
 
+double nodeComputeSeconds(const ir::Node& node, const sharding::DeviceProfile& profile) {
+  const std::string& t = node.target();
+  if (ir::isCommunicating(t) || t == ir::kWait || sharding::isSymbolicOp(t) || isViewOp(t)) return 0;
+  std::vector<ir::Value*> outs = node.outputValues();
+  double bytes = 0;
+  for (const ir::Value* v : node.inputValues()) bytes += bytesOf(v);
+  for (const ir::Value* v : outs) bytes += bytesOf(v);
+  ir::ScalarType dt = outs.empty() ? ir::ScalarType::Float : outs[0]->type().dtype;
+  return opSeconds(bytes, nodeFlops(node), dt, profile);
+}
+
+double valueBytes(const ir::Value* v) { return bytesOf(v); }
+
 LayoutCost modelLayout(const program::Program& p, const sharding::DeviceProfile& profile) {
   LayoutCost c;
   const sharding::Mesh& mesh = p.mesh;
@@ -174,12 +187,7 @@ LayoutCost modelLayout(const program::Program& p, const sharding::DeviceProfile&
         it->second += ring->sends;
       continue;
     }
-    if (t == ir::kWait || sharding::isSymbolicOp(t) || isViewOp(t)) continue;
-    double bytes = 0;
-    for (const ir::Value* v : ins) bytes += bytesOf(v);
-    for (const ir::Value* v : outs) bytes += bytesOf(v);
-    ir::ScalarType dt = outs.empty() ? ir::ScalarType::Float : outs[0]->type().dtype;
-    c.computeSeconds += opSeconds(bytes, nodeFlops(*node), dt, profile);
+    c.computeSeconds += nodeComputeSeconds(*node, profile);
   }
   MemoryEstimate m = estimateMemory(p);
   c.paramBytes = m.paramBytes;

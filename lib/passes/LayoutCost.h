@@ -64,6 +64,13 @@ double collectiveSeconds(const ir::Node& node, const sharding::Mesh& mesh, const
 /// FLOPs of one node on its (local) shapes; 0 for ops counted bytes-bound.
 double nodeFlops(const ir::Node& node);
 
+/// Seconds modelLayout gives one node's compute on its (local) shapes; 0
+/// for collectives, waits, symbolic ops and views.
+double nodeComputeSeconds(const ir::Node& node, const sharding::DeviceProfile& profile);
+
+/// Bytes of a tensor value on its (local) shape; 0 for a non-tensor or null.
+double valueBytes(const ir::Value* v);
+
 /// True for ops that return a view of an operand (no bytes move: free).
 bool isViewOp(std::string_view target);
 

@@ -76,12 +76,16 @@ class Placer {
     return v->producer() ? &places_[static_cast<size_t>(v->producer()->index())] : nullptr;
   }
 
-  // A forward value summed over the microbatches: a loss.
+  // A forward value summed over the microbatches: a loss, also through
+  // sums over the other axes first (under dp, the loss's all-reduce over
+  // dp, then over the microbatches; the backward's seed reads the loss).
   bool isLoss(const ir::Value& v) {
     const PipelinePlace* src = producerPlace(&v);
     return src && src->phase == Phase::Forward &&
-           std::any_of(v.users().begin(), v.users().end(),
-                       [&](const ir::Node* u) { return accumulations_.count(u); });
+           std::any_of(v.users().begin(), v.users().end(), [&](const ir::Node* u) {
+             return accumulations_.count(u) ||
+                    (u->target() == ir::kAllReduce && isLoss(*u->outputValues().at(0)));
+           });
   }
 
   // The stages holding `v` for the backward: its producer's and, for a

@@ -131,61 +131,52 @@ Expected<int64_t> microbatchesPerRound(const std::string& schedule, const std::s
   return perRound;
 }
 
-// PyTorch's ScheduleInterleaved1F1B (schedules.py: _get_warmup_ops and
-// _get_1f1b_rank_ops, whose None idle slots are left out): rank r runs
-// `warmup` forwards, then pairs of a forward and a backward, then the
-// remaining backwards; the virtual stage of the k-th forward advances every
-// `perRound` microbatches, the backwards' runs the other way.
-Expected<Actions> interleavedActions(int64_t stages, int64_t microbatches, int64_t virtualStages) {
-  SPMD_ASSIGN_OR_RETURN(int64_t perRound, microbatchesPerRound("interleaved-1f1b", "ScheduleInterleaved1F1B",
-                                                               stages, microbatches));
-  Actions out(static_cast<size_t>(stages));
-  int64_t total = virtualStages * microbatches;
-  for (int64_t r = 0; r < stages; ++r) {
-    int64_t warmup = std::min((virtualStages - 1) * perRound + 2 * (stages - 1 - r), total);
-    auto fwdStage = [&](int64_t op) { return ((op / perRound) % virtualStages) * stages + r; };
-    auto bwdStage = [&](int64_t op) {
-      return (virtualStages - 1 - ((op - warmup) / perRound) % virtualStages) * stages + r;
-    };
-    std::map<int64_t, int64_t> nextF, nextB;
-    auto& list = out[static_cast<size_t>(r)];
-    for (int64_t op = 0; op < total + warmup; ++op) {
-      if (op < total) {
-        int64_t c = fwdStage(op);
-        list.push_back({Kind::Forward, nextF[c]++, c});
-      }
-      if (op >= warmup) {
-        int64_t c = bwdStage(op);
-        list.push_back({Kind::Backward, nextB[c]++, c});
-      }
-    }
-  }
-  return out;
-}
+// The two interleaved schedules, which differ only in their warm-up and in
+// how the backward runs.
+struct Interleaving {
+  const char* name;       ///< the schema's "schedule"
+  const char* torchName;  ///< PyTorch's class
+  /// Warm-up forwards per hop from the last rank: 2 for 1F1B (a forward
+  /// and its backward's way back), 1 for zero bubble.
+  int64_t warmupPerHop;
+  /// Zero bubble: the backward split into I and W (else one B).
+  bool splitBackward;
+};
 
-// PyTorch's ScheduleInterleavedZeroBubble (ZB1P; _get_1f1b_rank_ops with
-// enable_zero_bubble, its None slots left out): as interleaved 1F1B with
-// one warm-up forward per hop from the last rank, the backward split into
-// I (input gradients, sent back at once) and W (weight gradients); rank r
-// runs its W actions r backwards late, in the order of its I actions, and
-// the rest at the end, where the bubble was. One stage per rank: ZB-H1.
-Expected<Actions> zeroBubbleActions(int64_t stages, int64_t microbatches, int64_t virtualStages) {
-  SPMD_ASSIGN_OR_RETURN(int64_t perRound, microbatchesPerRound("zero-bubble", "ScheduleInterleavedZeroBubble",
-                                                               stages, microbatches));
+const Interleaving kInterleaved1F1B{"interleaved-1f1b", "ScheduleInterleaved1F1B", 2, false};
+const Interleaving kInterleavedZeroBubble{"zero-bubble", "ScheduleInterleavedZeroBubble", 1, true};
+
+// PyTorch's interleaved schedules (schedules.py: _get_warmup_ops and
+// _get_1f1b_rank_ops, whose None idle slots are left out), one loop for
+// both: rank r runs `warmup` forwards, then pairs of a forward and a
+// backward, then the remaining backwards; the virtual stage of the k-th
+// forward advances every `perRound` microbatches, the backwards' runs the
+// other way.
+//   ScheduleInterleaved1F1B: (v - 1) perRound + 2 (pp - 1 - r) warm-up
+//     forwards, whole backwards (B).
+//   ScheduleInterleavedZeroBubble (ZB1P; one stage per rank: ZB-H1): one
+//     warm-up forward per hop, each backward split into I (input gradients,
+//     sent back at once) and W (weight gradients); rank r runs its W
+//     actions r backwards late, in the order of its I actions, and the rest
+//     at the end, where the bubble was.
+Expected<Actions> interleavedActions(const Interleaving& kind, int64_t stages, int64_t microbatches,
+                                     int64_t virtualStages) {
+  SPMD_ASSIGN_OR_RETURN(int64_t perRound,
+                        microbatchesPerRound(kind.name, kind.torchName, stages, microbatches));
   Actions out(static_cast<size_t>(stages));
   int64_t total = virtualStages * microbatches;
   for (int64_t r = 0; r < stages; ++r) {
-    int64_t warmup = std::min((virtualStages - 1) * perRound + (stages - 1 - r), total);
+    int64_t warmup = std::min((virtualStages - 1) * perRound + kind.warmupPerHop * (stages - 1 - r), total);
     auto fwdStage = [&](int64_t op) { return ((op / perRound) % virtualStages) * stages + r; };
     auto bwdStage = [&](int64_t op) {
       return (virtualStages - 1 - ((op - warmup) / perRound) % virtualStages) * stages + r;
     };
-    std::map<int64_t, int64_t> nextF, nextI, nextW;
-    std::vector<int64_t> inputOps;
+    std::map<int64_t, int64_t> nextF, nextB, nextW;
+    std::vector<int64_t> pendingW;  // the stages of I actions whose W has not run, oldest first
     size_t weights = 0;
     auto& list = out[static_cast<size_t>(r)];
     auto weight = [&] {
-      int64_t c = bwdStage(inputOps[weights++]);
+      int64_t c = pendingW[weights++];
       list.push_back({Kind::Weight, nextW[c]++, c});
     };
     for (int64_t op = 0; op < total + warmup; ++op) {
@@ -195,11 +186,12 @@ Expected<Actions> zeroBubbleActions(int64_t stages, int64_t microbatches, int64_
       }
       if (op < warmup) continue;
       int64_t c = bwdStage(op);
-      list.push_back({Kind::Input, nextI[c]++, c});
-      inputOps.push_back(op);
+      list.push_back({kind.splitBackward ? Kind::Input : Kind::Backward, nextB[c]++, c});
+      if (!kind.splitBackward) continue;
+      pendingW.push_back(c);
       if (op - warmup >= r) weight();
     }
-    while (weights < inputOps.size()) weight();
+    while (weights < pendingW.size()) weight();
   }
   return out;
 }
@@ -210,9 +202,11 @@ Expected<std::vector<std::vector<program::PipelineAction>>> scheduleActions(cons
                                                                             int64_t stages,
                                                                             int64_t microbatches,
                                                                             int64_t virtualStages) {
-  if (schedule == "interleaved-1f1b") return interleavedActions(stages, microbatches, virtualStages);
+  if (schedule == "interleaved-1f1b")
+    return interleavedActions(kInterleaved1F1B, stages, microbatches, virtualStages);
   if (schedule == "zero-bubble") {
-    SPMD_ASSIGN_OR_RETURN(Actions out, zeroBubbleActions(stages, microbatches, virtualStages));
+    SPMD_ASSIGN_OR_RETURN(Actions out,
+                          interleavedActions(kInterleavedZeroBubble, stages, microbatches, virtualStages));
     if (virtualStages == 1)  // one stage per rank: actions name no stage ("I0")
       for (auto& list : out)
         for (auto& a : list) a.stage = -1;

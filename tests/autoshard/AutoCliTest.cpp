@@ -120,3 +120,35 @@ TEST_CASE("a bad log level is one line naming the flag or the variable, exit 2")
   CHECK(env.stderrText == "error: environment variable SPMD_LOG_LEVEL=foo" + levels);
   CHECK(dir.list().empty());
 }
+
+// A pp axis (PipelineSearch.h): under a budget only a pipeline meets, the
+// summary gives one line per candidate, --report's auto.pipeline their
+// figures, and --write-schema a "pipeline" entry that compiles to the same
+// program.
+TEST_CASE("--axes pp,dp: the chosen pipeline is reported and written") {
+  TempDir dir;
+  std::string pipe = std::string(SPMD_TESTDATA_DIR) + "/pipeline/llama_pipe_train/model.pt2";
+  auto a = runCommand(kSpmdc + " compile " + pipe + " --mesh 2x1 --axes pp,dp --memory-budget 2700000" +
+                      " --schema auto --write-schema " + dir.file("chosen.json") + " -o " +
+                      dir.file("a.spmd") + " --report " + dir.file("r.json"));
+  INFO(a.stdoutText << a.stderrText);
+  REQUIRE(a.exitCode == 0);
+  CHECK(a.stdoutText.find("1f1b pipeline, 8 microbatches (chosen): modeled step") != std::string::npos);
+  CHECK(a.stdoutText.find("no pipeline: --schema auto: no layout fits") != std::string::npos);
+  auto chosen = nlohmann::json::parse(readBytes(dir.file("chosen.json")));
+  CHECK(chosen["pipeline"] ==
+        nlohmann::json::parse(R"({"axis": "pp", "stages": 2, "schedule": "1f1b", "microbatches": 8})"));
+  auto r = nlohmann::json::parse(readBytes(dir.file("r.json")));
+  REQUIRE(r["auto"]["pipeline"].size() == 4);
+  CHECK(r["auto"]["pipeline"][0].contains("error"));
+  CHECK(r["auto"]["pipeline"][3]["microbatches"] == 8);
+  CHECK(r["auto"]["pipeline"][3]["fits"] == true);
+  CHECK(r["auto"]["pipeline"][3]["bubble"].get<double>() == Approx(1.0 / 9));
+  auto b = runCommand(kSpmdc + " compile " + pipe + " --schema " + dir.file("chosen.json") + " -o " +
+                      dir.file("b.spmd") + " -q");
+  INFO(b.stderrText);
+  REQUIRE(b.exitCode == 0);
+  auto d = runCommand(kSpmdc + " diff " + dir.file("a.spmd") + " " + dir.file("b.spmd"));
+  INFO(d.stdoutText);
+  CHECK(d.exitCode == 0);
+}

@@ -5,8 +5,10 @@
 // verifier refuses a schedule that deadlocks; bad requests are one line.
 // Each rank holds only its stage's weights, and stage 0's measured
 // activation peak is m microbatches' under GPipe, pp under 1F1B.
-#include "../TestUtil.h"
-#include "E2eUtil.h"
+#include <map>
+#include <vector>
+
+#include "PipelineTestUtil.h"
 #include "passes/LayoutCost.h"
 #include "passes/Pipeline.h"
 #include "pipeline/StageGraphs.h"
@@ -22,65 +24,9 @@
 using namespace spmd;
 using spmd::testing::modelDir;
 using spmd::testing::TempDir;
+using namespace spmd::testing::pipeline_e2e;
 
 namespace {
-
-Expected<passes::CompileResult> compileWith(const std::string& model, const std::string& schemaJson,
-                                            const passes::OptimizerOptions& optimizer = {}) {
-  auto archive = pt2::readArchive(modelDir(model) + "/model.pt2");
-  if (!archive) return archive.status();
-  SPMD_ASSIGN_OR_RETURN(schema::PlacementSchema s, schema::parsePlacementSchema(schemaJson, "pp.json"));
-  passes::CompileOptions opts;
-  opts.optimizer = optimizer;
-  return passes::compile(*archive, s, opts);
-}
-
-// Compiles `model` under a pipeline schema into `path` and reads it back.
-program::LoadedProgram compileToProgram(const std::string& model, const std::string& schemaJson,
-                                        const std::string& path,
-                                        const passes::OptimizerOptions& optimizer = {}) {
-  auto r = compileWith(model, schemaJson, optimizer);
-  if (!r) FAIL(r.status().message());
-  REQUIRE(r->program.pipeline.has_value());
-  auto archive = pt2::readArchive(modelDir(model) + "/model.pt2");
-  REQUIRE(archive.hasValue());
-  program::ArchiveWeightSource archiveWeights(*archive);
-  passes::OptimizerWeightSource weights(archiveWeights, r->program);
-  Status st = program::writeProgram(path, r->program, weights);
-  if (!st.isOk()) FAIL(st.message());
-  auto program = program::readProgram(path);
-  REQUIRE(program.hasValue());
-  REQUIRE(program->program().pipeline == r->program.pipeline);
-  return std::move(*program);
-}
-
-std::vector<runtime::RankResult> runRanks(const program::LoadedProgram& program, const std::string& model,
-                                          const runtime::RankOptions& opts) {
-  auto in = runtime::readTensors(modelDir(model) + "/inputs.safetensors");
-  REQUIRE(in.hasValue());
-  auto out = runtime::runThreadedRanks(program, *in, opts);
-  if (!out) FAIL(out.status().message());
-  return std::move(*out);
-}
-
-runtime::RankResult compileAndRun(const std::string& model, const std::string& schemaJson, int steps = 1,
-                                  const passes::OptimizerOptions& optimizer = {}) {
-  TempDir dir;
-  program::LoadedProgram program = compileToProgram(model, schemaJson, dir.file("p.spmd"), optimizer);
-  runtime::RankOptions opts;
-  opts.steps = steps;
-  return std::move(runRanks(program, model, opts)[0]);
-}
-
-std::string schemaText(const std::string& mesh, const std::string& axes, const std::string& pipeline,
-                       const std::string& rest = "") {
-  return R"({"version": 1, "mesh": {"shape": )" + mesh + R"(, "axes": )" + axes + "}, " + rest +
-         R"("pipeline": )" + pipeline + "}";
-}
-
-const char* kLlamaTp =
-    R"js("params": [{"match": "*layers.*.w[qkv13].weight", "placements": {"tp": "S(0)"}},
-                    {"match": "*layers.*.w[o2].weight", "placements": {"tp": "S(1)"}}], )js";
 
 int64_t bytesOf(const ir::Value& v) {
   int64_t n = ir::elementSize(v.type().dtype);
@@ -203,35 +149,6 @@ TEST_CASE("each pipeline rank loads only the weights its stage reads") {
   spmd::testing::checkOutputs(ranks[0].outputs, *expected, 1e-5);
 }
 
-namespace {
-
-// `steps` AdamW steps of `model` under the pipeline schema `schemaJson`
-// give one worker's losses and weights (1e-5), and the loss goes down.
-void checkAdamwSteps(const std::string& model, const std::string& schemaJson, int steps) {
-  INFO(model << " " << schemaJson);
-  passes::OptimizerOptions adamw = spmd::testing::adamw();
-  runtime::RankResult piped = compileAndRun(model, schemaJson, steps, adamw);
-  TempDir dir;
-  spmd::testing::compileTo(model, "dp", {1}, dir.file("one.spmd"), adamw);
-  auto one = program::readProgram(dir.file("one.spmd"));
-  REQUIRE(one.hasValue());
-  auto in = runtime::readTensors(modelDir(model) + "/inputs.safetensors");
-  REQUIRE(in.hasValue());
-  runtime::RankOptions opts;
-  opts.steps = steps;
-  auto single = runtime::runThreaded(*one, *in, opts);
-  REQUIRE(single.hasValue());
-  REQUIRE(piped.losses.size() == static_cast<size_t>(steps));
-  for (size_t i = 0; i < piped.losses.size(); ++i) {
-    INFO("step " << i);
-    CHECK(std::abs(piped.losses[i] - single->losses[i]) <= 1e-5 * std::abs(single->losses[i]));
-  }
-  CHECK(piped.losses.back() < piped.losses.front());
-  spmd::testing::checkOutputs(piped.outputs, single->outputs, 1e-5);
-}
-
-}  // namespace
-
 TEST_CASE("five AdamW steps through 1F1B stages give one worker's losses and weights") {
   checkAdamwSteps("llama_train", schemaText("[2]", R"(["pp"])", R"({"microbatches": 2})"), 5);
 }
@@ -257,8 +174,6 @@ std::string interleavedSchema(int64_t microbatches = 4, const std::string& rest 
                         R"(, "stages": 2, "schedule": "interleaved-1f1b", "virtual_stages": 2})",
                     rest);
 }
-
-const char* kPipeModel = "../pipeline/llama_pipe_train";
 
 }  // namespace
 
