@@ -71,7 +71,8 @@ void fillWeights(const pt2::Archive& archive, program::Program& p, bool embed) {
 
 // The schema's recompute entries with "auto" ones chosen for the budget:
 // each plan is tried on a copy of `p` through the passes, then
-// estimateMemory (RecomputeAuto.cpp).
+// estimateMemory (RecomputeAuto.cpp); or the plan chosen before
+// (CompileOptions::recomputePlan).
 Expected<RecomputePlan> resolveRecompute(const program::Program& p,
                                          const std::vector<schema::RecomputeRule>& rules,
                                          const CompileOptions& options, std::string& choice) {
@@ -82,6 +83,10 @@ Expected<RecomputePlan> resolveRecompute(const program::Program& p,
     return Status::error(
         "recompute: \"auto\" chooses what to recompute for a per-rank memory budget: give --memory-budget "
         "(e.g. 2GiB)");
+  if (options.recomputePlan) {
+    choice = options.recomputeChoice;
+    return *options.recomputePlan;
+  }
   PlanPeak peakOf = [&](const RecomputePlan& plan) -> Expected<PlanCost> {
     program::Program copy = program::copyProgram(p);
     int64_t collectives = -1, collectiveBytes = -1;
@@ -238,6 +243,11 @@ Expected<CompileResult> compileOne(pt2::Archive& archive, const schema::Placemen
   std::string choice;
   auto recompute = resolveRecompute(r.program, schema.recompute, options, choice);
   if (!recompute) return recompute.status().withContext(archive.path);
+  if (std::any_of(schema.recompute.begin(), schema.recompute.end(),
+                  [](const auto& rule) { return rule.mode == schema::RecomputeMode::Auto; })) {
+    r.recomputePlan = *recompute;
+    r.recomputeChoice = choice;
+  }
   for (auto& pass : defaultPasses(options.async, options.bucketBytes, recompute->rules,
                                   recompute->collectives == RecomputeCollectives::Reissue)) {
     Status st = pass->run(r.program);
