@@ -34,17 +34,21 @@ double msSince(Clock::time_point t) {
   return std::chrono::duration<double, std::milli>(Clock::now() - t).count();
 }
 
+// The compile options of every layout evaluated for `o`.
+passes::CompileOptions evaluationOptions(const AutoOptions& o) {
+  passes::CompileOptions opts = o.compile;
+  opts.mesh = o.mesh.shape();
+  if (o.profile) opts.cost = sharding::costModelFor(*o.profile, o.mesh);
+  opts.printAfter.clear();
+  return opts;
+}
+
 // Compiles and models layouts, each schema once.
 class Evaluator {
  public:
   /// With `quick`, layouts are priced by the quick model, not compiled.
   Evaluator(std::string path, const AutoOptions& o, QuickModel* quick = nullptr)
-      : path_(std::move(path)), o_(o), quick_(quick) {
-    opts_ = o.compile;
-    opts_.mesh = o.mesh.shape();
-    if (o.profile) opts_.cost = sharding::costModelFor(*o.profile, o.mesh);
-    opts_.printAfter.clear();
-  }
+      : path_(std::move(path)), o_(o), quick_(quick), opts_(evaluationOptions(o)) {}
   const sharding::DeviceProfile& profile() const {
     return o_.profile ? *o_.profile : sharding::defaultDeviceProfile();
   }
@@ -68,7 +72,7 @@ class Evaluator {
                        it->second->commSeconds * 1e3, " peak ", it->second->peakBytes);
     }
     if (!it->second) return it->second.status();
-    Evaluated e{name, s, *it->second, true};
+    Evaluated e{name, s, *it->second, true, std::nullopt, std::nullopt, {}};
     e.fits = !o_.memoryBudget || e.cost.peakBytes <= *o_.memoryBudget;
     return e;
   }
@@ -459,16 +463,16 @@ std::vector<JointCandidate> jointOrder(Search& search, const Search* finals, Eva
 // report.
 Status finishJointly(Search& search, const Search* finals, Evaluator& ev, const std::string& modelPath,
                      const AutoOptions& o, const std::string& glob, AutoResult& r) {
-  AutoOptions jo = o;
-  jo.compile.memoryBudget = o.memoryBudget;
-  jo.compile.recomputeLeanestWhenNoFit = true;
-  Evaluator rec(modelPath, jo);
+  passes::CompileOptions jo = evaluationOptions(o);
+  jo.memoryBudget = o.memoryBudget;
+  jo.recomputeLeanestWhenNoFit = true;
+  RecomputePricer rec(modelPath, jo, ev.profile());
   const int64_t budget = *o.memoryBudget;
   JointPrice price = [&](const JointCandidate& c) -> Expected<Evaluated> {
     SPMD_ASSIGN_OR_RETURN(Evaluated plain, ev.evaluate(c.seen.name, c.seen.schema));
     plain.fits = plain.cost.peakBytes <= budget;
     if (plain.fits) return plain;
-    SPMD_ASSIGN_OR_RETURN(Evaluated e, rec.evaluate(c.seen.name, withRecompute(c.seen.schema, glob)));
+    SPMD_ASSIGN_OR_RETURN(Evaluated e, rec.price(c.seen.name, withRecompute(c.seen.schema, glob)));
     if (!e.fits && plain.cost.peakBytes <= e.cost.peakBytes) return plain;  // recomputing gathers more
     e.plain = plain.cost;
     return e;
@@ -485,14 +489,25 @@ Status finishJointly(Search& search, const Search* finals, Evaluator& ev, const 
   r.chosen.name = "auto";
   for (size_t g = 0; g < search.groups.size(); ++g)
     r.choices.emplace_back(search.groups[g].match, search.groups[g].options[out.bestChoice[g]].str());
-  for (const auto& [preset, ps] : presetAlternatives(o.mesh))
-    if (auto e = price({{}, Evaluated{preset, ps, {}, true, std::nullopt}})) r.alternatives.push_back(*e);
+  // The presets, for the report: with recomputation where the search priced
+  // them so, else as they are (a search of their own would cost more than
+  // the choice did).
+  for (const auto& [preset, ps] : presetAlternatives(o.mesh)) {
+    auto e = ev.evaluate(preset, ps);
+    if (!e) continue;
+    e->fits = e->cost.peakBytes <= budget;
+    auto with = rec.priced(preset, withRecompute(ps, glob));
+    if (with && !e->fits && (with->fits || with->cost.peakBytes < e->cost.peakBytes)) {
+      with->plain = e->cost;
+      e = *with;
+    }
+    r.alternatives.push_back(*e);
+  }
   if (out.second) {
     r.alternatives.push_back(*out.second);
     r.alternatives.back().name = "runner-up";
   }
   r.evaluations = ev.count() + rec.count();
-  r.crashedLayouts += rec.crashed();
   return Status::ok();
 }
 

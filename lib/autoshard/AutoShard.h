@@ -96,6 +96,11 @@ struct Evaluated {
   /// is then the compiled program's with the recomputation chosen (its
   /// extra compute included).
   std::optional<passes::LayoutCost> plain;
+  /// With `plain`: the recompute plan chosen for the budget and what its
+  /// search said; spmdc compile applies it to `schema`
+  /// (passes::CompileOptions::recomputePlan) instead of searching again.
+  std::optional<passes::RecomputePlan> recomputePlan;
+  std::string recomputeChoice;
 };
 
 /// Within the budget first, then the faster step (over it: the leaner).

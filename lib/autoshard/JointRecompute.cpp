@@ -4,6 +4,8 @@
 #include <algorithm>
 
 #include "autoshard/Fold.h"
+#include "passes/LayoutCost.h"
+#include "support/Log.h"
 #include "support/Strings.h"
 
 namespace spmd::autoshard {
@@ -45,6 +47,51 @@ std::vector<JointCandidate> spreadOut(std::vector<JointCandidate> front, size_t 
   std::vector<JointCandidate> out;
   for (size_t i = 0; i < k; ++i) out.push_back(std::move(front[i * (front.size() - 1) / (k - 1)]));
   return out;
+}
+
+RecomputePricer::RecomputePricer(std::string modelPath, passes::CompileOptions options,
+                                 const sharding::DeviceProfile& profile)
+    : path_(std::move(modelPath)), options_(std::move(options)), profile_(profile) {}
+
+Expected<Evaluated> RecomputePricer::price(const std::string& name, const schema::PlacementSchema& s) {
+  const std::string key = std::to_string(static_cast<int>(s.preset)) + schemaJson(s, "");
+  auto it = cache_.find(key);
+  if (it == cache_.end()) {
+    auto compiled = [&]() -> Expected<Evaluated> {
+      if (!archive_) {
+        SPMD_ASSIGN_OR_RETURN(pt2::Archive a, pt2::readArchive(path_, {.loadWeights = false}));
+        archive_.emplace(std::move(a));
+      }
+      // compile() changes its archive (the optimizer's update, gathers): a copy.
+      pt2::Archive copy{archive_->path,      archive_->program.clone(), archive_->weights,
+                        archive_->constants, archive_->weightsRoot,     archive_->stats};
+      SPMD_ASSIGN_OR_RETURN(passes::CompileResult r, passes::compile(copy, s, options_));
+      Evaluated e{name,
+                  s,
+                  passes::modelLayout(r.program, profile_),
+                  true,
+                  std::nullopt,
+                  r.recomputePlan,
+                  r.recomputeChoice};
+      e.fits = e.cost.peakBytes <= options_.memoryBudget.value_or(e.cost.peakBytes);
+      logging::debug("auto: recompute priced ", name, ": peak ", e.cost.peakBytes, ", ", e.recomputeChoice);
+      return e;
+    };
+    it = cache_.emplace(key, compiled()).first;
+  }
+  if (!it->second) return it->second.status();
+  Evaluated e = *it->second;
+  e.name = name;
+  return e;
+}
+
+std::optional<Evaluated> RecomputePricer::priced(const std::string& name,
+                                                 const schema::PlacementSchema& s) const {
+  auto it = cache_.find(std::to_string(static_cast<int>(s.preset)) + schemaJson(s, ""));
+  if (it == cache_.end() || !it->second) return std::nullopt;
+  Evaluated e = *it->second;
+  e.name = name;
+  return e;
 }
 
 JointOutcome chooseJointly(const std::vector<JointCandidate>& order, const JointPrice& price, size_t limit) {

@@ -8,12 +8,15 @@
 #pragma once
 
 #include <functional>
+#include <map>
 #include <optional>
 #include <string>
 #include <vector>
 
 #include "autoshard/AutoShard.h"
 #include "ir/Graph.h"
+#include "passes/Pipeline.h"
+#include "pt2/Archive.h"
 
 namespace spmd::autoshard {
 
@@ -40,6 +43,34 @@ std::vector<JointCandidate> paretoFront(std::vector<JointCandidate> all);
 /// At most `k` of `front` (k >= 2), evenly spaced from its first to its
 /// last.
 std::vector<JointCandidate> spreadOut(std::vector<JointCandidate> front, size_t k);
+
+/// Prices layouts with "recompute": {glob: "auto"} for a budget, in this
+/// process and each once: one compile on a copy of the archive read once,
+/// whose "auto" search (passes::chooseRecompute) gives the plan; the plan
+/// and the search's words come back with the cost, for the final compile.
+class RecomputePricer {
+ public:
+  /// `options`: the compile options of the search's evaluations, with
+  /// memoryBudget set (recomputeLeanestWhenNoFit: a layout no plan fits is
+  /// priced with the leanest, over the budget).
+  RecomputePricer(std::string modelPath, passes::CompileOptions options,
+                  const sharding::DeviceProfile& profile);
+  /// `s` (its "auto" entries) compiled for the budget: the cost with the
+  /// plan chosen, Evaluated::recomputePlan and recomputeChoice set, `fits`
+  /// against the budget. Errors: the model does not read, `s` does not
+  /// compile.
+  Expected<Evaluated> price(const std::string& name, const schema::PlacementSchema& s);
+  /// price()'s answer for `s` when it was priced before; nullopt otherwise.
+  std::optional<Evaluated> priced(const std::string& name, const schema::PlacementSchema& s) const;
+  int64_t count() const { return static_cast<int64_t>(cache_.size()); }
+
+ private:
+  std::string path_;
+  passes::CompileOptions options_;
+  const sharding::DeviceProfile& profile_;
+  std::optional<pt2::Archive> archive_;
+  std::map<std::string, Expected<Evaluated>> cache_;
+};
 
 /// Prices one layout for the budget: without recomputation when that fits,
 /// else with "auto" recomputation (Evaluated::plain set); an error when it

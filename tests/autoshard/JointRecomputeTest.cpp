@@ -4,6 +4,7 @@
 // regimes of autoShard at 2 and 2x2 ranks.
 #include "AutoTestUtil.h"
 #include "autoshard/JointRecompute.h"
+#include "program/Dump.h"
 #include "support/Strings.h"
 
 using namespace spmd;
@@ -128,4 +129,66 @@ TEST_CASE("joint recompute: the glob is the layer stack of a train step whose op
   CHECK(s.recompute[0].mode == schema::RecomputeMode::Auto);
   CHECK(autoshard::schemaJson(s, "").find("\"recompute\": {\n  \"model.layers.*\": \"auto\"\n }") !=
         std::string::npos);
+}
+
+TEST_CASE("joint recompute: the winner's plan, handed to the compile, is the program a fresh compile gives") {
+  const std::string path = std::string(SPMD_TESTDATA_DIR) + "/recompute/llama_train_paths/model.pt2";
+  auto compileWith = [&](const schema::PlacementSchema& s, const passes::CompileOptions& opts) {
+    auto a = pt2::readArchive(path, {.loadWeights = false});
+    REQUIRE(a.hasValue());
+    auto r = passes::compile(*a, s, opts);
+    if (!r) FAIL(r.status().message());
+    return std::move(*r);
+  };
+  autoshard::AutoOptions o;
+  o.mesh = *sharding::Mesh::create({2});
+  auto plain = autoshard::autoShard(path, o);
+  REQUIRE(plain.hasValue());
+  // Half way from the plain peak to full recomputation's (auto_recompute's
+  // "below" budget): the layout only fits recomputed.
+  schema::PlacementSchema full = plain->chosen.schema;
+  full.recompute = {schema::RecomputeRule{"model.layers.*", schema::RecomputeMode::Full, {}}};
+  passes::CompileOptions base;
+  base.mesh = std::vector<int64_t>{2};
+  const int64_t p0 = plain->chosen.cost.peakBytes;
+  const int64_t pfull =
+      passes::modelLayout(compileWith(full, base).program, sharding::defaultDeviceProfile()).peakBytes;
+  REQUIRE(pfull < p0);
+  o.memoryBudget = pfull + (p0 - pfull) / 2;
+  auto r = autoshard::autoShard(path, o);
+  REQUIRE(r.hasValue());
+  REQUIRE(r->chosen.plain);
+  REQUIRE(r->chosen.recomputePlan);
+  CHECK(r->chosen.recomputeChoice.starts_with("auto: "));
+  const passes::RecomputePlan& plan = *r->chosen.recomputePlan;
+  CHECK(std::none_of(plan.rules.begin(), plan.rules.end(),
+                     [](const auto& rule) { return rule.mode == schema::RecomputeMode::Auto; }));
+
+  passes::CompileOptions budgeted = base;
+  budgeted.memoryBudget = o.memoryBudget;
+  passes::CompileOptions handed = budgeted;  // what spmdc compile does with the winner
+  handed.recomputePlan = plan;
+  handed.recomputeChoice = r->chosen.recomputeChoice;
+  schema::PlacementSchema explicitPlan = r->chosen.schema;  // "recompute": <that plan>
+  explicitPlan.recompute = plan.rules;
+  passes::CompileOptions fresh = base;
+  fresh.recomputeCollectives = plan.collectives;
+
+  auto got = compileWith(r->chosen.schema, handed);
+  auto want = compileWith(explicitPlan, fresh);
+  auto searched = compileWith(r->chosen.schema, budgeted);  // the search run again
+  const std::string text = program::dumpProgram(got.program);
+  CHECK(text == program::dumpProgram(want.program));
+  CHECK(text == program::dumpProgram(searched.program));
+  CHECK(got.recomputeChoice == searched.recomputeChoice);
+  const auto cost = passes::modelLayout(got.program, sharding::defaultDeviceProfile());
+  CHECK(cost.peakBytes == r->chosen.cost.peakBytes);
+  CHECK(cost.peakBytes <= *o.memoryBudget);
+  // The plan handed is the one applied, with no search of its own.
+  passes::CompileOptions handedFull = budgeted;
+  handedFull.recomputePlan = passes::RecomputePlan{full.recompute, passes::RecomputeCollectives::Save};
+  schema::PlacementSchema chosenFull = r->chosen.schema;
+  chosenFull.recompute = full.recompute;
+  CHECK(program::dumpProgram(compileWith(r->chosen.schema, handedFull).program) ==
+        program::dumpProgram(compileWith(chosenFull, base).program));
 }
