@@ -471,7 +471,9 @@ Status finishJointly(Search& search, const Search* finals, Evaluator& ev, const 
   JointPrice price = [&](const JointCandidate& c) -> Expected<Evaluated> {
     SPMD_ASSIGN_OR_RETURN(Evaluated plain, ev.evaluate(c.seen.name, c.seen.schema));
     plain.fits = plain.cost.peakBytes <= budget;
-    if (plain.fits) return plain;
+    // Recomputation frees activations only: where the weights and
+    // optimizer states alone (in every peak) exceed the budget, nothing fits.
+    if (plain.fits || plain.cost.paramBytes > budget) return plain;
     SPMD_ASSIGN_OR_RETURN(Evaluated e, rec.price(c.seen.name, withRecompute(c.seen.schema, glob)));
     if (!e.fits && plain.cost.peakBytes <= e.cost.peakBytes) return plain;  // recomputing gathers more
     e.plain = plain.cost;

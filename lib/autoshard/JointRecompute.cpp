@@ -126,7 +126,10 @@ Status noJointFit(int64_t budget, const std::string& glob, const std::vector<Eva
   for (const Evaluated& e : tried) {
     if (!leanest || e.cost.peakBytes < leanest->cost.peakBytes) leanest = &e;
     list += (list.empty() ? "" : ", ") + e.name + " " + withCommas(e.cost.peakBytes) + " B" +
-            (e.plain ? " recomputed (" + withCommas(e.plain->peakBytes) + " B without)" : "");
+            (e.plain ? " recomputed (" + withCommas(e.plain->peakBytes) + " B without)"
+             : e.cost.paramBytes > budget
+                 ? " (weights and optimizer states alone " + withCommas(e.cost.paramBytes) + " B)"
+                 : "");
   }
   if (!leanest) return Status::error("--schema auto: no layout compiles for the memory budget");
   return Status::error("--schema auto: no layout fits the memory budget of " + withCommas(budget) +

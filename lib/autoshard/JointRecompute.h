@@ -72,9 +72,10 @@ class RecomputePricer {
   std::map<std::string, Expected<Evaluated>> cache_;
 };
 
-/// Prices one layout for the budget: without recomputation when that fits,
-/// else with "auto" recomputation (Evaluated::plain set); an error when it
-/// does not compile.
+/// Prices one layout for the budget: without recomputation when that fits
+/// or when its weights and optimizer states alone (LayoutCost::paramBytes,
+/// part of every peak) exceed it, else with "auto" recomputation
+/// (Evaluated::plain set); an error when it does not compile.
 using JointPrice = std::function<Expected<Evaluated>(const JointCandidate&)>;
 
 /// What the joint search found.
@@ -91,7 +92,8 @@ struct JointOutcome {
 JointOutcome chooseJointly(const std::vector<JointCandidate>& order, const JointPrice& price, size_t limit);
 
 /// The one-line error when no layout fits even with recomputation: the
-/// smallest peak found and every layout tried with its peak.
+/// smallest peak found and every layout tried with its peak (and, where
+/// they exceed `budget`, its weights and optimizer states).
 Status noJointFit(int64_t budget, const std::string& glob, const std::vector<Evaluated>& tried);
 
 }  // namespace spmd::autoshard

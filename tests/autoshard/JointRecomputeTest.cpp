@@ -113,6 +113,20 @@ TEST_CASE("joint recompute: with none fitting by the limit the leanest is priced
       "recomputed (5,000 B without); raise --memory-budget or use a larger mesh");
 }
 
+TEST_CASE("joint recompute: a layout whose weights alone exceed the budget is named so in the error") {
+  Evaluated dp = layout("dp", 1.0, 9000).seen, fsdp = layout("fsdp", 1.4, 5000).seen;
+  dp.cost.paramBytes = 4000;  // over the budget: not recomputed
+  fsdp.cost.paramBytes = 2000;
+  fsdp.plain = fsdp.cost;
+  fsdp.cost.peakBytes = 4500;
+  Status st = autoshard::noJointFit(3500, "model.layers.*", {dp, fsdp});
+  CHECK(
+      st.message() ==
+      "--schema auto: no layout fits the memory budget of 3,500 B/rank, even recomputing model.layers.*: the "
+      "smallest peak found is 4,500 B/rank (fsdp); tried dp 9,000 B (weights and optimizer states alone "
+      "4,000 B), fsdp 4,500 B recomputed (5,000 B without); raise --memory-budget or use a larger mesh");
+}
+
 TEST_CASE("joint recompute: the glob is the layer stack of a train step whose ops name their modules") {
   auto read = [](const std::string& path) {
     auto a = pt2::readArchive(path, {.loadWeights = false});
@@ -191,4 +205,22 @@ TEST_CASE("joint recompute: the winner's plan, handed to the compile, is the pro
   chosenFull.recompute = full.recompute;
   CHECK(program::dumpProgram(compileWith(r->chosen.schema, handedFull).program) ==
         program::dumpProgram(compileWith(chosenFull, base).program));
+}
+
+TEST_CASE("joint recompute: layouts whose weights alone exceed the budget are not recomputed") {
+  const std::string path = std::string(SPMD_TESTDATA_DIR) + "/recompute/llama_train_paths/model.pt2";
+  autoshard::AutoOptions o;
+  o.mesh = *sharding::Mesh::create({2});
+  auto plain = autoshard::autoShard(path, o);
+  REQUIRE(plain.hasValue());
+  // Below the weights and optimizer states of the fastest layout (replicated
+  // layers): no recomputation can make it fit, and none is tried on it.
+  const int64_t weights = plain->chosen.cost.paramBytes;
+  o.memoryBudget = weights - 1;
+  auto r = autoshard::autoShard(path, o);
+  REQUIRE_FALSE(r.hasValue());
+  CHECK(r.status().message().find("(weights and optimizer states alone " + withCommas(weights) + " B)") !=
+        std::string::npos);
+  CHECK(r.status().message().find("no layout fits the memory budget of " + withCommas(weights - 1)) !=
+        std::string::npos);
 }
