@@ -474,7 +474,8 @@ Status finishJointly(Search& search, const Search* finals, Evaluator& ev, const 
     // Recomputation frees activations only: where the weights and
     // optimizer states alone (in every peak) exceed the budget, nothing fits.
     if (plain.fits || plain.cost.paramBytes > budget) return plain;
-    SPMD_ASSIGN_OR_RETURN(Evaluated e, rec.price(c.seen.name, withRecompute(c.seen.schema, glob)));
+    SPMD_ASSIGN_OR_RETURN(Evaluated e,
+                          rec.price(c.seen.name, withRecompute(c.seen.schema, glob), plain.cost.peakBytes));
     if (!e.fits && plain.cost.peakBytes <= e.cost.peakBytes) return plain;  // recomputing gathers more
     e.plain = plain.cost;
     return e;

@@ -53,7 +53,8 @@ RecomputePricer::RecomputePricer(std::string modelPath, passes::CompileOptions o
                                  const sharding::DeviceProfile& profile)
     : path_(std::move(modelPath)), options_(std::move(options)), profile_(profile) {}
 
-Expected<Evaluated> RecomputePricer::price(const std::string& name, const schema::PlacementSchema& s) {
+Expected<Evaluated> RecomputePricer::price(const std::string& name, const schema::PlacementSchema& s,
+                                           int64_t plainPeak) {
   const std::string key = std::to_string(static_cast<int>(s.preset)) + schemaJson(s, "");
   auto it = cache_.find(key);
   if (it == cache_.end()) {
@@ -65,7 +66,9 @@ Expected<Evaluated> RecomputePricer::price(const std::string& name, const schema
       // compile() changes its archive (the optimizer's update, gathers): a copy.
       pt2::Archive copy{archive_->path,      archive_->program.clone(), archive_->weights,
                         archive_->constants, archive_->weightsRoot,     archive_->stats};
-      SPMD_ASSIGN_OR_RETURN(passes::CompileResult r, passes::compile(copy, s, options_));
+      passes::CompileOptions options = options_;
+      options.recomputeHints = {plainPeak, lastLevel_};
+      SPMD_ASSIGN_OR_RETURN(passes::CompileResult r, passes::compile(copy, s, options));
       Evaluated e{name,
                   s,
                   passes::modelLayout(r.program, profile_),
@@ -74,6 +77,7 @@ Expected<Evaluated> RecomputePricer::price(const std::string& name, const schema
                   r.recomputePlan,
                   r.recomputeChoice};
       e.fits = e.cost.peakBytes <= options_.memoryBudget.value_or(e.cost.peakBytes);
+      if (e.fits && e.recomputePlan) lastLevel_ = e.recomputePlan->level;
       logging::debug("auto: recompute priced ", name, ": peak ", e.cost.peakBytes, ", ", e.recomputeChoice);
       return e;
     };

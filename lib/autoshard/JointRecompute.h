@@ -57,9 +57,11 @@ class RecomputePricer {
                   const sharding::DeviceProfile& profile);
   /// `s` (its "auto" entries) compiled for the budget: the cost with the
   /// plan chosen, Evaluated::recomputePlan and recomputeChoice set, `fits`
-  /// against the budget. Errors: the model does not read, `s` does not
-  /// compile.
-  Expected<Evaluated> price(const std::string& name, const schema::PlacementSchema& s);
+  /// against the budget. `plainPeak`: the layout's peak without
+  /// recomputation, over the budget (passes::RecomputeHints::peakWithout);
+  /// the search starts at the level the last layout that fit took. Errors:
+  /// the model does not read, `s` does not compile.
+  Expected<Evaluated> price(const std::string& name, const schema::PlacementSchema& s, int64_t plainPeak);
   /// price()'s answer for `s` when it was priced before; nullopt otherwise.
   std::optional<Evaluated> priced(const std::string& name, const schema::PlacementSchema& s) const;
   int64_t count() const { return static_cast<int64_t>(cache_.size()); }
@@ -70,6 +72,7 @@ class RecomputePricer {
   const sharding::DeviceProfile& profile_;
   std::optional<pt2::Archive> archive_;
   std::map<std::string, Expected<Evaluated>> cache_;
+  std::optional<size_t> lastLevel_;  ///< the level the last layout that fit took
 };
 
 /// Prices one layout for the budget: without recomputation when that fits

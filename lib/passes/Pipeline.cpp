@@ -78,7 +78,8 @@ Expected<RecomputePlan> resolveRecompute(const program::Program& p,
                                          const CompileOptions& options, std::string& choice) {
   if (std::none_of(rules.begin(), rules.end(),
                    [](const auto& r) { return r.mode == schema::RecomputeMode::Auto; }))
-    return RecomputePlan{rules, options.recomputeCollectives.value_or(RecomputeCollectives::Save)};
+    return RecomputePlan{rules, options.recomputeCollectives.value_or(RecomputeCollectives::Save),
+                         std::nullopt};
   if (!options.memoryBudget)
     return Status::error(
         "recompute: \"auto\" chooses what to recompute for a per-rank memory budget: give --memory-budget "
@@ -105,7 +106,7 @@ Expected<RecomputePlan> resolveRecompute(const program::Program& p,
     return PlanCost{cost.peakBytes, cost.stepSeconds(), collectives, collectiveBytes};
   };
   return chooseRecompute(p, rules, *options.memoryBudget, options.recomputeCollectives, peakOf, choice,
-                         options.recomputeLeanestWhenNoFit);
+                         options.recomputeLeanestWhenNoFit, options.recomputeHints);
 }
 
 // Every --print-after name must be a pass (with --no-async too, the async

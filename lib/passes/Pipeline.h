@@ -59,6 +59,9 @@ struct CompileOptions {
   /// searching again; `recomputeChoice` is what that search said (the note).
   std::optional<RecomputePlan> recomputePlan;
   std::string recomputeChoice;
+  /// What the caller knows that spares the "auto" search tries (the joint
+  /// search pricing layouts one after another); the plan chosen is the same.
+  RecomputeHints recomputeHints;
   /// --mixed-precision: the policy the train step must have been exported
   /// with (passes/MixedPrecision.h); nullopt: the schema's, or the archive's.
   std::optional<schema::MixedPrecisionRequest> mixedPrecision;

@@ -200,7 +200,8 @@ TEST_CASE("joint recompute: the winner's plan, handed to the compile, is the pro
   CHECK(cost.peakBytes <= *o.memoryBudget);
   // The plan handed is the one applied, with no search of its own.
   passes::CompileOptions handedFull = budgeted;
-  handedFull.recomputePlan = passes::RecomputePlan{full.recompute, passes::RecomputeCollectives::Save};
+  handedFull.recomputePlan =
+      passes::RecomputePlan{full.recompute, passes::RecomputeCollectives::Save, std::nullopt};
   schema::PlacementSchema chosenFull = r->chosen.schema;
   chosenFull.recompute = full.recompute;
   CHECK(program::dumpProgram(compileWith(r->chosen.schema, handedFull).program) ==
