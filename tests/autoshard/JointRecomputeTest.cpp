@@ -195,6 +195,10 @@ TEST_CASE("joint recompute: the winner's plan, handed to the compile, is the pro
   CHECK(text == program::dumpProgram(want.program));
   CHECK(text == program::dumpProgram(searched.program));
   CHECK(got.recomputeChoice == searched.recomputeChoice);
+  // The search's program of the plan it chose is the one taken, not made again.
+  CHECK(std::any_of(searched.timingsMs.begin(), searched.timingsMs.end(),
+                    [](const auto& t) { return t.first == "passes (as the recompute search ran them)"; }));
+  CHECK(searched.notes == got.notes);
   const auto cost = passes::modelLayout(got.program, sharding::defaultDeviceProfile());
   CHECK(cost.peakBytes == r->chosen.cost.peakBytes);
   CHECK(cost.peakBytes <= *o.memoryBudget);
