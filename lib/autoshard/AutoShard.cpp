@@ -131,6 +131,12 @@ class Evaluator {
   }
   int64_t count() const { return count_; }
   int64_t crashed() const { return crashed_; }
+  /// The archive children compile (read once, without weights): for
+  /// in-process work that copies it (JointRecompute.h's SharedArchive).
+  Expected<const pt2::Archive*> sharedArchive() {
+    SPMD_RETURN_IF_ERROR(readOnce());
+    return &*archive_;
+  }
 
  private:
   // The schemas of `schemas` not in the cache, once each; `keys` gets their keys.
@@ -461,12 +467,12 @@ std::vector<JointCandidate> jointOrder(Search& search, const Search* finals, Eva
 // compiled for the budget of `o` (plain by `ev`, with "auto" recomputation
 // of `glob` where that does not fit); the presets priced alike for the
 // report.
-Status finishJointly(Search& search, const Search* finals, Evaluator& ev, const std::string& modelPath,
-                     const AutoOptions& o, const std::string& glob, AutoResult& r) {
+Status finishJointly(Search& search, const Search* finals, Evaluator& ev, const AutoOptions& o,
+                     const std::string& glob, AutoResult& r) {
   passes::CompileOptions jo = evaluationOptions(o);
   jo.memoryBudget = o.memoryBudget;
   jo.recomputeLeanestWhenNoFit = true;
-  RecomputePricer rec(modelPath, jo, ev.profile());
+  RecomputePricer rec([&ev]() { return ev.sharedArchive(); }, jo, ev.profile());
   const int64_t budget = *o.memoryBudget;
   JointPrice price = [&](const JointCandidate& c) -> Expected<Evaluated> {
     SPMD_ASSIGN_OR_RETURN(Evaluated plain, ev.evaluate(c.seen.name, c.seen.schema));
@@ -595,9 +601,8 @@ Expected<AutoResult> autoShard(const std::string& modelPath, const AutoOptions& 
     return e.status().withContext("--schema auto: not even the replicated layout compiles");
   }
   r.timedOut = search.timedOut;
-  SPMD_RETURN_IF_ERROR(
-      glob ? finishJointly(search, quick ? &compiled : nullptr, ev, modelPath, options, *glob, r)
-           : finish(s, ev, o, r));
+  SPMD_RETURN_IF_ERROR(glob ? finishJointly(search, quick ? &compiled : nullptr, ev, options, *glob, r)
+                            : finish(s, ev, o, r));
   r.crashedLayouts += ev.crashed();
   r.solveMs = msSince(start);
   return r;

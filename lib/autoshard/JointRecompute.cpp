@@ -49,9 +49,9 @@ std::vector<JointCandidate> spreadOut(std::vector<JointCandidate> front, size_t 
   return out;
 }
 
-RecomputePricer::RecomputePricer(std::string modelPath, passes::CompileOptions options,
+RecomputePricer::RecomputePricer(SharedArchive archive, passes::CompileOptions options,
                                  const sharding::DeviceProfile& profile)
-    : path_(std::move(modelPath)), options_(std::move(options)), profile_(profile) {}
+    : archive_(std::move(archive)), options_(std::move(options)), profile_(profile) {}
 
 Expected<Evaluated> RecomputePricer::price(const std::string& name, const schema::PlacementSchema& s,
                                            int64_t plainPeak) {
@@ -59,13 +59,9 @@ Expected<Evaluated> RecomputePricer::price(const std::string& name, const schema
   auto it = cache_.find(key);
   if (it == cache_.end()) {
     auto compiled = [&]() -> Expected<Evaluated> {
-      if (!archive_) {
-        SPMD_ASSIGN_OR_RETURN(pt2::Archive a, pt2::readArchive(path_, {.loadWeights = false}));
-        archive_.emplace(std::move(a));
-      }
+      SPMD_ASSIGN_OR_RETURN(const pt2::Archive* a, archive_());
       // compile() changes its archive (the optimizer's update, gathers): a copy.
-      pt2::Archive copy{archive_->path,      archive_->program.clone(), archive_->weights,
-                        archive_->constants, archive_->weightsRoot,     archive_->stats};
+      pt2::Archive copy{a->path, a->program.clone(), a->weights, a->constants, a->weightsRoot, a->stats};
       passes::CompileOptions options = options_;
       options.recomputeHints = {plainPeak, lastLevel_};
       SPMD_ASSIGN_OR_RETURN(passes::CompileResult r, passes::compile(copy, s, options));

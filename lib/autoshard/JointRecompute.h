@@ -44,6 +44,10 @@ std::vector<JointCandidate> paretoFront(std::vector<JointCandidate> all);
 /// last.
 std::vector<JointCandidate> spreadOut(std::vector<JointCandidate> front, size_t k);
 
+/// The model read once, without weights (read when first asked); the
+/// caller's, which RecomputePricer copies and never changes.
+using SharedArchive = std::function<Expected<const pt2::Archive*>()>;
+
 /// Prices layouts with "recompute": {glob: "auto"} for a budget, in this
 /// process and each once: one compile on a copy of the archive read once,
 /// whose "auto" search (passes::chooseRecompute) gives the plan; the plan
@@ -53,7 +57,7 @@ class RecomputePricer {
   /// `options`: the compile options of the search's evaluations, with
   /// memoryBudget set (recomputeLeanestWhenNoFit: a layout no plan fits is
   /// priced with the leanest, over the budget).
-  RecomputePricer(std::string modelPath, passes::CompileOptions options,
+  RecomputePricer(SharedArchive archive, passes::CompileOptions options,
                   const sharding::DeviceProfile& profile);
   /// `s` (its "auto" entries) compiled for the budget: the cost with the
   /// plan chosen, Evaluated::recomputePlan and recomputeChoice set, `fits`
@@ -67,10 +71,9 @@ class RecomputePricer {
   int64_t count() const { return static_cast<int64_t>(cache_.size()); }
 
  private:
-  std::string path_;
+  SharedArchive archive_;
   passes::CompileOptions options_;
   const sharding::DeviceProfile& profile_;
-  std::optional<pt2::Archive> archive_;
   std::map<std::string, Expected<Evaluated>> cache_;
   std::optional<size_t> lastLevel_;  ///< the level the last layout that fit took
 };
