@@ -22,10 +22,13 @@ counts besides them: the state held before the step (weights and inputs;
 no optimizer here) and the gradients (the step's outputs: under dp every
 rank holds all of them, the model's parameter bytes). All gradients are
 subtracted, also where the peak comes before the backward made them all
-(the figure is then low); the measured peak above the state is printed
-beside the ratio. PyTorch's rows run the same module eagerly in one
-process, without checkpointing, with transformers' gradient checkpointing
-(torch.utils.checkpoint per decoder layer, non-reentrant) and with
+(the figure is then low); where the peak is the gradients' all-reduce
+(%bucket: weights, every gradient and a bucket), what remains is that
+bucket, not activations. The measured peak above the state and the
+compiler's peak node are printed beside the ratio. PyTorch's rows run the
+same module eagerly in one process, without checkpointing, with
+transformers' gradient checkpointing (torch.utils.checkpoint per decoder
+layer, non-reentrant) and with
 create_selective_checkpoint_contexts saving aten.mm: the bytes autograd
 saves for the backward (saved_tensors_hooks, distinct storages), the growth
 of the process's peak resident set, and the median step time.
@@ -140,6 +143,7 @@ def spmd_row(a, d, n, policy, how, budget=None):
         return row
     report = json.loads(rep.read_text())
     row["estimated_peak"] = report["per_rank"]["peak_bytes_estimate"]
+    row["peak_node"] = report["per_rank"].get("peak_node", "")  # where the compiler places the peak
     row["note"] = next((x for x in report["notes"] if x.startswith("recompute:")), "")
     threads = str(max(1, 2 // n))
     run([SPMD_RUN, "-n", n, prog, "--inputs", d / "inputs.safetensors", "--steps", a.steps, "--profile", prof, "-q"],
@@ -197,7 +201,8 @@ def print_table(eager, spmd):
               f"({mib(none['activations']).strip()} -> {mib(full['activations']).strip()} MiB; gradients "
               f"{mib(full['gradients']).strip()} MiB), the measured peak above the state "
               f"{none['above_state'] / max(1, full['above_state']):.2f}x and the saved activations "
-              f"{saved(none) / max(1, saved(full)):.2f}x (estimate)")
+              f"{saved(none) / max(1, saved(full)):.2f}x (estimate); estimated peaks at %{none['peak_node']} "
+              f"and %{full['peak_node']}")
     base = next(r for r in eager if r["policy"] == "none")
     for r in eager:
         print(f"{r['side']:<14} {1:>4} {r['policy']:<10} {'':>8} {mib(r['rss_growth_bytes'])} "
