@@ -35,17 +35,21 @@ double msSince(Clock::time_point t) {
   return std::chrono::duration<double, std::milli>(Clock::now() - t).count();
 }
 
+// The compile options of every layout evaluated for `o`.
+passes::CompileOptions evaluationOptions(const AutoOptions& o) {
+  passes::CompileOptions opts = o.compile;
+  opts.mesh = o.mesh.shape();
+  if (o.profile) opts.cost = sharding::costModelFor(*o.profile, o.mesh);
+  opts.printAfter.clear();
+  return opts;
+}
+
 // Compiles and models layouts, each schema once.
 class Evaluator {
  public:
   /// With `quick`, layouts are priced by the quick model, not compiled.
   Evaluator(std::string path, const AutoOptions& o, QuickModel* quick = nullptr)
-      : path_(std::move(path)), o_(o), quick_(quick) {
-    opts_ = o.compile;
-    opts_.mesh = o.mesh.shape();
-    if (o.profile) opts_.cost = sharding::costModelFor(*o.profile, o.mesh);
-    opts_.printAfter.clear();
-  }
+      : path_(std::move(path)), o_(o), quick_(quick), opts_(evaluationOptions(o)) {}
   const sharding::DeviceProfile& profile() const {
     return o_.profile ? *o_.profile : sharding::defaultDeviceProfile();
   }
@@ -69,7 +73,7 @@ class Evaluator {
                        it->second->commSeconds * 1e3, " peak ", it->second->peakBytes);
     }
     if (!it->second) return it->second.status();
-    Evaluated e{name, s, *it->second, true};
+    Evaluated e{name, s, *it->second, true, std::nullopt, std::nullopt, {}};
     e.fits = !o_.memoryBudget || e.cost.peakBytes <= *o_.memoryBudget;
     return e;
   }
@@ -128,6 +132,12 @@ class Evaluator {
   }
   int64_t count() const { return count_; }
   int64_t crashed() const { return crashed_; }
+  /// The archive children compile (read once, without weights): for
+  /// in-process work that copies it (JointRecompute.h's SharedArchive).
+  Expected<const pt2::Archive*> sharedArchive() {
+    SPMD_RETURN_IF_ERROR(readOnce());
+    return &*archive_;
+  }
 
  private:
   // The schemas of `schemas` not in the cache, once each; `keys` gets their keys.
@@ -456,18 +466,21 @@ std::vector<JointCandidate> jointOrder(Search& search, const Search* finals, Eva
 // compiled for the budget of `o` (plain by `ev`, with "auto" recomputation
 // of `glob` where that does not fit); the presets priced alike for the
 // report.
-Status finishJointly(Search& search, const Search* finals, Evaluator& ev, const std::string& modelPath,
-                     const AutoOptions& o, const std::string& glob, AutoResult& r) {
-  AutoOptions jo = o;
-  jo.compile.memoryBudget = o.memoryBudget;
-  jo.compile.recomputeLeanestWhenNoFit = true;
-  Evaluator rec(modelPath, jo);
+Status finishJointly(Search& search, const Search* finals, Evaluator& ev, const AutoOptions& o,
+                     const std::string& glob, AutoResult& r) {
+  passes::CompileOptions jo = evaluationOptions(o);
+  jo.memoryBudget = o.memoryBudget;
+  jo.recomputeLeanestWhenNoFit = true;
+  RecomputePricer rec([&ev]() { return ev.sharedArchive(); }, jo, ev.profile());
   const int64_t budget = *o.memoryBudget;
   JointPrice price = [&](const JointCandidate& c) -> Expected<Evaluated> {
     SPMD_ASSIGN_OR_RETURN(Evaluated plain, ev.evaluate(c.seen.name, c.seen.schema));
     plain.fits = plain.cost.peakBytes <= budget;
-    if (plain.fits) return plain;
-    SPMD_ASSIGN_OR_RETURN(Evaluated e, rec.evaluate(c.seen.name, withRecompute(c.seen.schema, glob)));
+    // Recomputation frees activations only: where the weights and
+    // optimizer states alone (in every peak) exceed the budget, nothing fits.
+    if (plain.fits || plain.cost.paramBytes > budget) return plain;
+    SPMD_ASSIGN_OR_RETURN(Evaluated e,
+                          rec.price(c.seen.name, withRecompute(c.seen.schema, glob), plain.cost.peakBytes));
     if (!e.fits && plain.cost.peakBytes <= e.cost.peakBytes) return plain;  // recomputing gathers more
     e.plain = plain.cost;
     return e;
@@ -484,14 +497,25 @@ Status finishJointly(Search& search, const Search* finals, Evaluator& ev, const 
   r.chosen.name = "auto";
   for (size_t g = 0; g < search.groups.size(); ++g)
     r.choices.emplace_back(search.groups[g].match, search.groups[g].options[out.bestChoice[g]].str());
-  for (const auto& [preset, ps] : presetAlternatives(o.mesh))
-    if (auto e = price({{}, Evaluated{preset, ps, {}, true, std::nullopt}})) r.alternatives.push_back(*e);
+  // The presets, for the report: with recomputation where the search priced
+  // them so, else as they are (a search of their own would cost more than
+  // the choice did).
+  for (const auto& [preset, ps] : presetAlternatives(o.mesh)) {
+    auto e = ev.evaluate(preset, ps);
+    if (!e) continue;
+    e->fits = e->cost.peakBytes <= budget;
+    auto with = rec.priced(preset, withRecompute(ps, glob));
+    if (with && !e->fits && (with->fits || with->cost.peakBytes < e->cost.peakBytes)) {
+      with->plain = e->cost;
+      e = *with;
+    }
+    r.alternatives.push_back(*e);
+  }
   if (out.second) {
     r.alternatives.push_back(*out.second);
     r.alternatives.back().name = "runner-up";
   }
   r.evaluations = ev.count() + rec.count();
-  r.crashedLayouts += rec.crashed();
   return Status::ok();
 }
 
@@ -581,9 +605,8 @@ Expected<AutoResult> searchLayout(const std::string& modelPath, const AutoOption
     return e.status().withContext("--schema auto: not even the replicated layout compiles");
   }
   r.timedOut = search.timedOut;
-  SPMD_RETURN_IF_ERROR(
-      glob ? finishJointly(search, quick ? &compiled : nullptr, ev, modelPath, options, *glob, r)
-           : finish(s, ev, o, r));
+  SPMD_RETURN_IF_ERROR(glob ? finishJointly(search, quick ? &compiled : nullptr, ev, options, *glob, r)
+                            : finish(s, ev, o, r));
   r.crashedLayouts += ev.crashed();
   r.solveMs = msSince(start);
   return r;

@@ -26,7 +26,8 @@
 // that does not gets "recompute": {"model.layers.*": "auto"}
 // (passes::chooseRecompute: the least recomputation that fits), and costs
 // the step with that recomputation, or is over the budget when even full
-// recomputation does not fit. Fastest fitting wins (replicate + recompute
+// recomputation does not fit (not priced when its weights and optimizer
+// states alone exceed the budget). Fastest fitting wins (replicate + recompute
 // against shard + save); a layout whose plain step is already slower than
 // the best so far is not priced. Error when none fits: the smallest peak
 // found and the layouts tried.
@@ -107,6 +108,11 @@ struct Evaluated {
   /// is then the compiled program's with the recomputation chosen (its
   /// extra compute included).
   std::optional<passes::LayoutCost> plain;
+  /// With `plain`: the recompute plan chosen for the budget and what its
+  /// search said; spmdc compile applies it to `schema`
+  /// (passes::CompileOptions::recomputePlan) instead of searching again.
+  std::optional<passes::RecomputePlan> recomputePlan;
+  std::string recomputeChoice;
 };
 
 /// Within the budget first, then the faster step (over it: the leaner).

@@ -4,6 +4,8 @@
 #include <algorithm>
 
 #include "autoshard/Fold.h"
+#include "passes/LayoutCost.h"
+#include "support/Log.h"
 #include "support/Strings.h"
 
 namespace spmd::autoshard {
@@ -47,6 +49,51 @@ std::vector<JointCandidate> spreadOut(std::vector<JointCandidate> front, size_t 
   return out;
 }
 
+RecomputePricer::RecomputePricer(SharedArchive archive, passes::CompileOptions options,
+                                 const sharding::DeviceProfile& profile)
+    : archive_(std::move(archive)), options_(std::move(options)), profile_(profile) {}
+
+Expected<Evaluated> RecomputePricer::price(const std::string& name, const schema::PlacementSchema& s,
+                                           int64_t plainPeak) {
+  const std::string key = std::to_string(static_cast<int>(s.preset)) + schemaJson(s, "");
+  auto it = cache_.find(key);
+  if (it == cache_.end()) {
+    auto compiled = [&]() -> Expected<Evaluated> {
+      SPMD_ASSIGN_OR_RETURN(const pt2::Archive* a, archive_());
+      // compile() changes its archive (the optimizer's update, gathers): a copy.
+      pt2::Archive copy{a->path, a->program.clone(), a->weights, a->constants, a->weightsRoot, a->stats};
+      passes::CompileOptions options = options_;
+      options.recomputeHints = {plainPeak, lastLevel_};
+      SPMD_ASSIGN_OR_RETURN(passes::CompileResult r, passes::compile(copy, s, options));
+      Evaluated e{name,
+                  s,
+                  passes::modelLayout(r.program, profile_),
+                  true,
+                  std::nullopt,
+                  r.recomputePlan,
+                  r.recomputeChoice};
+      e.fits = e.cost.peakBytes <= options_.memoryBudget.value_or(e.cost.peakBytes);
+      if (e.fits && e.recomputePlan) lastLevel_ = e.recomputePlan->level;
+      logging::debug("auto: recompute priced ", name, ": peak ", e.cost.peakBytes, ", ", e.recomputeChoice);
+      return e;
+    };
+    it = cache_.emplace(key, compiled()).first;
+  }
+  if (!it->second) return it->second.status();
+  Evaluated e = *it->second;
+  e.name = name;
+  return e;
+}
+
+std::optional<Evaluated> RecomputePricer::priced(const std::string& name,
+                                                 const schema::PlacementSchema& s) const {
+  auto it = cache_.find(std::to_string(static_cast<int>(s.preset)) + schemaJson(s, ""));
+  if (it == cache_.end() || !it->second) return std::nullopt;
+  Evaluated e = *it->second;
+  e.name = name;
+  return e;
+}
+
 JointOutcome chooseJointly(const std::vector<JointCandidate>& order, const JointPrice& price, size_t limit) {
   JointOutcome out;
   auto take = [&](const JointCandidate& c) {
@@ -79,7 +126,10 @@ Status noJointFit(int64_t budget, const std::string& glob, const std::vector<Eva
   for (const Evaluated& e : tried) {
     if (!leanest || e.cost.peakBytes < leanest->cost.peakBytes) leanest = &e;
     list += (list.empty() ? "" : ", ") + e.name + " " + withCommas(e.cost.peakBytes) + " B" +
-            (e.plain ? " recomputed (" + withCommas(e.plain->peakBytes) + " B without)" : "");
+            (e.plain ? " recomputed (" + withCommas(e.plain->peakBytes) + " B without)"
+             : e.cost.paramBytes > budget
+                 ? " (weights and optimizer states alone " + withCommas(e.cost.paramBytes) + " B)"
+                 : "");
   }
   if (!leanest) return Status::error("--schema auto: no layout compiles for the memory budget");
   return Status::error("--schema auto: no layout fits the memory budget of " + withCommas(budget) +

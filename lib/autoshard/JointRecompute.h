@@ -8,12 +8,15 @@
 #pragma once
 
 #include <functional>
+#include <map>
 #include <optional>
 #include <string>
 #include <vector>
 
 #include "autoshard/AutoShard.h"
 #include "ir/Graph.h"
+#include "passes/Pipeline.h"
+#include "pt2/Archive.h"
 
 namespace spmd::autoshard {
 
@@ -41,9 +44,44 @@ std::vector<JointCandidate> paretoFront(std::vector<JointCandidate> all);
 /// last.
 std::vector<JointCandidate> spreadOut(std::vector<JointCandidate> front, size_t k);
 
-/// Prices one layout for the budget: without recomputation when that fits,
-/// else with "auto" recomputation (Evaluated::plain set); an error when it
-/// does not compile.
+/// The model read once, without weights (read when first asked); the
+/// caller's, which RecomputePricer copies and never changes.
+using SharedArchive = std::function<Expected<const pt2::Archive*>()>;
+
+/// Prices layouts with "recompute": {glob: "auto"} for a budget, in this
+/// process and each once: one compile on a copy of the archive read once,
+/// whose "auto" search (passes::chooseRecompute) gives the plan; the plan
+/// and the search's words come back with the cost, for the final compile.
+class RecomputePricer {
+ public:
+  /// `options`: the compile options of the search's evaluations, with
+  /// memoryBudget set (recomputeLeanestWhenNoFit: a layout no plan fits is
+  /// priced with the leanest, over the budget).
+  RecomputePricer(SharedArchive archive, passes::CompileOptions options,
+                  const sharding::DeviceProfile& profile);
+  /// `s` (its "auto" entries) compiled for the budget: the cost with the
+  /// plan chosen, Evaluated::recomputePlan and recomputeChoice set, `fits`
+  /// against the budget. `plainPeak`: the layout's peak without
+  /// recomputation, over the budget (passes::RecomputeHints::peakWithout);
+  /// the search starts at the level the last layout that fit took. Errors:
+  /// the model does not read, `s` does not compile.
+  Expected<Evaluated> price(const std::string& name, const schema::PlacementSchema& s, int64_t plainPeak);
+  /// price()'s answer for `s` when it was priced before; nullopt otherwise.
+  std::optional<Evaluated> priced(const std::string& name, const schema::PlacementSchema& s) const;
+  int64_t count() const { return static_cast<int64_t>(cache_.size()); }
+
+ private:
+  SharedArchive archive_;
+  passes::CompileOptions options_;
+  const sharding::DeviceProfile& profile_;
+  std::map<std::string, Expected<Evaluated>> cache_;
+  std::optional<size_t> lastLevel_;  ///< the level the last layout that fit took
+};
+
+/// Prices one layout for the budget: without recomputation when that fits
+/// or when its weights and optimizer states alone (LayoutCost::paramBytes,
+/// part of every peak) exceed it, else with "auto" recomputation
+/// (Evaluated::plain set); an error when it does not compile.
 using JointPrice = std::function<Expected<Evaluated>(const JointCandidate&)>;
 
 /// What the joint search found.
@@ -60,7 +98,8 @@ struct JointOutcome {
 JointOutcome chooseJointly(const std::vector<JointCandidate>& order, const JointPrice& price, size_t limit);
 
 /// The one-line error when no layout fits even with recomputation: the
-/// smallest peak found and every layout tried with its peak.
+/// smallest peak found and every layout tried with its peak (and, where
+/// they exceed `budget`, its weights and optimizer states).
 Status noJointFit(int64_t budget, const std::string& glob, const std::vector<Evaluated>& tried);
 
 }  // namespace spmd::autoshard

@@ -24,9 +24,9 @@ std::vector<std::unique_ptr<Pass>> defaultPasses(bool async, int64_t bucketBytes
   std::vector<std::unique_ptr<Pass>> out;
   out.push_back(std::make_unique<DedupCollectives>());
   out.push_back(std::make_unique<DeadCodeElimination>());
-  out.push_back(std::make_unique<Recompute>(
-      RecomputePlan{std::move(recompute),
-                    reissueCollectives ? RecomputeCollectives::Reissue : RecomputeCollectives::Save}));
+  out.push_back(std::make_unique<Recompute>(RecomputePlan{
+      std::move(recompute), reissueCollectives ? RecomputeCollectives::Reissue : RecomputeCollectives::Save,
+      std::nullopt}));
   out.push_back(std::make_unique<BucketCollectives>(bucketBytes));
   out.push_back(std::make_unique<BucketShardCollectives>(bucketBytes));
   if (async) out.push_back(std::make_unique<AsyncCollectives>());

@@ -69,38 +69,57 @@ void fillWeights(const pt2::Archive& archive, program::Program& p, bool embed) {
   }
 }
 
+// A plan the "auto" search tried that fits, with its program after the
+// passes and what recompute did: the lowest fitting level of one way of
+// treating collectives.
+struct TriedPlan {
+  RecomputePlan plan;
+  program::Program program;
+  RecomputeSummary summary;
+};
+
 // The schema's recompute entries with "auto" ones chosen for the budget:
 // each plan is tried on a copy of `p` through the passes, then
-// estimateMemory (RecomputeAuto.cpp).
+// estimateMemory (RecomputeAuto.cpp); or the plan chosen before
+// (CompileOptions::recomputePlan). `kept[way]`: the lowest fitting plan
+// tried of each way (RecomputeCollectives), whose program the compile takes
+// instead of running the passes again when it is the plan chosen.
 Expected<RecomputePlan> resolveRecompute(const program::Program& p,
                                          const std::vector<schema::RecomputeRule>& rules,
-                                         const CompileOptions& options, std::string& choice) {
+                                         const CompileOptions& options, std::string& choice,
+                                         std::optional<TriedPlan> (&kept)[2]) {
   if (std::none_of(rules.begin(), rules.end(),
                    [](const auto& r) { return r.mode == schema::RecomputeMode::Auto; }))
-    return RecomputePlan{rules, options.recomputeCollectives.value_or(RecomputeCollectives::Save)};
+    return RecomputePlan{rules, options.recomputeCollectives.value_or(RecomputeCollectives::Save),
+                         std::nullopt};
   if (!options.memoryBudget)
     return Status::error(
         "recompute: \"auto\" chooses what to recompute for a per-rank memory budget: give --memory-budget "
         "(e.g. 2GiB)");
+  if (options.recomputePlan) {
+    choice = options.recomputeChoice;
+    return *options.recomputePlan;
+  }
   PlanPeak peakOf = [&](const RecomputePlan& plan) -> Expected<PlanCost> {
     program::Program copy = program::copyProgram(p);
-    int64_t collectives = -1, collectiveBytes = -1;
+    RecomputeSummary summary;
     for (auto& pass : defaultPasses(options.async, options.bucketBytes, plan.rules,
                                     plan.collectives == RecomputeCollectives::Reissue)) {
       SPMD_RETURN_IF_ERROR(pass->run(copy));
-      if (const auto* rc = dynamic_cast<const Recompute*>(pass.get())) {
-        collectives = rc->summary().collectives;
-        collectiveBytes = rc->summary().collectiveBytes;
-      }
+      if (const auto* rc = dynamic_cast<const Recompute*>(pass.get())) summary = rc->summary();
     }
     const LayoutCost cost = modelLayout(copy, sharding::defaultDeviceProfile());
     logging::debug("recompute auto: tried ", plan.rules.size(), " rules",
                    plan.collectives == RecomputeCollectives::Reissue ? " re-issued" : "", ": peak ",
                    cost.peakBytes);
-    return PlanCost{cost.peakBytes, cost.stepSeconds(), collectives, collectiveBytes};
+    auto& slot = kept[plan.collectives == RecomputeCollectives::Reissue ? 1 : 0];
+    if (cost.peakBytes <= *options.memoryBudget && plan.level &&
+        (!slot || *plan.level < slot->plan.level.value_or(0)))
+      slot = TriedPlan{plan, std::move(copy), summary};
+    return PlanCost{cost.peakBytes, cost.stepSeconds(), summary.collectives, summary.collectiveBytes};
   };
   return chooseRecompute(p, rules, *options.memoryBudget, options.recomputeCollectives, peakOf, choice,
-                         options.recomputeLeanestWhenNoFit);
+                         options.recomputeLeanestWhenNoFit, options.recomputeHints);
 }
 
 // Every --print-after name must be a pass (with --no-async too, the async
@@ -236,10 +255,26 @@ Expected<CompileResult> compileOne(pt2::Archive& archive, const schema::Placemen
 
   fillWeights(archive, r.program, options.embedWeights);  // before the passes: recompute's "auto" counts them
   std::string choice;
-  auto recompute = resolveRecompute(r.program, schema.recompute, options, choice);
+  std::optional<TriedPlan> kept[2];
+  auto recompute = resolveRecompute(r.program, schema.recompute, options, choice, kept);
   if (!recompute) return recompute.status().withContext(archive.path);
-  for (auto& pass : defaultPasses(options.async, options.bucketBytes, recompute->rules,
-                                  recompute->collectives == RecomputeCollectives::Reissue)) {
+  if (std::any_of(schema.recompute.begin(), schema.recompute.end(),
+                  [](const auto& rule) { return rule.mode == schema::RecomputeMode::Auto; })) {
+    r.recomputePlan = *recompute;
+    r.recomputeChoice = choice;
+  }
+  // The search ran the passes with the plan chosen: its program is taken.
+  auto& tried = kept[recompute->collectives == RecomputeCollectives::Reissue ? 1 : 0];
+  const bool reuse =
+      tried && recompute->level && tried->plan.level == recompute->level && options.printAfter.empty();
+  if (reuse) {
+    r.program = std::move(tried->program);
+    r.notes.push_back(recomputeNote(tried->summary, choice));
+    timer.done("passes (as the recompute search ran them)");
+  }
+  for (auto& pass : reuse ? std::vector<std::unique_ptr<Pass>>{}
+                          : defaultPasses(options.async, options.bucketBytes, recompute->rules,
+                                          recompute->collectives == RecomputeCollectives::Reissue)) {
     Status st = pass->run(r.program);
     if (!st.isOk()) return st.withContext(archive.path + ": pass " + std::string(pass->name()));
     if (const auto* rc = dynamic_cast<const Recompute*>(pass.get()); rc && !schema.recompute.empty())

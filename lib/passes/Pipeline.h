@@ -53,6 +53,15 @@ struct CompileOptions {
   /// apply the leanest (every module fully recomputed) instead of refusing,
   /// so that the layout is priced, over the budget.
   bool recomputeLeanestWhenNoFit = false;
+  /// The plan of the schema's "auto" recompute entries, chosen before for
+  /// this schema and memoryBudget (--schema auto's joint search hands its
+  /// winner's, CompileResult::recomputePlan): applied as it is, without
+  /// searching again; `recomputeChoice` is what that search said (the note).
+  std::optional<RecomputePlan> recomputePlan;
+  std::string recomputeChoice;
+  /// What the caller knows that spares the "auto" search tries (the joint
+  /// search pricing layouts one after another); the plan chosen is the same.
+  RecomputeHints recomputeHints;
   /// --mixed-precision: the policy the train step must have been exported
   /// with (passes/MixedPrecision.h); nullopt: the schema's, or the archive's.
   std::optional<schema::MixedPrecisionRequest> mixedPrecision;
@@ -68,6 +77,10 @@ struct CompileResult {
   std::vector<std::string> warnings;
   /// Milliseconds per phase, in phase order.
   std::vector<std::pair<std::string, double>> timingsMs;
+  /// When the schema has "auto" recompute entries: the plan applied (every
+  /// module's rule, the collectives' way) and what the search said of it.
+  std::optional<RecomputePlan> recomputePlan;
+  std::string recomputeChoice;
 };
 
 /// Compiles `archive` under `schema`. Weight entries (FQN, placement,

@@ -47,6 +47,22 @@ enum class RecomputeCollectives {
 struct RecomputePlan {
   std::vector<schema::RecomputeRule> rules;
   RecomputeCollectives collectives = RecomputeCollectives::Save;
+  /// chooseRecompute's: the level of its ladder taken (RecomputeAuto.cpp);
+  /// nullopt for rules given as they are.
+  std::optional<size_t> level;
+};
+
+/// What the caller of chooseRecompute knows before it searches (the joint
+/// search of --schema auto, pricing layouts of one program one after
+/// another); neither changes the plan chosen when the peak falls as the
+/// level rises, only how many levels are tried.
+struct RecomputeHints {
+  /// The program's peak without recomputation (compiled as it is before):
+  /// when over the budget, level 0 is not tried again.
+  std::optional<int64_t> peakWithout;
+  /// A level to try first, and the one below it when it fits (above it
+  /// when not): the level a layout alike took (RecomputePlan::level).
+  std::optional<size_t> level;
 };
 
 /// What recompute did, for the compile's notes.
@@ -135,12 +151,13 @@ using PlanPeak = std::function<Expected<PlanCost>(const RecomputePlan&)>;
 /// without recomputation that fits is taken after one try. Error when even
 /// full recomputation of every module does not fit, with the smallest peak
 /// found; with `leanestWhenNoFit` that leanest plan is returned instead
-/// (--schema auto prices the layout with it, over the budget).
+/// (--schema auto prices the layout with it, over the budget). `hints`
+/// spare tries (RecomputeHints).
 Expected<RecomputePlan> chooseRecompute(const program::Program& program,
                                         const std::vector<schema::RecomputeRule>& rules, int64_t budget,
                                         std::optional<RecomputeCollectives> collectives,
                                         const PlanPeak& peakOf, std::string& choice,
-                                        bool leanestWhenNoFit = false);
+                                        bool leanestWhenNoFit = false, const RecomputeHints& hints = {});
 
 class Recompute : public Pass {
  public:

@@ -13,7 +13,10 @@
 // interpolating the peak between a level over the budget and one within it
 // (level 0, then L, then 2L if L does not fit), safeguarded by bisection
 // (lowestFitting, Recompute.h): 4 to 6 tries on a 32-layer step, where a
-// binary search took log2(2L) + 2. Collectives of activations
+// binary search took log2(2L) + 2. Given RecomputeHints (the joint search
+// of --schema auto, layout after layout), level 0 is not tried again when
+// its peak is known, and the bracket starts at the level a layout alike
+// took and the one next to it: 2 to 4 tries. Collectives of activations
 // (tensor-parallel all-reduces) in a recomputed module are saved on that
 // ladder; unless told one way, a second search re-issues them instead
 // (skipped when the level below the one taken stays over the budget even
@@ -109,10 +112,44 @@ Expected<std::pair<PlanRung, PlanRung>> lowestFitting(const std::function<Expect
   return std::make_pair(fits, over);
 }
 
+namespace {
+
+/// The bracket lowestFitting starts from: a level over `budget` and, when
+/// one fits, a level within it; `most` gets the top level's cost when no
+/// level fits (it was tried). From `hints.level` (and the level next to it)
+/// when given, then every module selective (n), then every module full
+/// (2n, only when n does not fit).
+Expected<std::pair<PlanRung, std::optional<PlanRung>>> bracket(
+    const std::function<Expected<PlanCost>(size_t)>& costOf, PlanRung over, size_t n, int64_t budget,
+    const RecomputeHints& hints, PlanCost& most) {
+  std::optional<PlanRung> fits;
+  auto tryLevel = [&](size_t level) -> Status {
+    SPMD_ASSIGN_OR_RETURN(PlanCost c, costOf(level));
+    if (c.peakBytes <= budget)
+      fits = PlanRung{level, c};
+    else
+      over = PlanRung{level, c};
+    if (level == 2 * n) most = c;
+    return Status::ok();
+  };
+  if (hints.level && *hints.level > over.level && *hints.level <= 2 * n) {
+    SPMD_RETURN_IF_ERROR(tryLevel(*hints.level));
+    const size_t next = fits ? fits->level - 1 : over.level + 1;
+    if (next > over.level && (!fits || next < fits->level) && next <= 2 * n)
+      SPMD_RETURN_IF_ERROR(tryLevel(next));
+  }
+  if (!fits && over.level < n) SPMD_RETURN_IF_ERROR(tryLevel(n));
+  if (!fits && over.level < 2 * n) SPMD_RETURN_IF_ERROR(tryLevel(2 * n));
+  return std::make_pair(over, fits);
+}
+
+}  // namespace
+
 Expected<RecomputePlan> chooseRecompute(const program::Program& program,
                                         const std::vector<schema::RecomputeRule>& rules, int64_t budget,
                                         std::optional<RecomputeCollectives> collectives,
-                                        const PlanPeak& peakOf, std::string& choice, bool leanestWhenNoFit) {
+                                        const PlanPeak& peakOf, std::string& choice, bool leanestWhenNoFit,
+                                        const RecomputeHints& hints) {
   SPMD_ASSIGN_OR_RETURN(std::vector<RecomputeRegion> regions, recomputeRegions(program, rules));
   std::vector<std::string> modules;
   for (const RecomputeRegion& r : regions)
@@ -120,32 +157,26 @@ Expected<RecomputePlan> chooseRecompute(const program::Program& program,
   const size_t n = modules.size(), top = 2 * n;
   using RC = RecomputeCollectives;
   auto costAs = [&](RC how) {
-    return [&, how](size_t level) { return peakOf({levelRules(rules, modules, level), how}); };
+    return [&, how](size_t level) { return peakOf({levelRules(rules, modules, level), how, level}); };
   };
   const RC first = collectives.value_or(RC::Save);  // the way tried first: saving adds no time
-  SPMD_ASSIGN_OR_RETURN(PlanCost none, costAs(first)(0));
+  // Level 0 recomputes nothing (and reads no collective): the peak known.
+  PlanCost none{hints.peakWithout.value_or(0), 0, 0, 0};
+  if (!hints.peakWithout || *hints.peakWithout <= budget) {
+    SPMD_ASSIGN_OR_RETURN(none, costAs(first)(0));
+  }
   auto chose = [&](const PlanRung& r, RC how, const std::string& what) {
     choice = "auto: " + describe(r.level, n) +
              (how == RC::Reissue ? ", collectives of activations re-issued" : "") + ": estimated peak " +
              withCommas(r.cost.peakBytes) + " B/rank " + what + " --memory-budget " + withCommas(budget) +
              " (" + withCommas(none.peakBytes) + " B/rank without recomputation); modeled step " +
              microseconds(r.cost.stepSeconds);
-    return RecomputePlan{levelRules(rules, modules, r.level), how};
+    return RecomputePlan{levelRules(rules, modules, r.level), how, r.level};
   };
   if (none.peakBytes <= budget) return chose({0, none}, first, "within");
-  // Every module selective first: the selective half of the ladder frees
-  // alike bytes per level, so interpolating inside it is exact.
-  PlanRung over{0, none};
-  std::optional<PlanRung> fits;
-  SPMD_ASSIGN_OR_RETURN(PlanCost half, costAs(first)(n));
-  PlanCost most = half;
-  if (half.peakBytes <= budget) {
-    fits = PlanRung{n, half};
-  } else {
-    over = {n, half};
-    SPMD_ASSIGN_OR_RETURN(most, costAs(first)(top));
-    if (most.peakBytes <= budget) fits = PlanRung{top, most};
-  }
+  PlanCost most;
+  SPMD_ASSIGN_OR_RETURN(auto ends, bracket(costAs(first), {0, none}, n, budget, hints, most));
+  auto [over, fits] = ends;
   std::optional<PlanRung> taken;
   RC how = first, leanest = first;
   if (fits) {

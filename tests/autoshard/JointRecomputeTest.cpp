@@ -4,6 +4,7 @@
 // regimes of autoShard at 2 and 2x2 ranks.
 #include "AutoTestUtil.h"
 #include "autoshard/JointRecompute.h"
+#include "program/Dump.h"
 #include "support/Strings.h"
 
 using namespace spmd;
@@ -112,6 +113,20 @@ TEST_CASE("joint recompute: with none fitting by the limit the leanest is priced
       "recomputed (5,000 B without); raise --memory-budget or use a larger mesh");
 }
 
+TEST_CASE("joint recompute: a layout whose weights alone exceed the budget is named so in the error") {
+  Evaluated dp = layout("dp", 1.0, 9000).seen, fsdp = layout("fsdp", 1.4, 5000).seen;
+  dp.cost.paramBytes = 4000;  // over the budget: not recomputed
+  fsdp.cost.paramBytes = 2000;
+  fsdp.plain = fsdp.cost;
+  fsdp.cost.peakBytes = 4500;
+  Status st = autoshard::noJointFit(3500, "model.layers.*", {dp, fsdp});
+  CHECK(
+      st.message() ==
+      "--schema auto: no layout fits the memory budget of 3,500 B/rank, even recomputing model.layers.*: the "
+      "smallest peak found is 4,500 B/rank (fsdp); tried dp 9,000 B (weights and optimizer states alone "
+      "4,000 B), fsdp 4,500 B recomputed (5,000 B without); raise --memory-budget or use a larger mesh");
+}
+
 TEST_CASE("joint recompute: the glob is the layer stack of a train step whose ops name their modules") {
   auto read = [](const std::string& path) {
     auto a = pt2::readArchive(path, {.loadWeights = false});
@@ -127,5 +142,90 @@ TEST_CASE("joint recompute: the glob is the layer stack of a train step whose op
   REQUIRE(s.recompute.size() == 1);
   CHECK(s.recompute[0].mode == schema::RecomputeMode::Auto);
   CHECK(autoshard::schemaJson(s, "").find("\"recompute\": {\n  \"model.layers.*\": \"auto\"\n }") !=
+        std::string::npos);
+}
+
+TEST_CASE("joint recompute: the winner's plan, handed to the compile, is the program a fresh compile gives") {
+  const std::string path = std::string(SPMD_TESTDATA_DIR) + "/recompute/llama_train_paths/model.pt2";
+  auto compileWith = [&](const schema::PlacementSchema& s, const passes::CompileOptions& opts) {
+    auto a = pt2::readArchive(path, {.loadWeights = false});
+    REQUIRE(a.hasValue());
+    auto r = passes::compile(*a, s, opts);
+    if (!r) FAIL(r.status().message());
+    return std::move(*r);
+  };
+  autoshard::AutoOptions o;
+  o.mesh = *sharding::Mesh::create({2});
+  auto plain = autoshard::autoShard(path, o);
+  REQUIRE(plain.hasValue());
+  // Half way from the plain peak to full recomputation's (auto_recompute's
+  // "below" budget): the layout only fits recomputed.
+  schema::PlacementSchema full = plain->chosen.schema;
+  full.recompute = {schema::RecomputeRule{"model.layers.*", schema::RecomputeMode::Full, {}}};
+  passes::CompileOptions base;
+  base.mesh = std::vector<int64_t>{2};
+  const int64_t p0 = plain->chosen.cost.peakBytes;
+  const int64_t pfull =
+      passes::modelLayout(compileWith(full, base).program, sharding::defaultDeviceProfile()).peakBytes;
+  REQUIRE(pfull < p0);
+  o.memoryBudget = pfull + (p0 - pfull) / 2;
+  auto r = autoshard::autoShard(path, o);
+  REQUIRE(r.hasValue());
+  REQUIRE(r->chosen.plain);
+  REQUIRE(r->chosen.recomputePlan);
+  CHECK(r->chosen.recomputeChoice.starts_with("auto: "));
+  const passes::RecomputePlan& plan = *r->chosen.recomputePlan;
+  CHECK(std::none_of(plan.rules.begin(), plan.rules.end(),
+                     [](const auto& rule) { return rule.mode == schema::RecomputeMode::Auto; }));
+
+  passes::CompileOptions budgeted = base;
+  budgeted.memoryBudget = o.memoryBudget;
+  passes::CompileOptions handed = budgeted;  // what spmdc compile does with the winner
+  handed.recomputePlan = plan;
+  handed.recomputeChoice = r->chosen.recomputeChoice;
+  schema::PlacementSchema explicitPlan = r->chosen.schema;  // "recompute": <that plan>
+  explicitPlan.recompute = plan.rules;
+  passes::CompileOptions fresh = base;
+  fresh.recomputeCollectives = plan.collectives;
+
+  auto got = compileWith(r->chosen.schema, handed);
+  auto want = compileWith(explicitPlan, fresh);
+  auto searched = compileWith(r->chosen.schema, budgeted);  // the search run again
+  const std::string text = program::dumpProgram(got.program);
+  CHECK(text == program::dumpProgram(want.program));
+  CHECK(text == program::dumpProgram(searched.program));
+  CHECK(got.recomputeChoice == searched.recomputeChoice);
+  // The search's program of the plan it chose is the one taken, not made again.
+  CHECK(std::any_of(searched.timingsMs.begin(), searched.timingsMs.end(),
+                    [](const auto& t) { return t.first == "passes (as the recompute search ran them)"; }));
+  CHECK(searched.notes == got.notes);
+  const auto cost = passes::modelLayout(got.program, sharding::defaultDeviceProfile());
+  CHECK(cost.peakBytes == r->chosen.cost.peakBytes);
+  CHECK(cost.peakBytes <= *o.memoryBudget);
+  // The plan handed is the one applied, with no search of its own.
+  passes::CompileOptions handedFull = budgeted;
+  handedFull.recomputePlan =
+      passes::RecomputePlan{full.recompute, passes::RecomputeCollectives::Save, std::nullopt};
+  schema::PlacementSchema chosenFull = r->chosen.schema;
+  chosenFull.recompute = full.recompute;
+  CHECK(program::dumpProgram(compileWith(r->chosen.schema, handedFull).program) ==
+        program::dumpProgram(compileWith(chosenFull, base).program));
+}
+
+TEST_CASE("joint recompute: layouts whose weights alone exceed the budget are not recomputed") {
+  const std::string path = std::string(SPMD_TESTDATA_DIR) + "/recompute/llama_train_paths/model.pt2";
+  autoshard::AutoOptions o;
+  o.mesh = *sharding::Mesh::create({2});
+  auto plain = autoshard::autoShard(path, o);
+  REQUIRE(plain.hasValue());
+  // Below the weights and optimizer states of the fastest layout (replicated
+  // layers): no recomputation can make it fit, and none is tried on it.
+  const int64_t weights = plain->chosen.cost.paramBytes;
+  o.memoryBudget = weights - 1;
+  auto r = autoshard::autoShard(path, o);
+  REQUIRE_FALSE(r.hasValue());
+  CHECK(r.status().message().find("(weights and optimizer states alone " + withCommas(weights) + " B)") !=
+        std::string::npos);
+  CHECK(r.status().message().find("no layout fits the memory budget of " + withCommas(weights - 1)) !=
         std::string::npos);
 }

@@ -94,11 +94,15 @@ spmd::Status checkAutoFlags(const CompileArgs& a) {
   return spmd::Status::ok();
 }
 
-spmd::Expected<spmd::passes::CompileResult> compileSchema(const CompileArgs& a,
-                                                          const spmd::schema::PlacementSchema& schema,
-                                                          const spmd::sharding::DeviceProfile* profile,
-                                                          std::optional<spmd::pt2::Archive>& archive) {
+spmd::Expected<spmd::passes::CompileResult> compileSchema(
+    const CompileArgs& a, const spmd::schema::PlacementSchema& schema,
+    const spmd::sharding::DeviceProfile* profile, std::optional<spmd::pt2::Archive>& archive,
+    const spmd::autoshard::Evaluated* chosen = nullptr) {
   SPMD_ASSIGN_OR_RETURN(spmd::passes::CompileOptions opts, baseOptions(a));
+  if (chosen) {  // --schema auto chose the recomputation with the layout: no second search
+    opts.recomputePlan = chosen->recomputePlan;
+    opts.recomputeChoice = chosen->recomputeChoice;
+  }
   if (!a.memoryBudget.empty()) {
     bool autoRecompute = std::any_of(schema.recompute.begin(), schema.recompute.end(), [](const auto& r) {
       return r.mode == spmd::schema::RecomputeMode::Auto;
@@ -186,10 +190,12 @@ int runCompile(const CompileArgs& a) {
   spmd::passes::ReportExtras extras;
   extras.profile = prof;
   std::optional<spmd::schema::PlacementSchema> schema;
+  std::optional<spmd::autoshard::Evaluated> autoChosen;
   if (a.schema == "auto") {
     auto chosen = chooseLayout(a, prof, budget);
     if (!chosen) return fail(chosen.status().withContext(a.model));
     schema = chosen->chosen.schema;
+    autoChosen = chosen->chosen;
     extras.sections.emplace_back("auto", spmd::autoshard::autoReportJson(*chosen, budget));
     extras.summaryLines = spmd::autoshard::autoSummaryLines(*chosen, budget);
   } else {
@@ -198,7 +204,7 @@ int runCompile(const CompileArgs& a) {
     schema = std::move(*s);
   }
   std::optional<spmd::pt2::Archive> archive;
-  auto result = compileSchema(a, *schema, prof, archive);
+  auto result = compileSchema(a, *schema, prof, archive, autoChosen ? &*autoChosen : nullptr);
   if (!result) return fail(result.status());
   spmd::program::ArchiveWeightSource archiveWeights(*archive);
   spmd::passes::OptimizerWeightSource weights(archiveWeights, result->program);
