@@ -148,6 +148,7 @@ def export(name, d, seq=S, batch=B):
         core.export_train_step(m.module, m.inputs, d, loss_fn=m.loss_fn, targets=m.targets, strict=False)
         return
     attn, causal = {"sdpa_causal": ("sdpa", True), "sdpa_full": ("sdpa", False), "eager_full": ("eager", False),
+                    "eager_causal": ("eager", True),
                     "fused_causal_infer": ("sdpa", True), "fused_full_infer": ("sdpa", False)}[name]
     tokens, labels = torch.randint(0, VOCAB, (batch, seq)), torch.randint(0, VOCAB, (batch, seq))
     if name.endswith("_infer"):  # not decomposed: the graph keeps aten.scaled_dot_product_attention
