@@ -28,7 +28,10 @@
 // with them the partial dK / dV of the block: after its step the rank sends
 // them to rank r + 1, which works on the same block at the next step and
 // adds its part; the last step's send brings each block's gradients home
-// (n sends of dK and dV). Gradients are those of torch's math attention:
+// (n sends of dK and dV). Keys and values cross the ring in their own
+// dtype (bf16 models send half the bytes, as torch's ring); every block is
+// computed in float32 and the travelling dK / dV stay float32 (torch's
+// convert_to_f32). Gradients are those of torch's math attention:
 // P = e^(S - lse), dV = P^T dO, dS = P (dO V^T - rowsum(dO out)).
 #include "runtime/RingAttentionOps.h"
 
@@ -184,18 +187,20 @@ at::Tensor finite(const at::Tensor& x) { return x.masked_fill(at::isneginf(x), 0
 std::vector<at::Tensor> forward(const Ring& ring, const at::Tensor& q0, const at::Tensor& k0,
                                 const at::Tensor& v0, const std::optional<at::Tensor>& mask0, double scale,
                                 const Layout& l) {
-  at::Tensor q = q0.to(at::kFloat), k = k0.to(at::kFloat), v = v0.to(at::kFloat);
+  // K and V rotate in their dtype (as torch's ring); each block is computed in float32.
+  at::Tensor q = q0.to(at::kFloat), kx = k0, vx = v0;
   std::optional<at::Tensor> mask = additive(mask0);
   if (mask) mask = mask->to(at::kFloat);
   std::vector<int64_t> outShape = q.sizes().vec();
-  outShape.back() = v.size(-1);
+  outShape.back() = v0.size(-1);
   at::Tensor out = at::zeros(outShape, q.options());
   at::Tensor lse =
       at::full(q.sizes().slice(0, q.dim() - 1), -std::numeric_limits<double>::infinity(), q.options());
   for (int64_t i = 0; i < ring.size; ++i) {
     int64_t j = (ring.coord - i + ring.size) % ring.size;
     std::optional<Exchange> next;
-    if (i + 1 < ring.size) next.emplace(ring, std::vector<at::Tensor>{k, v}, kKvTag);
+    if (i + 1 < ring.size) next.emplace(ring, std::vector<at::Tensor>{kx, vx}, kKvTag);
+    at::Tensor k = kx.to(at::kFloat), v = vx.to(at::kFloat);
     if (auto p = partOf(l, j, q.size(-2), k.size(-2))) {
       at::Tensor s =
           scores(q.narrow(-2, p->q0, p->qn), k.narrow(-2, p->k0, p->kn), mask, scale, l, j, *p, k.size(-2));
@@ -211,7 +216,7 @@ std::vector<at::Tensor> forward(const Ring& ring, const at::Tensor& q0, const at
     }
     if (next) {
       auto kv = next->wait();
-      k = kv[0], v = kv[1];
+      kx = kv[0], vx = kv[1];
     }
   }
   return {out.to(q0.scalar_type()), lse};
@@ -222,7 +227,8 @@ std::vector<at::Tensor> backward(const Ring& ring, const at::Tensor& grad0, cons
                                  const at::Tensor& k0, const at::Tensor& v0,
                                  const std::optional<at::Tensor>& mask0, const at::Tensor& out0,
                                  const at::Tensor& lse0, double scale, const Layout& l) {
-  at::Tensor dout = grad0.to(at::kFloat), q = q0.to(at::kFloat), k = k0.to(at::kFloat), v = v0.to(at::kFloat);
+  // K and V rotate in their dtype, the travelling dK and dV in float32 (torch's convert_to_f32).
+  at::Tensor dout = grad0.to(at::kFloat), q = q0.to(at::kFloat), kx = k0, vx = v0;
   std::optional<at::Tensor> mask = additive(mask0);
   if (mask) mask = mask->to(at::kFloat);
   at::Tensor lse = finite(lse0.to(at::kFloat)).unsqueeze(-1);
@@ -232,7 +238,8 @@ std::vector<at::Tensor> backward(const Ring& ring, const at::Tensor& grad0, cons
   for (int64_t i = 0; i < ring.size; ++i) {
     int64_t j = (ring.coord - i + ring.size) % ring.size;
     std::optional<Exchange> next;
-    if (i + 1 < ring.size) next.emplace(ring, std::vector<at::Tensor>{k, v}, kKvTag);
+    if (i + 1 < ring.size) next.emplace(ring, std::vector<at::Tensor>{kx, vx}, kKvTag);
+    at::Tensor k = kx.to(at::kFloat), v = vx.to(at::kFloat);
     at::Tensor dk = at::zeros_like(k), dv = at::zeros_like(v);
     if (auto pt = partOf(l, j, q.size(-2), k.size(-2))) {
       auto rows = [&](const at::Tensor& x) { return x.narrow(-2, pt->q0, pt->qn); };
@@ -256,7 +263,7 @@ std::vector<at::Tensor> backward(const Ring& ring, const at::Tensor& grad0, cons
     grads.emplace(ring, std::vector<at::Tensor>{dk, dv}, kGradTag);
     if (next) {
       auto kv = next->wait();
-      k = kv[0], v = kv[1];
+      kx = kv[0], vx = kv[1];
     }
   }
   std::vector<at::Tensor> dkv = grads->wait();  // the last step's send brought this rank's block home
