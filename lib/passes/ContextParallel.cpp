@@ -381,6 +381,117 @@ Status pinAttention(ir::ExportedProgram& program, const schema::PlacementSchema&
   return insertLayoutAnchors(program.graph, pins, "_cp", "spmd_context_parallel");
 }
 
+bool isRingOp(const std::string& t) {
+  return t == "spmdc.ring_attention.default" || t == "spmdc.ring_attention_backward.default";
+}
+
+// A node that reorders or shifts a sequence input along the sequence
+// while it is integral (ids, labels, positions and the masks made of them;
+// HF's labels[..., 1:] after a pad, its
+// packed-sequence check of position ids): in the permuted order of the
+// load-balanced split it would compute something else. Null when none.
+const ir::Node* shiftsSequence(const std::vector<ir::Value*>& inputs, int64_t length) {
+  std::vector<const ir::Value*> todo(inputs.begin(), inputs.end());
+  std::unordered_set<const ir::Value*> seen(todo.begin(), todo.end());
+  while (!todo.empty()) {
+    const ir::Value* v = todo.back();
+    todo.pop_back();
+    for (const ir::Node* u : v->users()) {
+      const std::string& t = u->target();
+      if (t == "aten.embedding.default") continue;
+      if (t == "aten.constant_pad_nd.default" || t == "aten.roll.default" || t == "aten.cumsum.default" ||
+          t == "aten.flip.default" || t == "aten.narrow.default" || t == "aten.cat.default")
+        return u;
+      if (t == "aten.slice.Tensor" && !u->outputValues().empty()) {
+        const auto& in = v->type().sizes;
+        const auto& out = u->outputValues()[0]->type().sizes;
+        for (size_t d = 0; d < in.size() && d < out.size(); ++d)
+          if (in[d] != out[d] && in[d].isStatic() && in[d].value() >= length) return u;
+      }
+      for (const ir::Value* o : u->outputValues()) {  // ids, labels, positions, masks: not activations
+        ir::ScalarType d = o->isTensor() ? o->type().dtype : ir::ScalarType::Unknown;
+        bool integral = d == ir::ScalarType::Long || d == ir::ScalarType::Int || d == ir::ScalarType::Bool ||
+                        d == ir::ScalarType::Short || d == ir::ScalarType::Byte || d == ir::ScalarType::Char;
+        if (integral && seen.insert(o).second) todo.push_back(o);
+      }
+    }
+  }
+  return nullptr;
+}
+
+// The ring's load-balanced causal split (docs/CONTEXT_PARALLEL.md): on by
+// request, or by default when a ring op is causal and no parameter is
+// sharded on the axis. Marks the ring ops load_balance=true and stores the
+// sequence inputs replicated on the axis with an S(1) anchor after them, so
+// that cp-load-balance (ContextParallelBalance.cpp) permutes them before
+// their local slice. `why`: what the note says ("" when off by default).
+Expected<bool> balanceRing(ir::ExportedProgram& program, const schema::PlacementSchema& schema,
+                           schema::ResolvedPlacements& placements, int64_t axis, const ir::Dim& length,
+                           std::string& why) {
+  ir::Graph& g = program.graph;
+  const std::optional<bool>& asked = schema.contextParallel->loadBalance;
+  bool causal = false;
+  for (const auto& n : g.nodes())
+    if (const Argument* c = n->input("causal"); isRingOp(n->target()) && c && !c->ints.empty() && c->ints[0])
+      causal = true;
+  if (!asked.value_or(causal)) return false;
+  const std::string& name = placements.mesh.axisNames()[static_cast<size_t>(axis)];
+  int64_t size = placements.mesh.size(axis);
+  const auto& specs = program.signature.inputs;
+  for (size_t i = 0; i < specs.size() && i < placements.inputs.size(); ++i) {
+    if (specs[i].kind == ir::InputKind::UserInput ||
+        !placements.inputs[i].placements[static_cast<size_t>(axis)].isShard())
+      continue;
+    if (!asked) {
+      why = ", not load-balanced: parameters are sharded on '" + name + "'";
+      return false;
+    }
+    return Status::error("load_balance with parameters sharded on '" + name +
+                         "' (fsdp over the cp axis) is not built; set \"load_balance\": false or keep the "
+                         "parameters off '" +
+                         name + "'");
+  }
+  std::vector<ir::Value*> seq;
+  for (size_t i = 0; i < g.inputs().size() && i < placements.inputs.size(); ++i)
+    if (specs[i].kind == ir::InputKind::UserInput &&
+        placements.inputs[i].placements[static_cast<size_t>(axis)].isShard())
+      seq.push_back(g.inputs()[i]);
+  if (const ir::Node* n = shiftsSequence(seq, length.isStatic() ? length.value() : 0)) {
+    std::string what = "%" + n->name() + " (" + n->target() + ") shifts or reorders a sequence input";
+    if (!asked) {
+      why = ", not load-balanced: " + what;
+      return false;
+    }
+    return Status::error(what +
+                         ", which the load-balanced split's permuted order would break; shift it "
+                         "before export (as torchtitan's data loader does) or set \"load_balance\": false");
+  }
+  if (!length.isStatic() || length.value() % (2 * size) != 0)
+    return Status::error("the sequence length " + length.str() + " does not split into 2 x " +
+                         std::to_string(size) +
+                         " chunks for the load-balanced causal split; pad the sequence "
+                         "to a multiple of " +
+                         std::to_string(2 * size) + " or set \"load_balance\": false");
+  for (const auto& n : g.nodes()) {
+    if (!isRingOp(n->target())) continue;
+    std::vector<ir::NamedArgument> in = n->inputs();
+    in.push_back({"load_balance", Argument::boolean(true), true});
+    n->setInputs(std::move(in));
+  }
+  std::vector<std::pair<ir::Value*, ShardingSpec>> pins;
+  const auto& inputs = g.inputs();
+  for (size_t i = 0; i < inputs.size() && i < placements.inputs.size(); ++i) {
+    Placement& p = placements.inputs[i].placements[static_cast<size_t>(axis)];
+    if (specs[i].kind != ir::InputKind::UserInput || !p.isShard()) continue;
+    pins.emplace_back(inputs[i], placements.inputs[i]);
+    p = Placement::replicate();
+  }
+  SPMD_RETURN_IF_ERROR(insertLayoutAnchors(g, pins, "_cp", "spmd_context_parallel"));
+  why = ", load-balanced: rank r holds chunks r and " + std::to_string(2 * size - 1) + "-r of " +
+        std::to_string(2 * size) + " (head + tail)";
+  return true;
+}
+
 }  // namespace
 
 Status applyContextParallel(ir::ExportedProgram& program, const schema::PlacementSchema& schema,
@@ -414,12 +525,15 @@ Status applyContextParallel(ir::ExportedProgram& program, const schema::Placemen
     if (ring.attentions != static_cast<int>(sites.size()))
       return Status::error(where + "ring attention took " + std::to_string(ring.attentions) + " of the " +
                            std::to_string(sites.size()) + " attentions found; use \"rotate\": \"allgather\"");
+    std::string balance;
+    if (auto lb = balanceRing(program, schema, placements, axis, length, balance); !lb)
+      return Status::error(where + lb.status().message());
     placements.notes.push_back(
         "context parallelism on '" + axisName + "' (" + schema.contextParallel->pointer.substr(1) +
         ", rotate ring): " + std::to_string(sharded) + " user inputs sharded on dim 1 (sequence " +
         length.str() + " over " + std::to_string(size) + "), " + std::to_string(ring.attentions) +
         " attentions (" + std::to_string(ring.fused) + " fused) rotate key/value blocks around '" + axisName +
-        "' (ring attention)");
+        "' (ring attention)" + balance);
     return Status::ok();
   }
   auto masks = explicitCausalMasks(program.graph);

@@ -58,8 +58,11 @@ std::optional<RingTraffic> ringTraffic(const ir::Node& node, const sharding::Mes
   r.axis = axis;
   r.backward = backward;
   r.sends = backward ? 2 * cp - 1 : cp - 1;
-  r.bytesPerSend = (numelOf(named(node, "key")) + numelOf(named(node, "value"))) * 4;
-  r.bytesPerRank = r.sends * r.bytesPerSend;
+  const ir::Value *k = named(node, "key"), *v = named(node, "value");
+  int64_t kv = numelOf(k) + numelOf(v);
+  r.bytesPerSend = kv * (k != nullptr && k->isTensor() ? ir::elementSize(k->type().dtype) : 4);
+  r.gradBytesPerSend = backward ? kv * 4 : 0;
+  r.bytesPerRank = (cp - 1) * r.bytesPerSend + (backward ? cp * r.gradBytesPerSend : 0);
   return r;
 }
 
@@ -85,8 +88,8 @@ double ringBytes(const ir::Node& node, const sharding::Mesh& mesh) {
 }
 
 double ringExposedSeconds(const RingTraffic& t, double computeSeconds, const sharding::LinkCost& link) {
-  double comm = static_cast<double>(t.sends) *
-                (link.alphaSeconds + static_cast<double>(t.bytesPerSend) / link.bytesPerSecond);
+  double comm = static_cast<double>(t.sends) * link.alphaSeconds +
+                static_cast<double>(t.bytesPerRank) / link.bytesPerSecond;
   return std::max(0.0, comm - computeSeconds);
 }
 

@@ -29,11 +29,15 @@ struct RingTraffic {
   /// the previous): forward cp - 1 (keys and values), backward 2 cp - 1
   /// (cp - 1 of keys and values, cp of the travelling dK and dV).
   int64_t sends = 0;
-  /// Bytes each rank sends: sends x (|k| + |v|) x 4 (the kernels work and
-  /// exchange in float32 whatever the dtype).
+  /// Bytes each rank sends: (cp - 1) x bytesPerSend, backward plus
+  /// cp x gradBytesPerSend.
   int64_t bytesPerRank = 0;
-  /// The size of one exchange in bytes (|k| + |v|) x 4.
+  /// One exchange of keys and values, in their dtype: (|k| + |v|) x its
+  /// element size (as torch's ring, which rotates K and V as they are).
   int64_t bytesPerSend = 0;
+  /// Backward: one exchange of the travelling dK and dV, accumulated and
+  /// sent in float32 (torch's convert_to_f32): (|k| + |v|) x 4.
+  int64_t gradBytesPerSend = 0;
 };
 
 /// The traffic of `node` when it is spmd.ring_attention or
@@ -51,7 +55,7 @@ double ringFlops(const ir::Node& node, const sharding::Mesh& mesh);
 double ringBytes(const ir::Node& node, const sharding::Mesh& mesh);
 
 /// Seconds of the ring's exchanges left exposed by the block compute they
-/// overlap: max(0, sends x (alpha + bytesPerSend / bandwidth) - compute).
+/// overlap: max(0, sends x alpha + bytesPerRank / bandwidth - compute).
 double ringExposedSeconds(const RingTraffic& t, double computeSeconds, const sharding::LinkCost& link);
 
 /// Compiles `archive` under a schema whose "context_parallel" asks for

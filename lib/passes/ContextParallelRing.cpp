@@ -8,8 +8,11 @@
 // are erased when nothing reads them any more.
 #include "passes/ContextParallelRing.h"
 
+#include <algorithm>
 #include <cmath>
 #include <functional>
+#include <initializer_list>
+#include <limits>
 #include <optional>
 #include <unordered_map>
 #include <unordered_set>
@@ -295,6 +298,73 @@ Expected<std::optional<EagerAttention>> matchEager(ir::Node& softmax) {
   return std::optional<EagerAttention>(a);
 }
 
+// The causal mask recognizer: a mask the ring's causal flag can say
+// instead (the kernels then skip the blocks it masks whole).
+const ir::Node* producerOf(const ir::Value* v, std::string_view target) {
+  const ir::Node* p = v != nullptr ? v->producer() : nullptr;
+  return p != nullptr && p->target() == target ? p : nullptr;
+}
+
+// %x = arange(0, n) (step 1), seen through unsqueeze(dim) with dim in `dims`.
+bool isPositions(const ir::Value* v, int64_t n, std::initializer_list<int64_t> dims) {
+  const ir::Node* u = producerOf(v, "aten.unsqueeze.default");
+  if (u == nullptr) return false;
+  const Argument* d = u->input("dim");
+  if (d == nullptr || d->ints.empty() || std::find(dims.begin(), dims.end(), d->ints[0]) == dims.end())
+    return false;
+  const ir::Node* a = producerOf(tensorInput(*u, "self"), "aten.arange.start_step");
+  if (a == nullptr) a = producerOf(tensorInput(*u, "self"), "aten.arange.default");
+  if (a == nullptr) return false;
+  auto start = scalarOf(a->input("start")), end = scalarOf(a->input("end")),
+       step = scalarOf(a->input("step"));
+  return start.value_or(0) == 0 && end == static_cast<double>(n) && step.value_or(1) == 1;
+}
+
+// A constant x: scalar_tensor(x) or full(..., x).
+bool isFill(const ir::Value* v, double x) {
+  if (const ir::Node* p = producerOf(v, "aten.scalar_tensor.default")) return scalarOf(p->input("s")) == x;
+  const ir::Node* f = producerOf(v, "aten.full.default");
+  return f != nullptr && scalarOf(f->input("fill_value")) == x;
+}
+
+// A bool [L, S] comparison of "key - query": sub(arange(S)[None, :],
+// arange(L)[:, None]) `target` `bound`, possibly and-ed with full(true)
+// (torch's SDPA decomposition).
+bool comparesKeyToQuery(const ir::Value* c, std::string_view target, double bound, int64_t l, int64_t s) {
+  for (std::string_view t : {"aten.logical_and.default", "aten.bitwise_and.Tensor"})
+    if (const ir::Node* a = producerOf(c, t)) {
+      const ir::Value *x = tensorInput(*a, "self"), *y = tensorInput(*a, "other");
+      const ir::Node* f = producerOf(y, "aten.full.default");
+      if (f == nullptr) std::swap(x, y), f = producerOf(y, "aten.full.default");
+      const Argument* fill = f != nullptr ? f->input("fill_value") : nullptr;
+      return fill != nullptr && fill->ints == std::vector<int64_t>{1} &&
+             comparesKeyToQuery(x, target, bound, l, s);
+    }
+  const ir::Node* cmp = producerOf(c, target);
+  if (cmp == nullptr || scalarOf(cmp->input("other")) != bound) return false;
+  const ir::Node* sub = producerOf(tensorInput(*cmp, "self"), "aten.sub.Tensor");
+  return sub != nullptr && isPositions(tensorInput(*sub, "self"), s, {0, -2}) &&
+         isPositions(tensorInput(*sub, "other"), l, {1, -1}) && !sub->input("alpha");
+}
+
+// The additive [L, S] mask -inf above the diagonal, 0 elsewhere, over L = S:
+// where(key - query <= 0, 0, -inf) (torch's SDPA decomposition),
+// full(-inf).triu(1), or its decomposition where(key - query >= 1, -inf, 0).
+bool isCausalMask(const ir::Value* m, int64_t l, int64_t s) {
+  if (m == nullptr || l != s || m->type().rank() != 2 || staticSizes(*m) != std::vector<int64_t>{l, s})
+    return false;
+  constexpr double kInf = std::numeric_limits<double>::infinity();
+  if (const ir::Node* w = producerOf(m, "aten.where.self")) {
+    const ir::Value *c = tensorInput(*w, "condition"), *x = tensorInput(*w, "self"),
+                    *y = tensorInput(*w, "other");
+    if (isFill(x, 0.0) && isFill(y, -kInf)) return comparesKeyToQuery(c, "aten.le.Scalar", 0.0, l, s);
+    return isFill(x, -kInf) && isFill(y, 0.0) && comparesKeyToQuery(c, "aten.ge.Scalar", 1.0, l, s);
+  }
+  const ir::Node* triu = producerOf(m, "aten.triu.default");
+  if (triu == nullptr || scalarOf(triu->input("diagonal")) != 1.0) return false;
+  return isFill(tensorInput(*triu, "self"), -kInf);
+}
+
 /// The ring op pair's values for one attention.
 struct RingValues {
   ir::Value *q = nullptr, *k = nullptr, *v = nullptr;
@@ -311,9 +381,10 @@ Status rewriteEager(Inserter& ins, const EagerAttention& a, std::vector<RingValu
   std::vector<ir::NamedArgument> common = {{"query", Argument::tensor(q4), false},
                                            {"key", Argument::tensor(k4), false},
                                            {"value", Argument::tensor(v4), false}};
+  bool causal = isCausalMask(a.mask, l, s);  // the flag says it: the kernels skip what it masks
   std::vector<ir::NamedArgument> opts = {{"scale", Argument::floating(a.scale), false},
-                                         {"causal", Argument::boolean(false), false}};
-  if (a.mask != nullptr) opts.push_back({"mask", Argument::tensor(a.mask), false});
+                                         {"causal", Argument::boolean(causal), false}};
+  if (a.mask != nullptr && !causal) opts.push_back({"mask", Argument::tensor(a.mask), false});
   auto args = common;
   args.insert(args.end(), opts.begin(), opts.end());
   SPMD_ASSIGN_OR_RETURN(auto ring, ins.add(fwd, kRing, args,

@@ -22,6 +22,7 @@ std::vector<std::unique_ptr<Pass>> defaultPasses(bool async, int64_t bucketBytes
                                                  std::vector<schema::RecomputeRule> recompute,
                                                  bool reissueCollectives) {
   std::vector<std::unique_ptr<Pass>> out;
+  out.push_back(std::make_unique<ContextParallelBalance>());
   out.push_back(std::make_unique<DedupCollectives>());
   out.push_back(std::make_unique<DeadCodeElimination>());
   out.push_back(std::make_unique<Recompute>(RecomputePlan{

@@ -14,6 +14,17 @@ class DedupCollectives : public Pass {
   Status run(program::Program& program) override;
 };
 
+/// Ring attention's load-balanced causal split: permutes the sequence
+/// where it enters and leaves the ring's axis (ContextParallelBalance.cpp).
+class ContextParallelBalance : public Pass {
+ public:
+  std::string_view name() const override { return "cp-load-balance"; }
+  std::string_view description() const override {
+    return "ring attention's load-balanced causal split: permute the sequence into head + tail chunks";
+  }
+  Status run(program::Program& program) override;
+};
+
 /// Removes nodes whose results are never read (DeadCodeElimination.cpp).
 class DeadCodeElimination : public Pass {
  public:

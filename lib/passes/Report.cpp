@@ -251,6 +251,7 @@ nlohmann::ordered_json ringJson(const program::Program& p) {
                      {"sends", t->sends},
                      {"bytes_per_send", t->bytesPerSend},
                      {"bytes_per_rank", t->bytesPerRank}});
+    if (t->backward) nodes.back()["grad_bytes_per_send"] = t->gradBytesPerSend;
     sends += t->sends;
     bytes += t->bytesPerRank;
   }

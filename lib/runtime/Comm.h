@@ -54,6 +54,10 @@ struct CommStats {
   /// the same routing: 2 (rows out + rows back) * hidden * element size.
   int64_t moeBytesSent = 0;
   int64_t moeTorchtitanBytes = 0;
+  /// Attention scores the ring-attention kernels computed (query rows x
+  /// key rows x batch x heads, forward and backward; RingAttentionOps.cpp):
+  /// the per-rank work a load-balanced causal split evens out.
+  int64_t ringScores = 0;
 };
 
 /// A rank's view of the mesh: coordinates and one process group per axis.

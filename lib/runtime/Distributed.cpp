@@ -67,6 +67,7 @@ struct RankStats {
   std::vector<int64_t> expertTokens;  // MoE: tokens this rank routed to each expert, all steps
   int64_t moeBytes = 0;               // MoE all-to-alls, per execution
   int64_t moeTorchtitanBytes = 0;     // what torchtitan's ep would send, per execution
+  int64_t ringScores = 0;             // ring-attention scores computed, per execution
 };
 
 // The statistics of this node's ranks (those whose file is readable).
@@ -82,6 +83,7 @@ std::vector<RankStats> readRankStats(const std::string& dir, const DistributedOp
       size_t experts = 0;
       if (f >> s.moeBytes >> s.moeTorchtitanBytes >> experts) s.expertTokens.resize(experts);
       for (int64_t& t : s.expertTokens) f >> t;
+      f >> s.ringScores;
       out.push_back(s);
     }
   }
@@ -144,7 +146,8 @@ std::string expertTokensLine(const std::vector<RankStats>& stats, int64_t runs) 
 
 // Writes --profile: {"format": 1, "program": <file name>, "mesh": [sizes],
 // "ranks": [{"rank", "peak_bytes", "state_bytes", "rss_growth_bytes",
-// ("reserved_bytes",) "step_ms", "load_ms", "bytes_sent"}]} (this node's ranks).
+// ("reserved_bytes",) "step_ms", "load_ms", "bytes_sent"(, "ring_attention_scores")}]}
+// (this node's ranks).
 Status writeProfile(const DistributedOptions& o, const program::Program& p,
                     const std::vector<RankStats>& stats) {
   if (static_cast<int>(stats.size()) != o.nproc)
@@ -164,6 +167,7 @@ Status writeProfile(const DistributedOptions& o, const program::Program& p,
     r["step_ms"] = s.stepSeconds * 1e3;
     r["load_ms"] = s.loadSeconds * 1e3;
     r["bytes_sent"] = s.bytesSent;
+    if (s.ringScores > 0) r["ring_attention_scores"] = s.ringScores;
     j["ranks"].push_back(r);
   }
   return writeFileAtomic(o.profile, j.dump(2) + "\n");
@@ -406,7 +410,7 @@ int runWorker(const DistributedOptions& o, std::ostream& err) {
     f << r->stats.moeBytesSent / runs << " " << r->stats.moeTorchtitanBytes / runs << " "
       << r->stats.expertTokens.size();  // MoE: bytes per execution, tokens per expert over every step
     for (int64_t t : r->stats.expertTokens) f << " " << t;
-    f << "\n";
+    f << "\n" << r->stats.ringScores / runs << "\n";  // ring attention: scores per execution
   }
   finishRendezvous(*store, *env, o.timeoutSeconds);
   return 0;

@@ -82,17 +82,24 @@ Routing route(const Axis& ax, const at::Tensor& indices, int64_t experts) {
   TORCH_CHECK(experts % ax.size == 0, experts, " experts do not divide over ", ax.size, " ranks");
   Routing r;
   at::Tensor flat = indices.reshape(-1).to(at::kLong);
-  if (flat.numel() > 0)
-    TORCH_CHECK(flat.min().item<int64_t>() >= 0 && flat.max().item<int64_t>() < experts,
-                "an expert index is outside [0, ", experts, ")");
+  // One copy to the host for this rank's routing: the rows per expert and
+  // the number of indices outside [0, experts) (a GPU run syncs here once,
+  // as torch's all_to_all_single needs its split sizes on the host).
+  at::Tensor outside = at::logical_or(flat < 0, flat >= experts).sum().to(at::kLong).reshape({1});
+  std::vector<int64_t> counts =
+      toVector(at::cat({at::bincount(flat.clamp(0, experts - 1), {}, experts), outside}));
+  TORCH_CHECK(counts.back() == 0, "an expert index is outside [0, ", experts, ")");
+  counts.pop_back();
+  r.perExpert = counts;
   r.order = at::argsort(flat, /*stable=*/true);
   r.expert = flat.index_select(0, r.order);
   r.token = at::floor_divide(r.order, indices.size(1));
   int64_t local = experts / ax.size;
-  r.sendCounts = toVector(at::bincount(at::floor_divide(r.expert, local), {}, ax.size));
-  r.perExpert = toVector(at::bincount(r.expert, {}, experts));
+  r.sendCounts.assign(static_cast<size_t>(ax.size), 0);
+  for (int64_t e = 0; e < experts; ++e)
+    r.sendCounts[static_cast<size_t>(e / local)] += r.perExpert[static_cast<size_t>(e)];
   r.recvCounts = r.sendCounts;
-  if (ax.size > 1) {
+  if (ax.size > 1) {  // the counts exchange: its result sizes the all-to-alls (the second host copy)
     std::vector<int64_t> ones(static_cast<size_t>(ax.size), 1);
     r.recvCounts = toVector(exchange(ax, at::tensor(r.sendCounts, at::kLong), ones, ones));
   }
@@ -109,10 +116,18 @@ void countTokens(const std::vector<int64_t>& perExpert) {
   for (size_t e = 0; e < perExpert.size(); ++e) total[e] += perExpert[e];
 }
 
-/// Rows of each local expert j: indices into the received rows.
+/// Rows of each local expert j: indices into the received rows. One host
+/// copy (the rows per local expert) rather than one nonzero per expert.
 std::vector<at::Tensor> rowsPerExpert(const at::Tensor& localExpert, int64_t numLocal) {
+  at::Tensor ids = localExpert.to(at::kLong);
+  std::vector<int64_t> counts = toVector(at::bincount(ids, {}, numLocal));
+  at::Tensor sorted = at::argsort(ids, /*stable=*/true);
   std::vector<at::Tensor> rows;
-  for (int64_t j = 0; j < numLocal; ++j) rows.push_back(at::nonzero(localExpert == j).reshape(-1));
+  int64_t start = 0;
+  for (int64_t n : counts) {
+    rows.push_back(sorted.narrow(0, start, n));
+    start += n;
+  }
   return rows;
 }
 

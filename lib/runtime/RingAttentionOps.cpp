@@ -12,22 +12,26 @@
 //
 // Causal: blocks j > r are skipped, the diagonal block j = r is masked
 // (its local positions are the global ones shifted by the same offset).
+// With load_balance (the sequence in 2n chunks, rank r holding chunks r and
+// 2n-1-r: ContextParallelBalance.cpp) each block is computed in part
+// instead (partOf): every rank the same number of scores.
 // Which blocks are skipped follows from the causal flag and the block
 // indices alone: nothing is read back from the device (no host sync per
 // block). An explicit mask adds the block's columns of the rank's mask
 // rows, and every block is computed: a block masked whole (-inf, or HF's
 // finfo.min) adds exactly nothing (its probabilities are e^-inf = 0, its
 // log-sum-exp leaves the running one unchanged: logaddexp(x, -inf) = x,
-// out * e^0 + 0), so results are those of skipping it. Without
-// load-balanced chunks the last rank computes every block anyway, so the
-// step (bounded by the slowest rank, each step waiting on its neighbour)
-// takes no longer.
+// out * e^0 + 0), so results are those of skipping it. Mask columns
+// follow the block's chunks (two pieces when load-balanced).
 //
 // The backward rotates the keys and values the same way (n - 1 sends) and
 // with them the partial dK / dV of the block: after its step the rank sends
 // them to rank r + 1, which works on the same block at the next step and
 // adds its part; the last step's send brings each block's gradients home
-// (n sends of dK and dV). Gradients are those of torch's math attention:
+// (n sends of dK and dV). Keys and values cross the ring in their own
+// dtype (bf16 models send half the bytes, as torch's ring); every block is
+// computed in float32 and the travelling dK / dV stay float32 (torch's
+// convert_to_f32). Gradients are those of torch's math attention:
 // P = e^(S - lse), dV = P^T dO, dS = P (dO V^T - rowsum(dO out)).
 #include "runtime/RingAttentionOps.h"
 
@@ -108,22 +112,72 @@ std::optional<at::Tensor> additive(const std::optional<at::Tensor>& mask) {
       .masked_fill_(mask->logical_not(), -std::numeric_limits<float>::infinity());
 }
 
-/// The scores of query block `r` against key block `j` (scaled, masked),
-/// or nothing when the causal structure masks the block whole.
-std::optional<at::Tensor> scores(const at::Tensor& q, const at::Tensor& k,
-                                 const std::optional<at::Tensor>& mask, double scale, bool causal, int64_t r,
-                                 int64_t j) {
-  if (causal && j > r) return std::nullopt;
-  at::Tensor s = at::matmul(q, k.transpose(-2, -1)).mul_(scale);
-  if (mask) {
-    int64_t cols = k.size(-2);
-    s.add_(mask->size(-1) == 1 ? *mask : mask->narrow(-1, j * cols, cols));
+/// The part of block `j` (the keys and values rank `j` held first) that
+/// this rank's queries compute: query rows [q0, q0 + qn), key rows
+/// [k0, k0 + kn), the causal triangle on the diagonal; none when masked
+/// whole.
+///
+/// Contiguous chunks: causal skips j > r and masks the diagonal j = r.
+/// Load-balanced (torch's _HeadTailLoadBalancer): the sequence is cut into
+/// 2n chunks of h rows and rank r holds chunks r and 2n-1-r, in that order;
+/// causal: the own block is one triangle (its two chunks ascend), a block
+/// j < r is every query against its head chunk j (its tail 2n-1-j lies
+/// after both of ours), a block j > r is our tail chunk against both of its
+/// chunks (both lie before it and after our head): each rank computes the
+/// same 2h x 2h + (n-1) 2h x h scores.
+struct Part {
+  int64_t q0 = 0, qn = 0, k0 = 0, kn = 0;
+  bool diagonal = false;
+};
+
+struct Layout {
+  int64_t rank = 0, ranks = 1;
+  bool causal = false, balanced = false;
+};
+
+std::optional<Part> partOf(const Layout& l, int64_t j, int64_t rows, int64_t cols) {
+  Part p{0, rows, 0, cols, l.causal && j == l.rank};
+  if (!l.causal || j == l.rank) return p;
+  if (!l.balanced) {
+    if (j > l.rank) return std::nullopt;
+    return p;
   }
-  if (causal && j == r) {
+  if (j < l.rank)
+    p.kn = cols / 2;
+  else
+    p.q0 = rows / 2, p.qn = rows / 2;
+  return p;
+}
+
+/// Block `j`'s columns of the mask rows [q0, q0 + qn): contiguous chunk j,
+/// or (load-balanced) the block's head and tail chunks; a mask broadcast
+/// over the keys (size 1) as it is.
+at::Tensor maskPart(const at::Tensor& mask, const Layout& l, int64_t j, const Part& p, int64_t cols) {
+  at::Tensor m = mask.size(-2) == 1 ? mask : mask.narrow(-2, p.q0, p.qn);
+  if (m.size(-1) == 1) return m;
+  if (!l.balanced) return m.narrow(-1, j * cols, cols).narrow(-1, p.k0, p.kn);
+  int64_t h = cols / 2;
+  at::Tensor both = at::cat({m.narrow(-1, j * h, h), m.narrow(-1, (2 * l.ranks - 1 - j) * h, h)}, -1);
+  return both.narrow(-1, p.k0, p.kn);
+}
+
+/// The scores of the part `p` of block `j` (scaled, masked); `cols` is the
+/// whole block's key rows.
+at::Tensor scores(const at::Tensor& q, const at::Tensor& k, const std::optional<at::Tensor>& mask,
+                  double scale, const Layout& l, int64_t j, const Part& p, int64_t cols) {
+  at::Tensor s = at::matmul(q, k.transpose(-2, -1)).mul_(scale);
+  if (mask) s.add_(maskPart(*mask, l, j, p, cols));
+  if (p.diagonal) {
     at::Tensor above = at::ones({q.size(-2), k.size(-2)}, q.options().dtype(at::kBool)).triu_(1);
     s.masked_fill_(above, -std::numeric_limits<double>::infinity());
   }
   return s;
+}
+
+/// Counts the scores a part computes (per-rank work, --profile's
+/// ring_attention_scores).
+void countScores(const ScopedAxis& ring, const at::Tensor& s) {
+  if (ring.comm) ring.comm->stats().ringScores += s.numel();
 }
 
 /// `x` with its -inf entries as 0 (a row masked whole subtracts nothing).
@@ -132,30 +186,37 @@ at::Tensor finite(const at::Tensor& x) { return x.masked_fill(at::isneginf(x), 0
 /// Forward: (out, lse) of this rank's queries against every key block.
 std::vector<at::Tensor> forward(const Ring& ring, const at::Tensor& q0, const at::Tensor& k0,
                                 const at::Tensor& v0, const std::optional<at::Tensor>& mask0, double scale,
-                                bool causal) {
-  at::Tensor q = q0.to(at::kFloat), k = k0.to(at::kFloat), v = v0.to(at::kFloat);
+                                const Layout& l) {
+  // K and V rotate in their dtype (as torch's ring); each block is computed in float32.
+  at::Tensor q = q0.to(at::kFloat), kx = k0, vx = v0;
   std::optional<at::Tensor> mask = additive(mask0);
   if (mask) mask = mask->to(at::kFloat);
   std::vector<int64_t> outShape = q.sizes().vec();
-  outShape.back() = v.size(-1);
+  outShape.back() = v0.size(-1);
   at::Tensor out = at::zeros(outShape, q.options());
   at::Tensor lse =
       at::full(q.sizes().slice(0, q.dim() - 1), -std::numeric_limits<double>::infinity(), q.options());
   for (int64_t i = 0; i < ring.size; ++i) {
     int64_t j = (ring.coord - i + ring.size) % ring.size;
     std::optional<Exchange> next;
-    if (i + 1 < ring.size) next.emplace(ring, std::vector<at::Tensor>{k, v}, kKvTag);
-    if (auto s = scores(q, k, mask, scale, causal, ring.coord, j)) {
-      at::Tensor blockLse = at::logsumexp(*s, -1);
-      at::Tensor blockOut = at::matmul(s->sub_(finite(blockLse).unsqueeze(-1)).exp_(), v);
+    if (i + 1 < ring.size) next.emplace(ring, std::vector<at::Tensor>{kx, vx}, kKvTag);
+    at::Tensor k = kx.to(at::kFloat), v = vx.to(at::kFloat);
+    if (auto p = partOf(l, j, q.size(-2), k.size(-2))) {
+      at::Tensor s =
+          scores(q.narrow(-2, p->q0, p->qn), k.narrow(-2, p->k0, p->kn), mask, scale, l, j, *p, k.size(-2));
+      countScores(ring, s);
+      at::Tensor blockLse = at::logsumexp(s, -1);
+      at::Tensor blockOut =
+          at::matmul(s.sub_(finite(blockLse).unsqueeze(-1)).exp_(), v.narrow(-2, p->k0, p->kn));
       s.reset();
-      at::Tensor both = at::logaddexp(lse, blockLse), base = finite(both);
-      out = out * at::exp(lse - base).unsqueeze(-1) + blockOut * at::exp(blockLse - base).unsqueeze(-1);
-      lse = both;
+      at::Tensor o = out.narrow(-2, p->q0, p->qn), e = lse.narrow(-1, p->q0, p->qn);
+      at::Tensor both = at::logaddexp(e, blockLse), base = finite(both);
+      o.copy_(o * at::exp(e - base).unsqueeze(-1) + blockOut * at::exp(blockLse - base).unsqueeze(-1));
+      e.copy_(both);
     }
     if (next) {
       auto kv = next->wait();
-      k = kv[0], v = kv[1];
+      kx = kv[0], vx = kv[1];
     }
   }
   return {out.to(q0.scalar_type()), lse};
@@ -165,8 +226,9 @@ std::vector<at::Tensor> forward(const Ring& ring, const at::Tensor& q0, const at
 std::vector<at::Tensor> backward(const Ring& ring, const at::Tensor& grad0, const at::Tensor& q0,
                                  const at::Tensor& k0, const at::Tensor& v0,
                                  const std::optional<at::Tensor>& mask0, const at::Tensor& out0,
-                                 const at::Tensor& lse0, double scale, bool causal) {
-  at::Tensor dout = grad0.to(at::kFloat), q = q0.to(at::kFloat), k = k0.to(at::kFloat), v = v0.to(at::kFloat);
+                                 const at::Tensor& lse0, double scale, const Layout& l) {
+  // K and V rotate in their dtype, the travelling dK and dV in float32 (torch's convert_to_f32).
+  at::Tensor dout = grad0.to(at::kFloat), q = q0.to(at::kFloat), kx = k0, vx = v0;
   std::optional<at::Tensor> mask = additive(mask0);
   if (mask) mask = mask->to(at::kFloat);
   at::Tensor lse = finite(lse0.to(at::kFloat)).unsqueeze(-1);
@@ -176,16 +238,21 @@ std::vector<at::Tensor> backward(const Ring& ring, const at::Tensor& grad0, cons
   for (int64_t i = 0; i < ring.size; ++i) {
     int64_t j = (ring.coord - i + ring.size) % ring.size;
     std::optional<Exchange> next;
-    if (i + 1 < ring.size) next.emplace(ring, std::vector<at::Tensor>{k, v}, kKvTag);
+    if (i + 1 < ring.size) next.emplace(ring, std::vector<at::Tensor>{kx, vx}, kKvTag);
+    at::Tensor k = kx.to(at::kFloat), v = vx.to(at::kFloat);
     at::Tensor dk = at::zeros_like(k), dv = at::zeros_like(v);
-    if (auto s = scores(q, k, mask, scale, causal, ring.coord, j)) {
-      at::Tensor p = s->sub_(lse).exp_();  // in place: one [L/cp, S/cp] block at a time
-      s.reset();
-      dv = at::matmul(p.transpose(-2, -1), dout);
-      at::Tensor ds = at::matmul(dout, v.transpose(-2, -1)).sub_(rowDot).mul_(p);
+    if (auto pt = partOf(l, j, q.size(-2), k.size(-2))) {
+      auto rows = [&](const at::Tensor& x) { return x.narrow(-2, pt->q0, pt->qn); };
+      at::Tensor kp = k.narrow(-2, pt->k0, pt->kn), vp = v.narrow(-2, pt->k0, pt->kn), qp = rows(q);
+      at::Tensor p = scores(qp, kp, mask, scale, l, j, *pt, k.size(-2));
+      countScores(ring, p);
+      p.sub_(rows(lse)).exp_();  // in place: one [L/cp, S/cp] block at a time
+      at::Tensor g = rows(dout);
+      dv.narrow(-2, pt->k0, pt->kn).copy_(at::matmul(p.transpose(-2, -1), g));
+      at::Tensor ds = at::matmul(g, vp.transpose(-2, -1)).sub_(rows(rowDot)).mul_(p);
       p.reset();
-      dq.add_(at::matmul(ds, k), scale);
-      dk = at::matmul(ds.transpose(-2, -1), q).mul_(scale);
+      rows(dq).add_(at::matmul(ds, kp), scale);
+      dk.narrow(-2, pt->k0, pt->kn).copy_(at::matmul(ds.transpose(-2, -1), qp).mul_(scale));
     }
     if (grads) {  // the partial gradients of block j from the ranks before
       auto g = grads->wait();
@@ -196,7 +263,7 @@ std::vector<at::Tensor> backward(const Ring& ring, const at::Tensor& grad0, cons
     grads.emplace(ring, std::vector<at::Tensor>{dk, dv}, kGradTag);
     if (next) {
       auto kv = next->wait();
-      k = kv[0], v = kv[1];
+      kx = kv[0], vx = kv[1];
     }
   }
   std::vector<at::Tensor> dkv = grads->wait();  // the last step's send brought this rank's block home
@@ -208,39 +275,44 @@ std::optional<at::Tensor> optionalTensor(const c10::IValue& v) {
   return v.toTensor();
 }
 
-// Arguments: q, k, v, scale, causal[, axis], mask.
+Layout layoutOf(const Ring& ring, bool causal, bool balanced) {
+  return {ring.coord, ring.size, causal, balanced && ring.size > 1};
+}
+
+// Arguments: q, k, v, scale, causal[, axis], mask, load_balance.
 template <bool kSharded>
 void forwardKernel(Stack& s) {
   c10::InferenceMode normalTensors(false);  // c10d's threads write the exchanged buffers
-  constexpr size_t kArgs = kSharded ? 7 : 6;
+  constexpr size_t kArgs = kSharded ? 8 : 7;
   auto a = torch::jit::last(s, kArgs);
   Ring ring = kSharded ? scopedAxis(a[5].toStringRef(), "spmd.ring_attention") : Ring{};
-  auto out = forward(ring, a[0].toTensor(), a[1].toTensor(), a[2].toTensor(), optionalTensor(a[kArgs - 1]),
-                     a[3].toDouble(), a[4].toBool());
+  auto out = forward(ring, a[0].toTensor(), a[1].toTensor(), a[2].toTensor(), optionalTensor(a[kArgs - 2]),
+                     a[3].toDouble(), layoutOf(ring, a[4].toBool(), a[kArgs - 1].toBool()));
   torch::jit::drop(s, kArgs);
   for (at::Tensor& t : out) s.emplace_back(std::move(t));
 }
 
-// Arguments: grad_out, q, k, v, out, lse, scale, causal[, axis], mask.
+// Arguments: grad_out, q, k, v, out, lse, scale, causal[, axis], mask, load_balance.
 template <bool kSharded>
 void backwardKernel(Stack& s) {
   c10::InferenceMode normalTensors(false);
-  constexpr size_t kArgs = kSharded ? 10 : 9;
+  constexpr size_t kArgs = kSharded ? 11 : 10;
   auto a = torch::jit::last(s, kArgs);
   Ring ring = kSharded ? scopedAxis(a[8].toStringRef(), "spmd.ring_attention_backward") : Ring{};
   auto out = backward(ring, a[0].toTensor(), a[1].toTensor(), a[2].toTensor(), a[3].toTensor(),
-                      optionalTensor(a[kArgs - 1]), a[4].toTensor(), a[5].toTensor(), a[6].toDouble(),
-                      a[7].toBool());
+                      optionalTensor(a[kArgs - 2]), a[4].toTensor(), a[5].toTensor(), a[6].toDouble(),
+                      layoutOf(ring, a[7].toBool(), a[kArgs - 1].toBool()));
   torch::jit::drop(s, kArgs);
   for (at::Tensor& t : out) s.emplace_back(std::move(t));
 }
 
-// The mask is the last argument: optional, after the axis of the sharded form.
+// The mask is optional, after the axis of the sharded form; load_balance
+// (the sequence in head + tail chunks, ContextParallelBalance.cpp) last.
 #define SPMD_RING_ARGS "Tensor query, Tensor key, Tensor value, float scale, bool causal"
 #define SPMD_RING_BWD_ARGS                                                                              \
   "Tensor grad_out, Tensor query, Tensor key, Tensor value, Tensor out, Tensor lse, float scale, bool " \
   "causal"
-#define SPMD_RING_MASK "Tensor? mask=None"
+#define SPMD_RING_MASK "Tensor? mask=None, bool load_balance=False"
 const LocalOpDef kRingOps[] = {
     {"spmdc.ring_attention.default",
      "spmdc::ring_attention(" SPMD_RING_ARGS ", " SPMD_RING_MASK ") -> (Tensor, Tensor)",

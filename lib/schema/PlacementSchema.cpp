@@ -187,7 +187,8 @@ std::vector<std::string> allowedKeys(const std::vector<std::string>& tokens) {
   if (tokens.size() == 1 && tokens[0] == "pipeline")
     return {"axis", "stages", "schedule", "microbatches", "virtual_stages", "comment"};
   if (tokens.size() == 1 && tokens[0] == "sequence_parallel") return {"axis", "dim", "comment"};
-  if (tokens.size() == 1 && tokens[0] == "context_parallel") return {"axis", "rotate", "comment"};
+  if (tokens.size() == 1 && tokens[0] == "context_parallel")
+    return {"axis", "rotate", "load_balance", "comment"};
   if (tokens.size() == 1 && tokens[0] == "mixed_precision") return {"param_dtype", "reduce_dtype", "comment"};
   if (tokens.size() == 1 && tokens[0] == "mesh") return {"shape", "axes"};
   if (tokens.size() == 2 && tokens[0] == "recompute") return {"save", "comment"};
@@ -428,6 +429,8 @@ Expected<PlacementSchema> schemaFrom(const json& doc, std::string_view source) {
     s.contextParallel =
         ContextParallelRequest{cp.is_string() ? cp.get<std::string>() : cp.at("axis").get<std::string>()};
     if (cp.is_object()) s.contextParallel->rotate = cp.value("rotate", "allgather");
+    if (cp.is_object() && cp.contains("load_balance"))
+      s.contextParallel->loadBalance = cp.at("load_balance").get<bool>();
   }
   if (doc.contains("pipeline")) {
     const json& pp = doc["pipeline"];

@@ -110,6 +110,10 @@ struct ContextParallelRequest {
   /// torchtitan's), "ring" (point-to-point rotation, ring attention) or
   /// "auto" (both compiled, the cheaper kept: passes::compileAutoRotate).
   std::string rotate = "allgather";
+  /// The ring's load-balanced causal split (each rank a head and a tail
+  /// chunk, torchtitan's default): true, false, or unset (on when an
+  /// attention is causal and no parameter is sharded on the axis).
+  std::optional<bool> loadBalance = std::nullopt;
   /// Where the request is written, for messages ("/context_parallel").
   std::string pointer = "/context_parallel";
 };

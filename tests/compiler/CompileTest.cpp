@@ -91,8 +91,9 @@ TEST_CASE("--list-passes lists every pass in pipeline order, the graph passes ma
   CHECK(lines == std::vector<std::string>{
                      "append-optimizer (before propagation)", "gather-params (before propagation)",
                      "mixed-precision (before propagation)", "sequence-parallel (before propagation)",
-                     "context-parallel (before propagation)", "dedup-collectives", "dead-code-elimination",
-                     "recompute", "bucket-collectives", "bucket-shard-collectives", "async-collectives"});
+                     "context-parallel (before propagation)", "cp-load-balance", "dedup-collectives",
+                     "dead-code-elimination", "recompute", "bucket-collectives", "bucket-shard-collectives",
+                     "async-collectives"});
 }
 
 TEST_CASE("--print-after a graph pass prints the graph after it, before propagation") {

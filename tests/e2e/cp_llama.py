@@ -92,7 +92,7 @@ class Layer(nn.Module):
         else:
             att = (q @ k.transpose(-2, -1)) / math.sqrt(self.hd)
             if self.causal:
-                att = att + torch.full((s, s), float("-inf")).triu(1)
+                att = att + torch.full((s, s), float("-inf"), dtype=att.dtype).triu(1)
             y = att.softmax(-1) @ v
         x = x + self.wo(y.transpose(1, 2).reshape(b, s, -1))
         h = self.n2(x)
@@ -148,6 +148,7 @@ def export(name, d, seq=S, batch=B):
         core.export_train_step(m.module, m.inputs, d, loss_fn=m.loss_fn, targets=m.targets, strict=False)
         return
     attn, causal = {"sdpa_causal": ("sdpa", True), "sdpa_full": ("sdpa", False), "eager_full": ("eager", False),
+                    "eager_causal": ("eager", True),
                     "fused_causal_infer": ("sdpa", True), "fused_full_infer": ("sdpa", False)}[name]
     tokens, labels = torch.randint(0, VOCAB, (batch, seq)), torch.randint(0, VOCAB, (batch, seq))
     if name.endswith("_infer"):  # not decomposed: the graph keeps aten.scaled_dot_product_attention
@@ -169,7 +170,7 @@ def schema(mesh, cp=True):
     return s
 
 
-def compare(got_path, want_path):
+def compare(got_path, want_path, tol=1e-5):
     from safetensors.torch import load_file
     got, want = load_file(str(got_path)), load_file(str(want_path))
     worst, bad = 0.0, []
@@ -179,7 +180,7 @@ def compare(got_path, want_path):
             continue
         err = float((got[name].double() - w.double()).abs().max()) / max(1e-12, float(w.double().abs().max()))
         worst = max(worst, err)
-        if err > 1e-5:
+        if err > tol:
             bad.append(f"{name} differs from eager by rel {err:.3g}")
     return worst, bad
 

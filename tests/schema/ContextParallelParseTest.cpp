@@ -36,9 +36,23 @@ TEST_CASE("context_parallel: rotate is allgather unless ring or auto is asked fo
         "auto");
 }
 
+TEST_CASE("context_parallel: load_balance is unset (the pass decides) unless given", "[schema][parse]") {
+  CHECK_FALSE(requestOf(R"js({"version": 1, "context_parallel": "cp"})js")->loadBalance);
+  CHECK_FALSE(
+      requestOf(R"js({"version": 1, "context_parallel": {"axis": "cp", "rotate": "ring"}})js")->loadBalance);
+  auto on = requestOf(R"js({"version": 1, "context_parallel": {"axis": "cp", "load_balance": true}})js");
+  REQUIRE(on->loadBalance);
+  CHECK(*on->loadBalance);
+  auto off = requestOf(R"js({"version": 1, "context_parallel": {"axis": "cp", "load_balance": false}})js");
+  REQUIRE(off->loadBalance);
+  CHECK_FALSE(*off->loadBalance);
+}
+
 TEST_CASE("bad schema: context_parallel mistakes", "[schema][bad]") {
-  CHECK(parseError(R"js({"version": 1, "context_parallel": {"axis": "cp", "load_balance": true}})js") ==
-        "s.json: /context_parallel: unknown key 'load_balance' (allowed: axis, rotate, comment)");
+  CHECK(parseError(R"js({"version": 1, "context_parallel": {"axis": "cp", "balance": true}})js") ==
+        "s.json: /context_parallel: unknown key 'balance' (allowed: axis, rotate, load_balance, comment)");
+  CHECK_THAT(parseError(R"js({"version": 1, "context_parallel": {"axis": "cp", "load_balance": "yes"}})js"),
+             Catch::StartsWith("s.json: /context_parallel/load_balance: "));
   CHECK_THAT(parseError(R"js({"version": 1, "context_parallel": {"axis": "cp", "rotate": "spiral"}})js"),
              Catch::StartsWith("s.json: /context_parallel/rotate: "));
   CHECK_THAT(parseError(R"js({"version": 1, "context_parallel": {}})js"),
