@@ -1,7 +1,8 @@
 // The buffer pool (see GatherPool.h): blocks mmapped by whole pages, kept
-// by size when freed. A request no cached block fits maps a new block after
-// unmapping cached ones (oldest first) until live + cached + the new block
-// fit within the most gather bytes ever live at once.
+// when freed. A request takes the smallest cached block of its size up to
+// 1.25x; else a new block, made (past the pool's peak) by resizing the
+// cached block nearest in size and unmapping the oldest others until live +
+// cached + the new block fit within the most bytes ever live at once.
 #include "runtime/GatherPool.h"
 
 #include <ATen/EmptyTensor.h>
@@ -11,7 +12,6 @@
 #include <unistd.h>
 
 #include <algorithm>
-#include <atomic>
 #include <list>
 #include <mutex>
 #include <new>
@@ -28,23 +28,15 @@ class Pool {
     size_t bytes = roundUp(want);
     std::lock_guard<std::mutex> lock(mutex_);
     void* p = nullptr;
-    auto it = std::find_if(cached_.begin(), cached_.end(), [&](const Block& b) { return b.bytes == bytes; });
+    auto it = closest(bytes, bytes + bytes / kFitSlack);
     if (it != cached_.end()) {
       p = it->data;
+      bytes = it->bytes;
       cached_.erase(it);
       stats_.cachedBytes -= static_cast<int64_t>(bytes);
       stats_.reuses += 1;
     } else {
-      auto b = static_cast<int64_t>(bytes);
-      stats_.peakLiveBytes = std::max(stats_.peakLiveBytes, stats_.liveBytes + b);
-      while (!cached_.empty() && stats_.liveBytes + stats_.cachedBytes + b > stats_.peakLiveBytes) {
-        ::munmap(cached_.front().data, cached_.front().bytes);
-        stats_.cachedBytes -= static_cast<int64_t>(cached_.front().bytes);
-        cached_.pop_front();
-      }
-      p = ::mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-      if (p == MAP_FAILED) throw std::bad_alloc();
-      stats_.maps += 1;
+      p = fresh(bytes);
     }
     live_.emplace(p, bytes);
     stats_.liveBytes += static_cast<int64_t>(bytes);
@@ -72,6 +64,54 @@ class Pool {
     void* data;
     size_t bytes;
   };
+  // A cached block up to 1/kFitSlack larger than asked serves the request
+  // as it is (its extra pages are already resident, like malloc's slack).
+  static constexpr size_t kFitSlack = 4;
+
+  // The smallest cached block of lo..hi bytes (cached_.end() when none).
+  std::list<Block>::iterator closest(size_t lo, size_t hi) {
+    auto best = cached_.end();
+    for (auto c = cached_.begin(); c != cached_.end(); ++c)
+      if (c->bytes >= lo && c->bytes <= hi && (best == cached_.end() || c->bytes < best->bytes)) best = c;
+    return best;
+  }
+
+  // A block no cached one fits. Within the pool's peak a new mapping; past
+  // it, the cached block nearest in size is resized (mremap keeps its
+  // resident pages: no page faults but for growth) and the oldest others
+  // unmapped until live + cached + the block fit within the peak.
+  void* fresh(size_t bytes) {
+    auto b = static_cast<int64_t>(bytes);
+    stats_.peakLiveBytes = std::max(stats_.peakLiveBytes, stats_.liveBytes + b);
+    void* p = nullptr;
+    if (!cached_.empty() && stats_.liveBytes + stats_.cachedBytes + b > stats_.peakLiveBytes) {
+      auto near = std::min_element(cached_.begin(), cached_.end(), [&](const Block& x, const Block& y) {
+        return distance(x.bytes, bytes) < distance(y.bytes, bytes);
+      });
+      Block reuse = *near;
+      cached_.erase(near);
+      stats_.cachedBytes -= static_cast<int64_t>(reuse.bytes);
+      p = ::mremap(reuse.data, reuse.bytes, bytes, MREMAP_MAYMOVE);
+      if (p == MAP_FAILED) {
+        ::munmap(reuse.data, reuse.bytes);
+        p = nullptr;
+      } else {
+        stats_.remaps += 1;
+      }
+    }
+    while (!cached_.empty() && stats_.liveBytes + stats_.cachedBytes + b > stats_.peakLiveBytes) {
+      ::munmap(cached_.front().data, cached_.front().bytes);
+      stats_.cachedBytes -= static_cast<int64_t>(cached_.front().bytes);
+      cached_.pop_front();
+    }
+    if (p != nullptr) return p;
+    p = ::mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (p == MAP_FAILED) throw std::bad_alloc();
+    stats_.maps += 1;
+    return p;
+  }
+
+  static size_t distance(size_t a, size_t b) { return a > b ? a - b : b - a; }
   static size_t roundUp(size_t n) {
     static const auto page = static_cast<size_t>(::sysconf(_SC_PAGESIZE));
     return (std::max<size_t>(n, 1) + page - 1) / page * page;
@@ -120,13 +160,6 @@ at::Tensor emptyGatherBuffer(at::IntArrayRef shape, const at::TensorOptions& opt
 
 void* takePooled(size_t bytes) { return pool().take(bytes); }
 bool givePooled(void* p) { return pool().give(p); }
-
-namespace {
-std::atomic<bool> everyLarge{false};
-}  // namespace
-
-void poolEveryLargeBuffer(bool on) { everyLarge.store(on); }
-bool poolsEveryLargeBuffer() { return everyLarge.load(); }
 
 GatherPoolStats gatherPoolStats() { return pool().stats(); }
 

@@ -1,12 +1,14 @@
-// Large CPU buffers from a pool of mmapped blocks reused by exact size: the
-// buffers all-gathers write into, Gloo's staging copies, and under a
-// forward-only program every allocation of 1 MiB or more. glibc's malloc
-// raises its mmap threshold after the first large free, so such buffers
-// came from the heap, whose freed pages stay resident: a rank's RSS grew to
-// 1.5-1.7x its live tensors (1.13x with the pool). The pool never holds more
-// than the most bytes it ever had live at once, and a steady step reuses its
-// blocks without a page fault (DECISIONS.md, "Large CPU buffers from a pool
-// of mapped blocks, chosen per program").
+// Large CPU buffers from a pool of mmapped blocks: every CPU allocation of
+// 1 MiB or more (gathered weights, activations, gradients, Gloo's staging
+// copies). glibc's malloc raises its mmap threshold after the first large
+// free, so such buffers came from the heap, whose freed pages stay
+// resident: a rank's RSS grew to 1.5-1.7x its live tensors (forward and
+// train steps alike; about 1.1x with the pool). A request takes the
+// smallest cached block of its size up to 1.25x; the pool never holds more
+// than the most bytes it ever had live at once, and a miss past that peak
+// resizes a cached block (mremap: its pages stay resident) rather than
+// faulting in a new one (DECISIONS.md, "Large CPU buffers from a pool of
+// mapped blocks").
 //
 //   at::Tensor buf = emptyGatherBuffer({4, 1024, 2048}, x.options());
 //   ...                                   // freed: its block goes back to the pool
@@ -34,6 +36,7 @@ struct GatherPoolStats {
   int64_t cachedBytes = 0;    ///< freed, kept mapped for reuse
   int64_t peakLiveBytes = 0;  ///< the most liveBytes has been; live + cached never exceed it
   int64_t maps = 0;           ///< blocks mapped
+  int64_t remaps = 0;         ///< cached blocks resized (mremap) for a request none fitted
   int64_t reuses = 0;         ///< allocations served from the cache
 };
 GatherPoolStats gatherPoolStats();
@@ -43,14 +46,5 @@ GatherPoolStats gatherPoolStats();
 /// is not the pool's).
 void* takePooled(size_t bytes);
 bool givePooled(void* p);
-
-/// The policy, chosen per program at worker start-up (DECISIONS.md): on,
-/// every CPU allocation of at least kMinPooledBytes comes from the pool (a
-/// forward-only program: its gathered weights and temporaries stay within
-/// its peak); off (the default), only gather buffers and the large buffers
-/// of threads no MemoryMeter watches (Gloo's staging copies) do, so that a
-/// train step's activations keep malloc's reuse.
-void poolEveryLargeBuffer(bool on);
-bool poolsEveryLargeBuffer();
 
 }  // namespace spmd::runtime

@@ -86,9 +86,9 @@ class MeteringAllocator final : public c10::Allocator {
   explicit MeteringAllocator(c10::Allocator* wrapped) : wrapped_(wrapped) {}
 
   c10::DataPtr allocate(size_t n) override {
-    // Large buffers from the pool (GatherPool.h): those of unwatched threads
-    // (Gloo's), and every one when the program's policy says so.
-    bool pooled = static_cast<int64_t>(n) >= kMinPooledBytes && (!activeMeter || poolsEveryLargeBuffer());
+    // Large buffers from the pool (GatherPool.h): a rank's RSS then stays
+    // near its live tensors.
+    bool pooled = static_cast<int64_t>(n) >= kMinPooledBytes;
     void* q = pooled ? takePooled(n) : nullptr;
     c10::DataPtr p = q ? c10::DataPtr(q, q, &release, c10::Device(c10::kCPU)) : wrapped_->allocate(n);
     void* data = p.get();

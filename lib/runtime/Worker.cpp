@@ -199,19 +199,6 @@ at::Tensor shardOf(const at::Tensor& global, const ShardingSpec& spec, const sha
 
 namespace {
 
-// A program with no loss, gradient or parameter update: an inference step.
-bool forwardOnly(const program::Program& p) {
-  return std::none_of(
-      p.graph.signature.outputs.begin(), p.graph.signature.outputs.end(), [](const ir::OutputSpec& o) {
-        return o.kind == ir::OutputKind::LossOutput || o.kind == ir::OutputKind::GradientToParameter ||
-               o.kind == ir::OutputKind::ParameterMutation;
-      });
-}
-
-}  // namespace
-
-namespace {
-
 // runRank on `shared`'s groups when given (ThreadedWorld), else on groups
 // it builds.
 Expected<RankResult> runRankOn(const program::LoadedProgram& lp, int64_t rank,
@@ -221,9 +208,6 @@ Expected<RankResult> runRankOn(const program::LoadedProgram& lp, int64_t rank,
   if (p.pipeline) return runPipelineRank(lp, rank, store, inputs, options);
   auto where = [&](const Status& s) { return s.withContext("rank " + std::to_string(rank)); };
   selectDevice(options.device);
-  // An inference step's large buffers all come from the pool: its RSS stays
-  // near its live tensors (GatherPool.h; DECISIONS.md has the measurements).
-  poolEveryLargeBuffer(forwardOnly(p));
   RankMemoryProbe memory(options.device);
   auto loadStart = std::chrono::steady_clock::now();
   SPMD_ASSIGN_OR_RETURN(TensorMap weights, loadRankWeights(lp, rank, options.device));
@@ -259,7 +243,7 @@ Expected<RankResult> runRankOn(const program::LoadedProgram& lp, int64_t rank,
   CollectiveScope scope(comm);
   // Outputs that update a weight in place after each step.
   std::vector<std::pair<std::string, at::Tensor>> updates;
-  const auto& names = runner->outputNames();
+  const std::vector<std::string> names = runner->outputNames();  // a copy: the runner goes before the outputs
   for (size_t i = 0; i < p.graph.signature.outputs.size() && i < names.size(); ++i) {
     const ir::OutputSpec& o = p.graph.signature.outputs[i];
     bool mutation = o.kind == ir::OutputKind::ParameterMutation || o.kind == ir::OutputKind::BufferMutation;
@@ -298,12 +282,18 @@ Expected<RankResult> runRankOn(const program::LoadedProgram& lp, int64_t rank,
   result.stepSeconds = medianStepSeconds(seconds);
   result.loadSeconds = loadSeconds;
   result.memory = memory.figures();  // before gathering outputs
+  // The weights are not read again: rank 0 gathers the whole outputs (a
+  // billion-parameter model's gradients) in the room they held.
+  updates.clear();
+  runner = Status::error("released after the last step");
+  weights.clear();
   try {
     for (size_t i = 0; i < names.size() && i < p.outputs.size(); ++i) {
       if (names[i].empty()) continue;
       auto it = outputs->find(names[i]);
       if (it == outputs->end()) continue;
       at::Tensor g = toGlobal(it->second, p.outputs[i].spec, p.outputs[i].globalType, *comm);
+      outputs->erase(it);  // its shard: rank 0 then holds the whole outputs, not the shards beside them
       if (rank == 0) result.outputs.emplace(names[i], g.cpu());
     }
     synchronizeDevice(options.device);

@@ -241,8 +241,10 @@ def _check_hf(ap, a):
             ap.error(f"{', '.join(given)} shape a random --hf NAME model; a checkpoint folder has its own config")
         if a.torch_joint:
             ap.error("--torch-joint: a checkpoint folder's train step is traced in one pass only")
+        if a.mixed_precision and a.dtype not in (None, "float32"):
+            ap.error(f"--mixed-precision: the master parameters are float32; leave out --dtype {a.dtype}")
         if a.mixed_precision:
-            ap.error("--mixed-precision: a checkpoint folder is not supported yet; export --hf NAME or a factory")
+            a.dtype = "float32"  # the masters; the checkpoint's bf16 tensors convert as they load
         return
     if a.hf and (os.sep in a.hf or "/" in a.hf or a.hf.startswith(".")):
         ap.error(f"--hf {a.hf}: {'a file, not a folder' if os.path.exists(a.hf) else 'no such folder'} "
@@ -325,10 +327,11 @@ def export_ref(a, module, inputs, targets, loss_fn):
              "without expert parallelism")
     attn = getattr(getattr(module, "config", None), "_attn_implementation", None)
     if a.train:
-        expected = hfref.expected_train_step(a.checkpoint.root, a.model_dtype, inputs, targets, loss_fn, attn) \
-            if a.expected else None
+        policy = mixed_policy(a)
+        expected = hfref.expected_train_step(a.checkpoint.root, a.model_dtype, inputs, targets, loss_fn, attn,
+                                             policy) if a.expected else None
         return hfref.export_train_step(module, inputs, a.out, a.checkpoint, loss_fn, targets, log=note,
-                                       expected=expected)
+                                       expected=expected, precision=policy)
     expected = hfref.expected_outputs(a.checkpoint.root, a.model_dtype, inputs, attn) if a.expected else None
     dynamic = dynamic_batch(module, inputs) if a.dynamic_batch else None
     return hfref.export(module, inputs, a.out, a.checkpoint, dynamic_shapes=dynamic, decompose=not a.no_decompose,

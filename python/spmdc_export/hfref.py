@@ -420,14 +420,18 @@ def export(module, example_inputs, out_dir, ckpt, dynamic_shapes=None, decompose
     return ep
 
 
-def export_train_step(module, example_inputs, out_dir, ckpt, loss_fn, targets=(), log=None, expected=None):
+def export_train_step(module, example_inputs, out_dir, ckpt, loss_fn, targets=(), log=None, expected=None,
+                      precision=None):
     """Exports one train step of build(train=True)'s module by reference:
     the joint program of loss_fn(module(*inputs), *targets), traced in one
     pass (joint.trace_joint) on fake parameters; tied parameters are untied
     (both names point at the stored tensor). A step that needs torch's
     joint route (a mutated buffer, a tensor constant) is refused: that
     route is not supported by reference yet. `expected` (loss and
-    grad.<fqn>) is written when given. Returns the joint ExportedProgram."""
+    grad.<fqn>) is written when given. precision (a precision.Policy)
+    traces the step in mixed precision as core.export_train_step does (the
+    module's parameters are its float32 masters; meta.json records the
+    policy). Returns the joint ExportedProgram."""
     import torch
     from torch._subclasses.fake_tensor import FakeTensorMode
     from . import core, joint
@@ -446,13 +450,18 @@ def export_train_step(module, example_inputs, out_dir, ckpt, loss_fn, targets=()
     real = fakify(module, mode, entries)
     fake_inputs = tuple(mode.from_tensor(t) for t in inputs + targets)
     with core._math_attention():
-        program, reason = joint.trace_joint(module, fake_inputs, torch.zeros(()))
+        mp = (precision, len(inputs)) if precision is not None else None
+        program, reason = joint.trace_joint(module, fake_inputs, torch.zeros(()), mp)
+    if program is None and precision is not None:
+        raise ExportError(f"--mixed-precision: the step cannot be traced in one pass ({reason})")
     if program is None:
         raise ExportError(f"--train by reference: this step needs torch.export's joint route ({reason}), which "
                           f"is not supported by reference yet; export it with its weights instead")
     settle(program, real, entries)
-    _save(out_dir, program, inputs + targets, expected,
-          {"kind": "train_step_joint", "joint_route": "make_fx", "note": "", "notes": notes}, ckpt, entries, module)
+    meta = {"kind": "train_step_joint", "joint_route": "make_fx", "note": "", "notes": notes}
+    if precision is not None:
+        meta["mixed_precision"] = precision.as_dict()
+    _save(out_dir, program, inputs + targets, expected, meta, ckpt, entries, module)
     return program
 
 
@@ -468,9 +477,12 @@ def expected_outputs(root, dtype, inputs, attn=None):
     return {f"output.{i}": o for i, o in enumerate(outs)}
 
 
-def expected_train_step(root, dtype, inputs, targets, loss_fn, attn=None):
-    """{loss, grad.<fqn>} of one eager train step of the checkpoint (tied parameters untied, as exported)."""
+def expected_train_step(root, dtype, inputs, targets, loss_fn, attn=None, precision=None):
+    """{loss, grad.<fqn>} of one eager train step of the checkpoint (tied
+    parameters untied, as exported); in mixed precision under `precision`
+    (a precision.Policy) as precision.eager_step runs it."""
     from . import core
+    from . import precision as mixed
     module = load_pretrained(root, dtype, attn)
     quiet = lambda msg: None  # noqa: E731  (the export says it)
     n_inputs, _ = core._with_loss(module, loss_fn)
@@ -478,5 +490,7 @@ def expected_train_step(root, dtype, inputs, targets, loss_fn, attn=None):
     fixups.aten_experts(module, quiet)
     core._untie(module, quiet)
     module.train()
+    if precision is not None:
+        return mixed.eager_step(module, tuple(inputs) + tuple(targets), len(inputs), precision)
     expected, _ = core._eager_step(module, tuple(inputs) + tuple(targets), loss_fn, quiet)
     return expected

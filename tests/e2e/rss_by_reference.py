@@ -2,7 +2,7 @@
 """A rank's resident set stays near its live tensors: the RSS bound of issue 31.
 
 Usage:
-    rss_by_reference.py SPMDC SPMD_RUN
+    rss_by_reference.py SPMDC SPMD_RUN [--train]
 
 Writes a random bf16 Llama checkpoint (2 layers, hidden 1024, vocab 32000:
 88M parameters, 176 MB; scripts/bench_weights_ref.py's writer), exports it
@@ -11,8 +11,13 @@ workers with --profile. Each rank's peak RSS growth (VmHWM over the RSS
 before loading) must stay within 1.2x its peak of live tensor bytes (its
 shard plus the gathered layers and activations). Before the buffer pool
 (lib/runtime/GatherPool.h) glibc's heap kept freed gather buffers resident:
-1.68x; with it 1.13x. Exit 0 when the bound holds, 1 otherwise (also when
+1.68x; with it 1.13x (train step: 1.5x with its activations on the heap,
+1.09x pooled). Exit 0 when the bound holds, 1 otherwise (also when
 torch or transformers is missing: nothing is skipped).
+
+--train runs the train step instead (`--train` export by reference, loss and
+gradients, fsdp at 4, 2 steps): live tensors then include the gradients and
+the activations saved for the backward.
 """
 import json
 import os
@@ -35,10 +40,11 @@ def run(cmd, env):
 
 
 def main():
-    if len(sys.argv) != 3:
+    if len(sys.argv) not in (3, 4) or sys.argv[3:] not in ([], ["--train"]):
         print(__doc__)
         return 1
     spmdc, spmd_run = sys.argv[1:3]
+    train = ["--train"] if sys.argv[3:] else []
     try:
         sys.path.insert(0, str(ROOT / "scripts"))
         from bench_weights_ref import write_checkpoint
@@ -54,12 +60,12 @@ def main():
         (d / "ckpt").mkdir()
         try:
             write_checkpoint(d / "ckpt", SHAPE)
-            run([sys.executable, "-m", "spmdc_export", "--hf", d / "ckpt", "-o", d / "exp", "--batch", 8, "--seq", 8],
-                env)
+            run([sys.executable, "-m", "spmdc_export", "--hf", d / "ckpt", "-o", d / "exp", "--batch", 8, "--seq", 8,
+                 *train], env)
             run([spmdc, "compile", d / "exp" / "model.pt2", "--schema", "fsdp", "--mesh", 4, "-o", d / "p.spmd",
                  "-q"], env)
             run([spmd_run, "-n", 4, d / "p.spmd", "--inputs", d / "exp" / "inputs.safetensors", "--profile",
-                 d / "profile.json", "-q"], env)
+                 d / "profile.json", "-q", *(["--steps", 2] if train else [])], env)
             ranks = json.loads((d / "profile.json").read_text())["ranks"]
         except RuntimeError as e:
             print(f"rss_by_reference: FAIL: {e}")
