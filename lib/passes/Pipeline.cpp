@@ -61,10 +61,14 @@ void fillWeights(const pt2::Archive& archive, program::Program& p, bool embed) {
     for (const auto& d : p.inputs[i].globalType.sizes) w.globalShape.push_back(d.value());
     for (const auto& d : in.value->type().sizes) w.localShape.push_back(d.value());
     w.spec = p.inputs[i].spec;
-    if (byReference && t && t->external)
-      w.source = program::WeightSourceRef{.file = t->external->file, .tensor = t->external->tensor};
-    else if (byReference && !t && w.fqn.rfind(kOptimizerPrefix, 0) == 0)
-      w.source = program::WeightSourceRef{.zeros = true};
+    if (byReference && t && t->external) {
+      w.source.emplace();
+      w.source->file = t->external->file;
+      w.source->tensor = t->external->tensor;
+    } else if (byReference && !t && w.fqn.rfind(kOptimizerPrefix, 0) == 0) {
+      w.source.emplace();
+      w.source->zeros = true;
+    }
     p.weights.push_back(std::move(w));
   }
 }
