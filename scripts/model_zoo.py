@@ -120,10 +120,21 @@ def hf_config(cfg_cls, **kw):
             except (AttributeError, TypeError, ValueError):
                 pass
     layers = getattr(cfg, "layer_types", None) or ()
-    if getattr(cfg, "sliding_window", 0) is None and any("sliding" in str(t) for t in layers):
-        cfg.sliding_window = WINDOW  # layers typed sliding (the generic config's None): a window they can use
+    if getattr(cfg, "sliding_window", 0) is None and (any("sliding" in str(t) for t in layers)
+                                                      or (layers and _windowed_by_default(cfg))):
+        # layers typed sliding (the generic config's None): a window they can use; or every layer full
+        # in a family whose model builds a sliding mask regardless (Ministral): a window no layer reads
+        cfg.sliding_window = WINDOW
     _zero_dropout(cfg)
     return cfg
+
+
+def _windowed_by_default(cfg):
+    """True when the config class's own default sliding window is a number."""
+    try:
+        return isinstance(type(cfg)().sliding_window, int)
+    except Exception:  # noqa: BLE001  (a config that needs arguments: no default to read)
+        return False
 
 
 def hf_model(cfg_cls, model_cls, sized_first=False, **kw):

@@ -3,7 +3,9 @@
 - a generic config that types its layers sliding but leaves no window (the
   zoo's sliding_window=None) gets one, so the family runs eagerly
   (transformers' Cohere2: "Could not find a `sliding_window` argument"), and
-  so does one whose strict config refuses None (transformers 5's CWM, Dory);
+  so does one whose strict config refuses None (transformers 5's CWM, Dory),
+  and one whose model builds a sliding mask even when every layer is full
+  (Ministral: its config's default window is an int);
 - --reuse-exports takes an export an earlier run left in --work instead of
   exporting again;
 - --json is rewritten after every model, marked partial, and --render names
@@ -67,6 +69,15 @@ class SlidingWindow(unittest.TestCase):
         finally:
             del tf.ZooStrictConfig
         self.assertEqual(cfg.sliding_window, z.WINDOW)
+
+    def test_full_layers_of_a_windowed_family_get_a_window(self):
+        cfg = z.hf_config("MinistralConfig", **dict(z.GENERIC))
+        self.assertEqual(set(cfg.layer_types), {"full_attention"})  # no layer slides: the window goes unused
+        self.assertEqual(cfg.sliding_window, z.WINDOW)
+        m, _ = z.hf_build("MinistralConfig", "MinistralForCausalLM", **dict(z.GENERIC))
+        with torch.no_grad():  # raised "Could not find a `sliding_window` argument in the config"
+            out = m(torch.randint(0, z.VOCAB, (1, 16)))
+        self.assertEqual(tuple(out.shape), (1, 16, z.VOCAB))
 
     def test_explicit_window_kept(self):
         cfg = z.hf_config("Cohere2Config", **dict(z.GENERIC, sliding_window=4))
