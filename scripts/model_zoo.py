@@ -22,7 +22,8 @@ Megatron TP at 2, 4 and dp x tp at 2x2 (through `spmdc schema from-hf`; marked
 pending while spmdc lacks it). Every output, loss and gradient is compared with
 eager (rtol 1e-4, atol 1e-5). A cell that does not compile is also tried with
 --replicate-unknown, in a separate column that never counts as a pass.
-`--render zoo.json` rewrites the markdown from an earlier --json without rerunning.
+`--render zoo.json` rewrites the markdown from an earlier --json without rerunning;
+`--render a.json,b.json` merges sweeps (b's record of a model replaces a's).
 
 Exit code: 0 when every cell that ran compiled and matched (TP cells pending
 on tool support do not count), 1 otherwise, 77 when transformers, timm or
@@ -1055,6 +1056,26 @@ def public_args(argv):
     return keep
 
 
+def merge_results(paths):
+    """The --json documents at paths as one: a model's record from a later file
+    replaces an earlier one (a rerun at more layouts, or after a fix), in the
+    first file's order; commands are joined by " ; " and seconds added."""
+    docs = []
+    for p in paths:
+        with open(p) as f:
+            docs.append(json.load(f))
+    if len(docs) == 1:
+        return docs[0]
+    records, partial = {}, [d["partial"] for d in docs if d.get("partial")]
+    for d in docs:
+        records.update((r["name"], r) for r in d["records"])
+    versions = sorted({d["versions"] for d in docs})
+    return {"records": list(records.values()), "seconds": round(sum(d["seconds"] for d in docs), 1),
+            "command": " ; ".join(d.get("command", "python scripts/model_zoo.py") for d in docs),
+            "versions": versions[0] if len(versions) == 1 else " / ".join(versions),
+            "partial": "; ".join(partial) or None}
+
+
 def missing_libraries():
     out = []
     for lib in ("transformers", "timm", "torchvision"):
@@ -1081,7 +1102,9 @@ def main():
                     help="take a model's export from --work where an earlier run (or --export-one) left one, "
                          "instead of exporting it again (same torch and transformers: not checked)")
     ap.add_argument("--no-diagnostic", action="store_true", help="skip the --replicate-unknown column")
-    ap.add_argument("--render", metavar="JSON", help="only rewrite --out from a --json file of an earlier sweep")
+    ap.add_argument("--render", metavar="JSON",
+                    help="only rewrite --out from the --json file(s) of earlier sweeps (comma-separated: merged, "
+                         "a later file's record of a model replacing an earlier one)")
     ap.add_argument("--export-one", help=argparse.SUPPRESS)
     a = ap.parse_args()
     if a.list:
@@ -1090,8 +1113,7 @@ def main():
                   + ("  (discovered)" if discovered(n) else ""))
         return 0
     if a.render:
-        with open(a.render) as f:
-            doc = json.load(f)
+        doc = merge_results(a.render.split(","))
         out = a.out or os.path.join(ROOT, "docs", "MODELS.md")
         write_markdown(out, doc["records"], summarize(doc["records"]), doc.get("command", "python scripts/model_zoo.py"),
                        doc["seconds"], doc["versions"], partial=doc.get("partial"))

@@ -9,7 +9,9 @@
 - --reuse-exports takes an export an earlier run left in --work instead of
   exporting again;
 - --json is rewritten after every model, marked partial, and --render names
-  a partial sweep in the table's command line.
+  a partial sweep in the table's command line;
+- --render a.json,b.json merges two sweeps, b's record of a model replacing
+  a's (a quick pass, then a rerun of some models at every layout).
 
 Exits 77 (skip) without transformers, timm or torchvision.
 Usage: model_zoo_test.py SPMDC SPMD_RUN
@@ -114,6 +116,26 @@ class ReuseAndPartial(unittest.TestCase):
         self.assertEqual(r.returncode, 0, r.stderr)
         with open(md) as f:
             self.assertIn("**Partial: 1 of 3 models ran**", f.read())
+
+    def test_render_merges_sweeps(self):
+        cell = lambda mesh, ok: {"layout": "dp", "mesh": mesh, "compiled": True, "matches": ok}  # noqa: E731
+        rec = lambda name, *cells: {"name": name, "source": "transformers", "kind": "infer",  # noqa: E731
+                                    "export": {"status": "ok", "ir": "training IR"}, "cells": list(cells)}
+        first = {"versions": "v", "seconds": 60, "command": "python scripts/model_zoo.py --quick",
+                 "records": [rec(self.name, cell("2", False)), rec("hf_other", cell("2", True))]}
+        again = {"versions": "v", "seconds": 30, "command": "python scripts/model_zoo.py --reuse-exports",
+                 "records": [rec(self.name, cell("2", True), cell("4", True))]}
+        paths = [os.path.join(self.work, n) for n in ("a.json", "b.json")]
+        for p, doc in zip(paths, (first, again)):
+            with open(p, "w") as f:
+                json.dump(doc, f)
+        doc = z.merge_results(paths)
+        self.assertEqual([r["name"] for r in doc["records"]], [self.name, "hf_other"])  # the first file's order
+        self.assertEqual(len(doc["records"][0]["cells"]), 2)  # the rerun's record
+        self.assertEqual(z.summarize(doc["records"])["cells_matching"], 3)
+        self.assertEqual(doc["seconds"], 90)
+        self.assertIn("--quick ; python", doc["command"])
+        self.assertIsNone(doc["partial"])
 
     def test_partial_json_after_each_model(self):
         sweep = object.__new__(z.Sweep)  # no binaries needed: only the bookkeeping
