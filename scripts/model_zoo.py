@@ -107,18 +107,12 @@ def _tensors(out):
 def hf_config(cfg_cls, **kw):
     import transformers
     kw = dict(dict(pad_token_id=0, bos_token_id=1, eos_token_id=2, use_cache=False), **kw)
-    try:
-        cfg = getattr(transformers, cfg_cls)(**kw)
-    except Exception as e:  # noqa: BLE001  (transformers 5's strict configs: no None window)
-        if kw.get("sliding_window", 0) is not None or "sliding_window" not in str(e):
-            raise
-        kw["sliding_window"] = WINDOW
-        cfg = getattr(transformers, cfg_cls)(**kw)
+    cfg = _construct(getattr(transformers, cfg_cls), kw)
     for k, v in kw.items():  # some configs take other spellings; set what they ignored
         if getattr(cfg, k, None) != v:
             try:
                 setattr(cfg, k, v)
-            except (AttributeError, TypeError, ValueError):
+            except (AttributeError, TypeError, ValueError, NotImplementedError):
                 pass
     layers = getattr(cfg, "layer_types", None) or ()
     if getattr(cfg, "sliding_window", 0) is None and (any("sliding" in str(t) for t in layers)
@@ -128,6 +122,34 @@ def hf_config(cfg_cls, **kw):
         cfg.sliding_window = WINDOW
     _zero_dropout(cfg)
     return cfg
+
+
+def _construct(cls, kw):
+    """cls(**kw), adapting kw (in place) to what the config refuses: transformers
+    5's strict configs take no None window (WINDOW instead), and a config that
+    refuses one of the generic spellings (ProphetNet: "does not support the
+    setting of `num_hidden_layers`", it takes num_encoder/decoder_layers) is
+    built without it and without the encoder_/decoder_ spellings that
+    transformers 5's get_text_config() maps onto it (decoder_layers)."""
+    while True:
+        try:
+            return cls(**kw)
+        except Exception as e:  # noqa: BLE001
+            refused = re.search(r"does not support the setting of `(\w+)`", str(e))
+            spellings = _spellings(refused.group(1)) & set(kw) if refused else set()
+            if kw.get("sliding_window", 0) is None and "sliding_window" in str(e):
+                kw["sliding_window"] = WINDOW
+            elif spellings:
+                for k in spellings:
+                    del kw[k]
+            else:
+                raise
+
+
+def _spellings(name):
+    """name and the flat encoder-decoder keys get_text_config() renames to it."""
+    short = {"num_hidden_layers": "layers", "num_attention_heads": "attention_heads"}.get(name, name)
+    return {name} | {f"{side}_{short}" for side in ("encoder", "decoder")}
 
 
 def _windowed_by_default(cfg):

@@ -6,6 +6,8 @@
   so does one whose strict config refuses None (transformers 5's CWM, Dory),
   and one whose model builds a sliding mask even when every layer is full
   (Ministral: its config's default window is an int);
+- a config that refuses one of the generic spellings (ProphetNet's
+  num_hidden_layers) is built without it;
 - --reuse-exports takes an export an earlier run left in --work instead of
   exporting again;
 - --json is rewritten after every model, marked partial, and --render names
@@ -80,6 +82,10 @@ class SlidingWindow(unittest.TestCase):
         with torch.no_grad():  # raised "Could not find a `sliding_window` argument in the config"
             out = m(torch.randint(0, z.VOCAB, (1, 16)))
         self.assertEqual(tuple(out.shape), (1, 16, z.VOCAB))
+
+    def test_refused_generic_spelling_is_dropped(self):
+        cfg = z.hf_config("ProphetNetConfig", **dict(z.GENERIC))  # raised NotImplementedError
+        self.assertEqual((cfg.num_encoder_layers, cfg.num_decoder_layers, cfg.hidden_size), (2, 2, 64))
 
     def test_explicit_window_kept(self):
         cfg = z.hf_config("Cohere2Config", **dict(z.GENERIC, sliding_window=4))
