@@ -114,6 +114,8 @@ def hf_config(cfg_cls, **kw):
                 setattr(cfg, k, v)
             except (AttributeError, TypeError, ValueError, NotImplementedError):
                 pass
+    if getattr(cfg, "kv_lora_rank", None) and getattr(cfg, "num_key_value_heads", None):
+        cfg.num_key_value_heads = cfg.num_attention_heads  # MLA: keys and values have every head
     layers = getattr(cfg, "layer_types", None) or ()
     if getattr(cfg, "sliding_window", 0) is None and (any("sliding" in str(t) for t in layers)
                                                       or (layers and _windowed_by_default(cfg))):
@@ -478,7 +480,9 @@ GENERIC = dict(GQA, head_dim=16, n_embd=64, n_layer=2, n_head=4, n_positions=64,
                encoder_layers=2, decoder_layers=2, encoder_ffn_dim=128, decoder_ffn_dim=128,
                encoder_attention_heads=4, decoder_attention_heads=4, num_encoder_layers=2, num_decoder_layers=2,
                num_experts=4, num_local_experts=4, n_routed_experts=4, num_experts_per_tok=2,
-               moe_intermediate_size=64, shared_expert_intermediate_size=64)
+               moe_intermediate_size=64, shared_expert_intermediate_size=64,
+               # multi-head latent attention (DeepSeek-V2 and its kin): rope width = head_dim
+               kv_lora_rank=32, q_lora_rank=32, qk_rope_head_dim=16, qk_nope_head_dim=16, v_head_dim=16)
 
 
 def _discovered():

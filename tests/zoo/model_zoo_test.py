@@ -6,6 +6,8 @@
   so does one whose strict config refuses None (transformers 5's CWM, Dory),
   and one whose model builds a sliding mask even when every layer is full
   (Ministral: its config's default window is an int);
+- a multi-head latent attention family (DeepSeek-V2) runs eagerly from the
+  generic config;
 - a config that refuses one of the generic spellings (ProphetNet's
   num_hidden_layers) is built without it;
 - --reuse-exports takes an export an earlier run left in --work instead of
@@ -86,6 +88,16 @@ class SlidingWindow(unittest.TestCase):
     def test_refused_generic_spelling_is_dropped(self):
         cfg = z.hf_config("ProphetNetConfig", **dict(z.GENERIC))  # raised NotImplementedError
         self.assertEqual((cfg.num_encoder_layers, cfg.num_decoder_layers, cfg.hidden_size), (2, 2, 64))
+
+    def test_latent_attention_family_runs_eagerly(self):
+        # DeepSeek-V2's MLA: rope width = head_dim, and every head has its keys
+        # (the generic GQA's 2 key heads broke SDPA: "size of tensor a (4) must match ... (8)")
+        m, xs = z.MODELS["hf_deepseek_v2"]["build"]()
+        self.assertEqual((m.config.qk_rope_head_dim, m.config.num_key_value_heads), (16, 4))
+        with torch.no_grad():
+            out = m(*xs)
+        out = out[0] if isinstance(out, (tuple, list)) else out
+        self.assertEqual(tuple(out.shape), (z.BATCH, z.SEQ, z.VOCAB))
 
     def test_explicit_window_kept(self):
         cfg = z.hf_config("Cohere2Config", **dict(z.GENERIC, sliding_window=4))
