@@ -141,7 +141,10 @@ def hf_model(cfg_cls, model_cls, sized_first=False, **kw):
             params = 0
         if params > MAX_PARAMS:
             raise ValueError(f"{params} parameters: the generic small config did not apply")
-    return cls(cfg)
+    m = cls(cfg)
+    if hasattr(m, "set_default_language") and getattr(cfg, "languages", None):
+        m.set_default_language(cfg.languages[0])  # X-MOD's adapters: the model refuses to pick one itself
+    return m
 
 
 def hf_build(cfg_cls, model_cls, arg_names=("input_ids",), inputs=None, pick=None, **kw):

@@ -8,6 +8,7 @@
   (Ministral: its config's default window is an int);
 - a multi-head latent attention family (DeepSeek-V2) runs eagerly from the
   generic config;
+- a family with per-language adapters (X-MOD) runs with its first language;
 - a config that refuses one of the generic spellings (ProphetNet's
   num_hidden_layers) is built without it;
 - --reuse-exports takes an export an earlier run left in --work instead of
@@ -94,6 +95,14 @@ class SlidingWindow(unittest.TestCase):
         # (the generic GQA's 2 key heads broke SDPA: "size of tensor a (4) must match ... (8)")
         m, xs = z.MODELS["hf_deepseek_v2"]["build"]()
         self.assertEqual((m.config.qk_rope_head_dim, m.config.num_key_value_heads), (16, 4))
+        with torch.no_grad():
+            out = m(*xs)
+        out = out[0] if isinstance(out, (tuple, list)) else out
+        self.assertEqual(tuple(out.shape), (z.BATCH, z.SEQ, z.VOCAB))
+
+    def test_language_adapter_family_runs_eagerly(self):
+        # X-MOD: "Input language unknown. Please call set_default_language()" before
+        m, xs = z.MODELS["hf_xmod"]["build"]()
         with torch.no_grad():
             out = m(*xs)
         out = out[0] if isinstance(out, (tuple, list)) else out
