@@ -442,9 +442,20 @@ GENERIC = dict(GQA, head_dim=16, n_embd=64, n_layer=2, n_head=4, n_positions=64,
                encoder_layers=2, decoder_layers=2, encoder_ffn_dim=128, decoder_ffn_dim=128,
                encoder_attention_heads=4, decoder_attention_heads=4, num_encoder_layers=2, num_decoder_layers=2,
                num_experts=4, num_local_experts=4, n_routed_experts=4, num_experts_per_tok=2,
-               moe_intermediate_size=64, shared_expert_intermediate_size=64,
-               # multi-head latent attention (DeepSeek-V2 and its kin): rope width = head_dim
-               kv_lora_rank=32, q_lora_rank=32, qk_rope_head_dim=16, qk_nope_head_dim=16, v_head_dim=16)
+               moe_intermediate_size=64, shared_expert_intermediate_size=64)
+# Multi-head latent attention (DeepSeek-V2 and its kin): rope width = head_dim.
+# Only for configs that have it: others may read one of these names otherwise
+# (MiMo-V2's v_head_dim).
+MLA = dict(kv_lora_rank=32, q_lora_rank=32, qk_rope_head_dim=16, qk_nope_head_dim=16, v_head_dim=16)
+
+
+def generic(cfg_cls):
+    """GENERIC, with MLA's widths where the config class has latent attention."""
+    import inspect
+    import transformers
+    cls = getattr(transformers, cfg_cls)
+    fields = set(getattr(cls, "__dataclass_fields__", {})) | set(inspect.signature(cls.__init__).parameters)
+    return dict(GENERIC, **MLA) if "kv_lora_rank" in fields else GENERIC
 
 
 def _discovered():
@@ -478,7 +489,7 @@ def _register_discovered():
         return
     for model_type, (cfg, cls) in found.items():
         model(f"hf_{model_type}", "transformers", note="discovered: generic small config")(
-            lambda cfg=cfg, cls=cls: hf_build(cfg, cls, sized_first=True, **GENERIC))
+            lambda cfg=cfg, cls=cls: hf_build(cfg, cls, sized_first=True, **generic(cfg)))
 
 
 _register_discovered()

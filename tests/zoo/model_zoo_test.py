@@ -99,6 +99,9 @@ class SlidingWindow(unittest.TestCase):
             out = m(*xs)
         out = out[0] if isinstance(out, (tuple, list)) else out
         self.assertEqual(tuple(out.shape), (z.BATCH, z.SEQ, z.VOCAB))
+        # and only there: MiMo-V2 reads v_head_dim too, and broke on MLA's
+        self.assertNotIn("v_head_dim", z.zoo_models.generic("LlamaConfig"))
+        self.assertEqual(z.zoo_models.generic("DeepseekV2Config")["v_head_dim"], 16)
 
     def test_language_adapter_family_runs_eagerly(self):
         # X-MOD: "Input language unknown. Please call set_default_language()" before
