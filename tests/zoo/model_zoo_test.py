@@ -3,11 +3,20 @@
 - a generic config that types its layers sliding but leaves no window (the
   zoo's sliding_window=None) gets one, so the family runs eagerly
   (transformers' Cohere2: "Could not find a `sliding_window` argument"), and
-  so does one whose strict config refuses None (transformers 5's CWM, Dory);
+  so does one whose strict config refuses None (transformers 5's CWM, Dory),
+  and one whose model builds a sliding mask even when every layer is full
+  (Ministral: its config's default window is an int);
+- a multi-head latent attention family (DeepSeek-V2) runs eagerly from the
+  generic config;
+- a family with per-language adapters (X-MOD) runs with its first language;
+- a config that refuses one of the generic spellings (ProphetNet's
+  num_hidden_layers) is built without it;
 - --reuse-exports takes an export an earlier run left in --work instead of
   exporting again;
 - --json is rewritten after every model, marked partial, and --render names
-  a partial sweep in the table's command line.
+  a partial sweep in the table's command line;
+- --render a.json,b.json merges two sweeps, b's record of a model replacing
+  a's (a quick pass, then a rerun of some models at every layout).
 
 Exits 77 (skip) without transformers, timm or torchvision.
 Usage: model_zoo_test.py SPMDC SPMD_RUN
@@ -68,6 +77,40 @@ class SlidingWindow(unittest.TestCase):
             del tf.ZooStrictConfig
         self.assertEqual(cfg.sliding_window, z.WINDOW)
 
+    def test_full_layers_of_a_windowed_family_get_a_window(self):
+        cfg = z.hf_config("MinistralConfig", **dict(z.GENERIC))
+        self.assertEqual(set(cfg.layer_types), {"full_attention"})  # no layer slides: the window goes unused
+        self.assertEqual(cfg.sliding_window, z.WINDOW)
+        m, _ = z.hf_build("MinistralConfig", "MinistralForCausalLM", **dict(z.GENERIC))
+        with torch.no_grad():  # raised "Could not find a `sliding_window` argument in the config"
+            out = m(torch.randint(0, z.VOCAB, (1, 16)))
+        self.assertEqual(tuple(out.shape), (1, 16, z.VOCAB))
+
+    def test_refused_generic_spelling_is_dropped(self):
+        cfg = z.hf_config("ProphetNetConfig", **dict(z.GENERIC))  # raised NotImplementedError
+        self.assertEqual((cfg.num_encoder_layers, cfg.num_decoder_layers, cfg.hidden_size), (2, 2, 64))
+
+    def test_latent_attention_family_runs_eagerly(self):
+        # DeepSeek-V2's MLA: rope width = head_dim, and every head has its keys
+        # (the generic GQA's 2 key heads broke SDPA: "size of tensor a (4) must match ... (8)")
+        m, xs = z.MODELS["hf_deepseek_v2"]["build"]()
+        self.assertEqual((m.config.qk_rope_head_dim, m.config.num_key_value_heads), (16, 4))
+        with torch.no_grad():
+            out = m(*xs)
+        out = out[0] if isinstance(out, (tuple, list)) else out
+        self.assertEqual(tuple(out.shape), (z.BATCH, z.SEQ, z.VOCAB))
+        # and only there: MiMo-V2 reads v_head_dim too, and broke on MLA's
+        self.assertNotIn("v_head_dim", z.zoo_models.generic("LlamaConfig"))
+        self.assertEqual(z.zoo_models.generic("DeepseekV2Config")["v_head_dim"], 16)
+
+    def test_language_adapter_family_runs_eagerly(self):
+        # X-MOD: "Input language unknown. Please call set_default_language()" before
+        m, xs = z.MODELS["hf_xmod"]["build"]()
+        with torch.no_grad():
+            out = m(*xs)
+        out = out[0] if isinstance(out, (tuple, list)) else out
+        self.assertEqual(tuple(out.shape), (z.BATCH, z.SEQ, z.VOCAB))
+
     def test_explicit_window_kept(self):
         cfg = z.hf_config("Cohere2Config", **dict(z.GENERIC, sliding_window=4))
         self.assertEqual(cfg.sliding_window, 4)
@@ -103,6 +146,26 @@ class ReuseAndPartial(unittest.TestCase):
         self.assertEqual(r.returncode, 0, r.stderr)
         with open(md) as f:
             self.assertIn("**Partial: 1 of 3 models ran**", f.read())
+
+    def test_render_merges_sweeps(self):
+        cell = lambda mesh, ok: {"layout": "dp", "mesh": mesh, "compiled": True, "matches": ok}  # noqa: E731
+        rec = lambda name, *cells: {"name": name, "source": "transformers", "kind": "infer",  # noqa: E731
+                                    "export": {"status": "ok", "ir": "training IR"}, "cells": list(cells)}
+        first = {"versions": "v", "seconds": 60, "command": "python scripts/model_zoo.py --quick",
+                 "records": [rec(self.name, cell("2", False)), rec("hf_other", cell("2", True))]}
+        again = {"versions": "v", "seconds": 30, "command": "python scripts/model_zoo.py --reuse-exports",
+                 "records": [rec(self.name, cell("2", True), cell("4", True))]}
+        paths = [os.path.join(self.work, n) for n in ("a.json", "b.json")]
+        for p, doc in zip(paths, (first, again)):
+            with open(p, "w") as f:
+                json.dump(doc, f)
+        doc = z.merge_results(paths)
+        self.assertEqual([r["name"] for r in doc["records"]], [self.name, "hf_other"])  # the first file's order
+        self.assertEqual(len(doc["records"][0]["cells"]), 2)  # the rerun's record
+        self.assertEqual(z.summarize(doc["records"])["cells_matching"], 3)
+        self.assertEqual(doc["seconds"], 90)
+        self.assertIn("--quick ; python", doc["command"])
+        self.assertIsNone(doc["partial"])
 
     def test_partial_json_after_each_model(self):
         sweep = object.__new__(z.Sweep)  # no binaries needed: only the bookkeeping
