@@ -225,11 +225,7 @@ def main():
         check_refusal(a, d, failures)
         check_not_balanced(a, d, failures)
         check_bf16(a, d, failures)
-    if a.json:
-        Path(a.json).write_text(json.dumps(rows, indent=1))
-    for f in failures:
-        print("FAIL:", f)
-    return 1 if failures else 0
+    return cp_llama.finish(a.json, rows, failures)
 
 
 if __name__ == "__main__":

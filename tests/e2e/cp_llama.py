@@ -274,6 +274,15 @@ def memory(a, d, seq):
     return out
 
 
+def finish(json_path, rows, failures):
+    """Writes the rows to json_path (when given), prints the failures; the exit status."""
+    if json_path:
+        Path(json_path).write_text(json.dumps(rows, indent=1))
+    for f in failures:
+        print("FAIL:", f)
+    return 1 if failures else 0
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("spmdc")
@@ -301,11 +310,7 @@ def main():
                     check_case(a, d, name, mesh, failures, rows)
             check_tp_cp(a, d, failures)
             check_uneven(a, d, failures)
-    if a.json:
-        Path(a.json).write_text(json.dumps(rows, indent=1))
-    for f in failures:
-        print("FAIL:", f)
-    return 1 if failures else 0
+    return finish(a.json, rows, failures)
 
 
 if __name__ == "__main__":

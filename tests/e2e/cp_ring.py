@@ -258,11 +258,7 @@ def main():
                 for mesh in name_meshes:
                     check_case(a, d, name, mesh, failures, rows)
             check_tp_cp(a, d, failures)
-    if a.json:
-        Path(a.json).write_text(json.dumps(rows, indent=1))
-    for f in failures:
-        print("FAIL:", f)
-    return 1 if failures else 0
+    return cp_llama.finish(a.json, rows, failures)
 
 
 if __name__ == "__main__":
