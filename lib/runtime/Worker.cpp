@@ -199,6 +199,22 @@ at::Tensor shardOf(const at::Tensor& global, const ShardingSpec& spec, const sha
 
 namespace {
 
+// fn(rank) on one thread per rank, all joined: the results in rank order,
+// or the first failing rank's error.
+template <typename T, typename Fn>
+Expected<std::vector<T>> onRankThreads(int64_t n, const Fn& fn) {
+  std::vector<std::optional<Expected<T>>> made(static_cast<size_t>(n));
+  std::vector<std::thread> threads;
+  for (int64_t r = 0; r < n; ++r) threads.emplace_back([&, r] { made[static_cast<size_t>(r)] = fn(r); });
+  for (auto& t : threads) t.join();
+  std::vector<T> out;
+  for (auto& m : made) {
+    if (!m->hasValue()) return m->status();
+    out.push_back(std::move(**m));
+  }
+  return out;
+}
+
 // runRank on `shared`'s groups when given (ThreadedWorld), else on groups
 // it builds.
 Expected<RankResult> runRankOn(const program::LoadedProgram& lp, int64_t rank,
@@ -320,17 +336,10 @@ Expected<std::unique_ptr<ThreadedWorld>> ThreadedWorld::create(const sharding::M
   auto world = std::unique_ptr<ThreadedWorld>(new ThreadedWorld());
   world->mesh_ = mesh;
   world->store_ = c10::make_intrusive<c10d::HashStore>();
-  auto n = static_cast<size_t>(mesh.numRanks());
-  std::vector<std::optional<Expected<std::unique_ptr<MeshComm>>>> made(n);
-  std::vector<std::thread> threads;
-  for (size_t r = 0; r < n; ++r)
-    threads.emplace_back(
-        [&, r] { made[r] = MeshComm::create(world->store_, mesh, static_cast<int64_t>(r), options); });
-  for (auto& t : threads) t.join();
-  for (auto& m : made) {
-    if (!m->hasValue()) return m->status();
-    world->comms_.push_back(std::move(**m));
-  }
+  SPMD_ASSIGN_OR_RETURN(world->comms_,
+                        onRankThreads<std::unique_ptr<MeshComm>>(mesh.numRanks(), [&](int64_t r) {
+                          return MeshComm::create(world->store_, mesh, r, options);
+                        }));
   return world;
 }
 
@@ -350,24 +359,13 @@ Expected<std::vector<RankResult>> runThreadedRanks(const program::LoadedProgram&
   // Saves and resumes agree through store keys a reused store already holds.
   bool shared = world && world->usable() && !p.pipeline && p.mesh == world->mesh() &&
                 options.resume.empty() && options.save.empty() && !options.comm.nccl;
-  c10::intrusive_ptr<c10d::Store> store = world && shared ? world->store_ : nullptr;
-  if (!store) store = c10::make_intrusive<c10d::HashStore>();
-  std::vector<std::optional<Expected<RankResult>>> results(static_cast<size_t>(n));
-  std::vector<std::thread> threads;
-  for (int64_t r = 0; r < n; ++r)
-    threads.emplace_back([&, r] {
-      MeshComm* comm = shared ? world->comms_[static_cast<size_t>(r)].get() : nullptr;
-      results[static_cast<size_t>(r)] = runRankOn(program, r, store, inputs, options, comm);
-    });
-  for (auto& t : threads) t.join();
-  std::vector<RankResult> out;
-  for (auto& r : results) {
-    if (!r->hasValue()) {
-      if (shared) world->usable_ = false;
-      return r->status();
-    }
-    out.push_back(std::move(**r));
-  }
+  c10::intrusive_ptr<c10d::Store> store =
+      shared ? world->store_ : c10::intrusive_ptr<c10d::Store>(c10::make_intrusive<c10d::HashStore>());
+  auto out = onRankThreads<RankResult>(n, [&](int64_t r) {
+    MeshComm* comm = shared ? world->comms_[static_cast<size_t>(r)].get() : nullptr;
+    return runRankOn(program, r, store, inputs, options, comm);
+  });
+  if (!out && shared) world->usable_ = false;
   return out;
 }
 
