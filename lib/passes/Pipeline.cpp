@@ -92,8 +92,7 @@ Expected<RecomputePlan> resolveRecompute(const program::Program& p,
                                          const std::vector<schema::RecomputeRule>& rules,
                                          const CompileOptions& options, std::string& choice,
                                          std::optional<TriedPlan> (&kept)[2]) {
-  if (std::none_of(rules.begin(), rules.end(),
-                   [](const auto& r) { return r.mode == schema::RecomputeMode::Auto; }))
+  if (!schema::hasAutoRecompute(rules))
     return RecomputePlan{rules, options.recomputeCollectives.value_or(RecomputeCollectives::Save),
                          std::nullopt};
   if (!options.memoryBudget)
@@ -262,8 +261,7 @@ Expected<CompileResult> compileOne(pt2::Archive& archive, const schema::Placemen
   std::optional<TriedPlan> kept[2];
   auto recompute = resolveRecompute(r.program, schema.recompute, options, choice, kept);
   if (!recompute) return recompute.status().withContext(archive.path);
-  if (std::any_of(schema.recompute.begin(), schema.recompute.end(),
-                  [](const auto& rule) { return rule.mode == schema::RecomputeMode::Auto; })) {
+  if (schema::hasAutoRecompute(schema.recompute)) {
     r.recomputePlan = *recompute;
     r.recomputeChoice = choice;
   }

@@ -408,8 +408,7 @@ Status applyRecompute(program::Program& program, const RecomputePlan& recompute,
 }
 
 Status Recompute::run(program::Program& program) {
-  if (std::any_of(plan_.rules.begin(), plan_.rules.end(),
-                  [](const auto& r) { return r.mode == schema::RecomputeMode::Auto; }))
+  if (schema::hasAutoRecompute(plan_.rules))
     return Status::error("recompute: an \"auto\" entry must be resolved first (chooseRecompute)");
   return applyRecompute(program, plan_, summary_);
 }

@@ -483,6 +483,11 @@ Expected<PlacementSchema> schemaFrom(const json& doc, std::string_view source) {
 
 }  // namespace
 
+bool hasAutoRecompute(const std::vector<RecomputeRule>& rules) {
+  return std::any_of(rules.begin(), rules.end(),
+                     [](const RecomputeRule& r) { return r.mode == RecomputeMode::Auto; });
+}
+
 std::optional<std::string> mixedPrecisionDtype(std::string_view name) {
   if (name == "bf16" || name == "bfloat16") return "bfloat16";
   if (name == "fp16" || name == "float16") return "float16";

@@ -182,6 +182,10 @@ struct MixedPrecisionRequest {
   std::string reduceDtype = "float32";
 };
 
+/// True when a rule of `rules` is "auto" (chosen for a memory budget by
+/// passes::chooseRecompute before the recompute pass runs).
+bool hasAutoRecompute(const std::vector<RecomputeRule>& rules);
+
 /// The canonical name of a mixed-precision dtype: "bfloat16" for "bf16" or
 /// "bfloat16", "float16" for "fp16" or "float16", "float32" for "fp32" or
 /// "float32"; nullopt for anything else.

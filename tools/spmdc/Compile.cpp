@@ -104,9 +104,7 @@ spmd::Expected<spmd::passes::CompileResult> compileSchema(
     opts.recomputeChoice = chosen->recomputeChoice;
   }
   if (!a.memoryBudget.empty()) {
-    bool autoRecompute = std::any_of(schema.recompute.begin(), schema.recompute.end(), [](const auto& r) {
-      return r.mode == spmd::schema::RecomputeMode::Auto;
-    });
+    bool autoRecompute = spmd::schema::hasAutoRecompute(schema.recompute);
     bool autoRotate = schema.contextParallel && schema.contextParallel->rotate == "auto";
     if (a.schema != "auto" && !autoRecompute && !autoRotate)
       return spmd::Status::error("--memory-budget " + a.memoryBudget +
