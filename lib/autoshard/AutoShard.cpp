@@ -59,7 +59,7 @@ class Evaluator {
   Expected<Evaluated> evaluate(const std::string& name, const schema::PlacementSchema& s,
                                const std::string* json = nullptr) {
     collectStarted();
-    std::string key = json ? keyOf(s.preset, *json) : keyOf(s);
+    std::string key = json ? layoutKey(s.preset, *json) : layoutKey(s);
     auto it = cache_.find(key);
     if (it == cache_.end()) {
       ++count_;
@@ -82,7 +82,7 @@ class Evaluator {
   /// `json` is schemaJson(s, ""), spelled by the caller.
   bool verified(const std::string& name, const schema::PlacementSchema& s, const std::string& json) {
     if (!quick_) return true;
-    std::string key = keyOf(s.preset, json);
+    std::string key = layoutKey(s.preset, json);
     auto it = checked_.find(key);
     if (it == checked_.end()) {
       Status st = quick_->check(s);
@@ -145,7 +145,7 @@ class Evaluator {
       const std::vector<schema::PlacementSchema>& schemas, std::vector<std::string>& keys) const {
     std::vector<const schema::PlacementSchema*> todo;
     for (const auto& s : schemas) {
-      std::string key = keyOf(s);
+      std::string key = layoutKey(s);
       if (cache_.count(key) || std::find(keys.begin(), keys.end(), key) != keys.end()) continue;
       keys.push_back(key);
       todo.push_back(&s);
@@ -168,11 +168,6 @@ class Evaluator {
   }
 
   static size_t cores() { return std::max(1U, std::thread::hardware_concurrency()); }
-
-  static std::string keyOf(schema::Preset preset, const std::string& json) {
-    return std::to_string(static_cast<int>(preset)) + json;
-  }
-  static std::string keyOf(const schema::PlacementSchema& s) { return keyOf(s.preset, schemaJson(s, "")); }
 
   // Compiles in this process, on an archive read for it.
   Expected<passes::LayoutCost> fresh(const schema::PlacementSchema& s) {

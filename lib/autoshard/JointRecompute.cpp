@@ -55,7 +55,7 @@ RecomputePricer::RecomputePricer(SharedArchive archive, passes::CompileOptions o
 
 Expected<Evaluated> RecomputePricer::price(const std::string& name, const schema::PlacementSchema& s,
                                            int64_t plainPeak) {
-  const std::string key = std::to_string(static_cast<int>(s.preset)) + schemaJson(s, "");
+  const std::string key = layoutKey(s);
   auto it = cache_.find(key);
   if (it == cache_.end()) {
     auto compiled = [&]() -> Expected<Evaluated> {
@@ -87,7 +87,7 @@ Expected<Evaluated> RecomputePricer::price(const std::string& name, const schema
 
 std::optional<Evaluated> RecomputePricer::priced(const std::string& name,
                                                  const schema::PlacementSchema& s) const {
-  auto it = cache_.find(std::to_string(static_cast<int>(s.preset)) + schemaJson(s, ""));
+  auto it = cache_.find(layoutKey(s));
   if (it == cache_.end() || !it->second) return std::nullopt;
   Evaluated e = *it->second;
   e.name = name;

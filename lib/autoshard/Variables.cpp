@@ -228,4 +228,10 @@ std::string schemaJson(const schema::PlacementSchema& s, const std::string& comm
   return j.dump(1) + "\n";
 }
 
+std::string layoutKey(schema::Preset preset, const std::string& json) {
+  return std::to_string(static_cast<int>(preset)) + json;
+}
+
+std::string layoutKey(const schema::PlacementSchema& s) { return layoutKey(s.preset, schemaJson(s, "")); }
+
 }  // namespace spmd::autoshard

@@ -86,4 +86,9 @@ schema::PlacementSchema schemaFor(const std::vector<Group>& groups, const std::v
 /// `comment` goes into the file.
 std::string schemaJson(const schema::PlacementSchema& s, const std::string& comment);
 
+/// The key a search caches a layout's price under: its preset and
+/// schemaJson(s, "") (`json`, when the caller has spelled it already).
+std::string layoutKey(schema::Preset preset, const std::string& json);
+std::string layoutKey(const schema::PlacementSchema& s);
+
 }  // namespace spmd::autoshard
