@@ -28,7 +28,8 @@
 #    minutes on one H100/H200 (build ~3, correctness rows ~1, throughput ~5:
 #    per-row estimates in gpu_throughput.py).
 # Exits non-zero on any failure. Environment: BUNDLE (.deps/gpu-bundle),
-# BUILD_DIR (build-gpu), PYTHON (python3), WORK (a temp folder).
+# BUILD_DIR (build-gpu), PYTHON (python3), WORK (a temp folder), SKIP_BUILD (use
+# BUILD_DIR as built by scripts/gpu-build.sh, as ctest gpu_bundle_build does).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bundle=${BUNDLE:-.deps/gpu-bundle}
@@ -37,8 +38,14 @@ python=${PYTHON:-python3}
 [ -f "$bundle/MANIFEST" ] || { echo "gpu-check: error: no bundle at $bundle: run scripts/gpu-bundle.sh first" >&2; exit 2; }
 command -v nvidia-smi >/dev/null && nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader
 t0=$(date +%s)
-scripts/gpu-build.sh "$bundle" "$build" "$python" | grep -v '^\['
-echo "gpu-check: built in $(($(date +%s) - t0)) s"
+if [ -n "${SKIP_BUILD:-}" ]; then
+  [ -x "$build/tools/spmd-run/spmd-run" ] || { echo "gpu-check: error: SKIP_BUILD set but no build in $build" >&2; exit 2; }
+  echo "gpu-check: using the build in $build (SKIP_BUILD)"
+  "$build/tools/spmd-run/spmd-run" --version
+else
+  scripts/gpu-build.sh "$bundle" "$build" "$python" | grep -v '^\['
+  echo "gpu-check: built in $(($(date +%s) - t0)) s"
+fi
 args=()
 [ -n "${WORK:-}" ] && args+=(--work "$WORK")
 "$python" scripts/gpu_check.py "$build/tools/spmdc/spmdc" "$build/tools/spmd-run/spmd-run" "${args[@]}" "$@"

@@ -5,7 +5,7 @@
 #          bundle with the NCCL path (scripts/gpu-build.sh checks nothing
 #          came from the system);
 #   check: run scripts/gpu-check.sh's whole flow with --dry-run on that
-#          build: fresh exports, spmd-run at 1 and 2 ranks against eager,
+#          build (SKIP_BUILD: the build step ran gpu-build.sh already): fresh exports, spmd-run at 1 and 2 ranks against eager,
 #          and the throughput table at a tiny size (spmd-run with
 #          --cuda-graph auto and off, its refusal of --cuda-graph on, eager
 #          and torch.compile).
@@ -26,7 +26,7 @@ case $step in
   check)
     [ -x "$work/build/tools/spmd-run/spmd-run" ] ||
       { echo "bundle-build: no bundle build in $work (run the build step first)" >&2; exit 1; }
-    BUNDLE="$work/bundle" BUILD_DIR="$work/build" PYTHON="$python" WORK="$work/check" \
+    SKIP_BUILD=1 BUNDLE="$work/bundle" BUILD_DIR="$work/build" PYTHON="$python" WORK="$work/check" \
       scripts/gpu-check.sh --dry-run | tee "$work/check.log"
     grep -q 'NCCL path compiled' "$work/check.log" ||
       { echo "bundle-build: the NCCL path was not compiled" >&2; exit 1; }
