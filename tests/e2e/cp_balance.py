@@ -19,8 +19,11 @@ and gradients, or logits):
   full(-inf).triu(1) (decomposed in the joint graph: where(key - query >= 1,
   -inf, 0), which the ring pass recognizes: the causal flag, so load
   balance is on by default);
-- hf_llama: transformers LlamaForCausalLM train step (its mask, built from
-  positions, stays a mask operand: every block computed).
+- hf_llama: transformers LlamaForCausalLM train step (its SDPA mask, built
+  from positions with the packed-sequence check, decomposed: where(full(true)
+  & (kv <= q) & (seq_id[q] == seq_id[kv]), 0, -inf), which the ring pass
+  recognizes as causal since the positions are arange: the causal flag, the
+  mask dropped, load balance on by default).
 
 Each runs on spmd-run (gloo, CPU) at cp 2, cp 4 and dp 2 x cp 2, load
 balance on (the default for causal attention) and, for the causal-flag
@@ -73,8 +76,6 @@ def theory(name, mesh, balanced):
     c = S // cp
     passes = 1 if name.endswith("_infer") else 2
     unit = (B // dp) * HEADS * c * c * LAYERS * passes
-    if name == "hf_llama":  # a mask operand: every block computed, balanced or not
-        return [unit * cp] * cp
     return [unit * (cp + 1) // 2] * cp if balanced else [unit * (r + 1) for r in range(cp)]
 
 
@@ -165,6 +166,42 @@ def check_not_balanced(a, d, failures):
             print("refused:", err[0])
 
 
+def check_hf_packed(a, d, failures, rows):
+    """transformers' Llama given position_ids (two packed sequences of S/2
+    per row): its mask reads the input (the packed-sequence check), so it
+    must stay a mask operand (not causal: every block computed, not
+    load-balanced) and give eager's block-diagonal attention at cp 2."""
+    from spmdc_export import hf
+    torch.manual_seed(0)
+    m = hf.build("llama", train=True, layers=LAYERS, hidden=cp_llama.D, heads=HEADS, vocab=cp_llama.VOCAB, batch=B,
+                 seq=S)
+    base = type(m.module).__mro__[1]
+
+    def forward(self, input_ids, position_ids):
+        return base.forward(self, input_ids=input_ids, position_ids=position_ids).logits
+
+    m.module.__class__ = type(base.__name__, (base,), {"forward": forward, "__module__": base.__module__})
+    pos = torch.arange(S // 2).repeat(2).expand(B, S).contiguous()
+    core.export_train_step(m.module, (m.inputs[0], pos), d / "hf_packed", loss_fn=m.loss_fn, targets=m.targets,
+                           strict=False)
+    sfile, prog, prof = d / "hf_packed.json", d / "hf_packed.spmd", d / "hf_packed.prof.json"
+    sfile.write_text(json.dumps(schema({"cp": 2}, None)))
+    r = cp_llama.run([a.spmdc, "compile", d / "hf_packed" / "model.pt2", "--schema", sfile, "-o", prog])
+    if "load-balanced: rank r holds" in r.stdout + r.stderr:
+        failures.append("hf_packed: the compile's note says load-balanced for a mask read from position_ids")
+    out = d / "hf_packed.out.safetensors"
+    cp_llama.run([a.spmd_run, "-n", 2, prog, "--inputs", d / "hf_packed" / "inputs.safetensors", "--output", out,
+                  "-q", "--profile", prof])
+    worst, bad = cp_llama.compare(out, d / "hf_packed" / "expected.safetensors")
+    failures.extend(f"hf_packed cp 2: {b}" for b in bad)
+    got = [r["ring_attention_scores"] for r in json.loads(prof.read_text())["ranks"]]
+    want = [B * HEADS * (S // 2) ** 2 * LAYERS * 2 * 2] * 2  # every block: a mask operand
+    if got != want:
+        failures.append(f"hf_packed: ring_attention_scores per rank {got}, want every block {want}")
+    rows.append({"case": "hf_packed_cp2", "rel_err": worst, "scores_per_rank": got, "theory": want})
+    print(f"{'hf_packed_cp2 (position_ids input)':36} rel {worst:.2g}  scores per cp rank {got}", flush=True)
+
+
 def check_bf16(a, d, failures):
     """bf16 models: keys and values cross the ring in bf16 (half the bytes
     of float32), the travelling dK / dV in float32 (torch's
@@ -220,8 +257,10 @@ def main():
             for name in ("sdpa_causal", "fused_causal_infer"):
                 check_case(a, d, name, mesh, False, failures, rows)
         check_case(a, d, "eager_causal", {"cp": 2}, None, failures, rows)
-        check_case(a, d, "hf_llama", {"cp": 2}, True, failures, rows)
-        check_case(a, d, "hf_llama", {"dp": 2, "cp": 2}, True, failures, rows)
+        check_case(a, d, "hf_llama", {"cp": 2}, None, failures, rows)
+        check_case(a, d, "hf_llama", {"cp": 4}, None, failures, rows)
+        check_case(a, d, "hf_llama", {"dp": 2, "cp": 2}, None, failures, rows)
+        check_hf_packed(a, d, failures, rows)
         check_refusal(a, d, failures)
         check_not_balanced(a, d, failures)
         check_bf16(a, d, failures)
