@@ -104,6 +104,7 @@ Expected<CompileResult> compileAutoRotate(pt2::Archive& archive, const schema::P
   schema::PlacementSchema ringSchema = schema, gatherSchema = schema;
   ringSchema.contextParallel->rotate = "ring";
   gatherSchema.contextParallel->rotate = "allgather";
+  gatherSchema.contextParallel->loadBalance.reset();  // the ring's split; the all-gather form has none
   auto ring = compile(copy, ringSchema, options);
   SPMD_ASSIGN_OR_RETURN(CompileResult gather, compile(archive, gatherSchema, options));
   if (!ring) {

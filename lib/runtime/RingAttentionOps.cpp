@@ -29,9 +29,10 @@
 // them to rank r + 1, which works on the same block at the next step and
 // adds its part; the last step's send brings each block's gradients home
 // (n sends of dK and dV). Keys and values cross the ring in their own
-// dtype (bf16 models send half the bytes, as torch's ring); every block is
-// computed in float32 and the travelling dK / dV stay float32 (torch's
-// convert_to_f32). Gradients are those of torch's math attention:
+// dtype (bf16 models send half the bytes, as torch's ring); only the part
+// of a block a rank computes is converted to float32 and computed so, and
+// the travelling dK / dV stay float32 (torch's convert_to_f32). Gradients
+// are those of torch's math attention:
 // P = e^(S - lse), dV = P^T dO, dS = P (dO V^T - rowsum(dO out)).
 #include "runtime/RingAttentionOps.h"
 
@@ -174,6 +175,13 @@ at::Tensor scores(const at::Tensor& q, const at::Tensor& k, const std::optional<
   return s;
 }
 
+/// The key rows of part `p` of a key or value block, in float32: only what
+/// the part computes is converted (a skipped block, or the half a
+/// load-balanced block leaves, stays in the dtype it crossed the ring in).
+at::Tensor toFloat(const at::Tensor& block, const Part& p) {
+  return block.narrow(-2, p.k0, p.kn).to(at::kFloat);
+}
+
 /// Counts the scores a part computes (per-rank work, --profile's
 /// ring_attention_scores).
 void countScores(const ScopedAxis& ring, const at::Tensor& s) {
@@ -187,7 +195,7 @@ at::Tensor finite(const at::Tensor& x) { return x.masked_fill(at::isneginf(x), 0
 std::vector<at::Tensor> forward(const Ring& ring, const at::Tensor& q0, const at::Tensor& k0,
                                 const at::Tensor& v0, const std::optional<at::Tensor>& mask0, double scale,
                                 const Layout& l) {
-  // K and V rotate in their dtype (as torch's ring); each block is computed in float32.
+  // K and V rotate in their dtype (as torch's ring); what a rank computes of a block, in float32.
   at::Tensor q = q0.to(at::kFloat), kx = k0, vx = v0;
   std::optional<at::Tensor> mask = additive(mask0);
   if (mask) mask = mask->to(at::kFloat);
@@ -200,14 +208,11 @@ std::vector<at::Tensor> forward(const Ring& ring, const at::Tensor& q0, const at
     int64_t j = (ring.coord - i + ring.size) % ring.size;
     std::optional<Exchange> next;
     if (i + 1 < ring.size) next.emplace(ring, std::vector<at::Tensor>{kx, vx}, kKvTag);
-    at::Tensor k = kx.to(at::kFloat), v = vx.to(at::kFloat);
-    if (auto p = partOf(l, j, q.size(-2), k.size(-2))) {
-      at::Tensor s =
-          scores(q.narrow(-2, p->q0, p->qn), k.narrow(-2, p->k0, p->kn), mask, scale, l, j, *p, k.size(-2));
+    if (auto p = partOf(l, j, q.size(-2), kx.size(-2))) {
+      at::Tensor s = scores(q.narrow(-2, p->q0, p->qn), toFloat(kx, *p), mask, scale, l, j, *p, kx.size(-2));
       countScores(ring, s);
       at::Tensor blockLse = at::logsumexp(s, -1);
-      at::Tensor blockOut =
-          at::matmul(s.sub_(finite(blockLse).unsqueeze(-1)).exp_(), v.narrow(-2, p->k0, p->kn));
+      at::Tensor blockOut = at::matmul(s.sub_(finite(blockLse).unsqueeze(-1)).exp_(), toFloat(vx, *p));
       s.reset();
       at::Tensor o = out.narrow(-2, p->q0, p->qn), e = lse.narrow(-1, p->q0, p->qn);
       at::Tensor both = at::logaddexp(e, blockLse), base = finite(both);
@@ -239,12 +244,12 @@ std::vector<at::Tensor> backward(const Ring& ring, const at::Tensor& grad0, cons
     int64_t j = (ring.coord - i + ring.size) % ring.size;
     std::optional<Exchange> next;
     if (i + 1 < ring.size) next.emplace(ring, std::vector<at::Tensor>{kx, vx}, kKvTag);
-    at::Tensor k = kx.to(at::kFloat), v = vx.to(at::kFloat);
-    at::Tensor dk = at::zeros_like(k), dv = at::zeros_like(v);
-    if (auto pt = partOf(l, j, q.size(-2), k.size(-2))) {
+    at::Tensor dk = at::zeros(kx.sizes(), kx.options().dtype(at::kFloat)),
+               dv = at::zeros(vx.sizes(), vx.options().dtype(at::kFloat));
+    if (auto pt = partOf(l, j, q.size(-2), kx.size(-2))) {
       auto rows = [&](const at::Tensor& x) { return x.narrow(-2, pt->q0, pt->qn); };
-      at::Tensor kp = k.narrow(-2, pt->k0, pt->kn), vp = v.narrow(-2, pt->k0, pt->kn), qp = rows(q);
-      at::Tensor p = scores(qp, kp, mask, scale, l, j, *pt, k.size(-2));
+      at::Tensor kp = toFloat(kx, *pt), vp = toFloat(vx, *pt), qp = rows(q);
+      at::Tensor p = scores(qp, kp, mask, scale, l, j, *pt, kx.size(-2));
       countScores(ring, p);
       p.sub_(rows(lse)).exp_();  // in place: one [L/cp, S/cp] block at a time
       at::Tensor g = rows(dout);

@@ -35,7 +35,9 @@ heads the ring kernels computed, forward and backward) differ from theory:
 with the load-balanced split every rank computes c^2 (cp + 1) / 2 per
 attention and pass (c = 64 / cp rows per rank), without it rank r computes
 c^2 (r + 1). A sequence of 60 over cp 4 (not a multiple of 2 x 4) must be
-refused in one line (exit 2) and compile with "load_balance": false.
+refused in one line (exit 2) and compile with "load_balance": false;
+"load_balance": true under "rotate": "allgather" (no load-balanced form
+there) must be refused in one line.
 Two programs the permuted order would break compile contiguously by
 default (the note says why) and are refused in one line with
 "load_balance": true: a loss that shifts its labels in the graph
@@ -118,6 +120,17 @@ def check_refusal(a, d, failures):
         print("refused:", err[0])
     sfile.write_text(json.dumps(schema({"cp": 4}, False)))
     cp_llama.run([a.spmdc, "compile", d / "s60" / "model.pt2", "--schema", sfile, "-o", d / "s60.spmd", "-q"])
+    # the all-gather form has no load-balanced split: asking for one is refused, not ignored
+    s = schema({"cp": 2}, True)
+    s["context_parallel"]["rotate"] = "allgather"
+    sfile.write_text(json.dumps(s))
+    r = cp_llama.run([a.spmdc, "compile", d / "sdpa_causal" / "model.pt2", "--schema", sfile, "-o", d / "ag.spmd"],
+                     ok=(2,))
+    err = (r.stderr + r.stdout).strip().splitlines()
+    if len(err) != 1 or "load_balance" not in err[0] or "ring" not in err[0] or (d / "ag.spmd").exists():
+        failures.append(f"allgather with load_balance true: want one line naming rotate ring, no output; got {err}")
+    else:
+        print("refused:", err[0])
 
 
 class ShiftedLoss(torch.nn.Module):
