@@ -297,6 +297,46 @@ struct RingValues {
   ir::Value *q = nullptr, *k = nullptr, *v = nullptr;
 };
 
+/// A float32 key or value tensor made from a half-dtype one: `dtype`, and
+/// the one scaling `scale` on the way (1 when none).
+struct HalfSource {
+  ir::ScalarType dtype = ir::ScalarType::Float;
+  double scale = 1.0;
+};
+
+// `v` made from a bf16 / f16 tensor x by a cast to float32 (torch's SDPA
+// decomposition upcasts before the scores), then layout ops and at most one
+// mul by a scalar c (its sqrt(scale) on the keys): v = fl(c * x). Then
+// half(fl(v / c)) is x again (two float32 roundings move it far less than
+// half a bf16 / f16 ulp; overflow and subnormals aside), and the receiver's
+// fl(c * x) is v bit for bit. nullopt otherwise.
+std::optional<HalfSource> halfSource(const ir::Value* v) {
+  static const std::unordered_set<std::string> kLayout = {
+      "aten.view.default",   "aten._unsafe_view.default", "aten.clone.default",
+      "aten.expand.default", "aten.permute.default",      "aten.transpose.int",
+      "aten.alias.default",  "aten.reshape.default",      "aten.unsqueeze.default"};
+  std::optional<double> scale;
+  while (const ir::Node* p = v->producer()) {
+    const ir::Value* in = tensorInput(*p, "self");
+    if (in == nullptr) return std::nullopt;
+    if (p->target() == "aten._to_copy.default") {
+      ir::ScalarType from = in->type().dtype;
+      bool half = from == ir::ScalarType::BFloat16 || from == ir::ScalarType::Half;
+      if (!half || v->type().dtype != ir::ScalarType::Float) return std::nullopt;
+      return HalfSource{from, scale.value_or(1.0)};
+    }
+    if (p->target() == "aten.mul.Scalar") {
+      auto c = scalarOf(p->input("other"));
+      if (scale || !c || !std::isnormal(*c)) return std::nullopt;  // one finite, nonzero scaling
+      scale = c;
+    } else if (kLayout.count(p->target()) == 0) {
+      return std::nullopt;
+    }
+    v = in;
+  }
+  return std::nullopt;
+}
+
 Status rewriteEager(Inserter& ins, const EagerAttention& a, std::vector<RingValues>& pins) {
   auto q = staticSizes(*a.q3), kt = staticSizes(*a.kt3), v = staticSizes(*a.v3);
   int64_t b = a.b, h = a.h, l = q[1], d = q[2], s = kt[2], dv = v[2];
@@ -312,6 +352,12 @@ Status rewriteEager(Inserter& ins, const EagerAttention& a, std::vector<RingValu
   std::vector<ir::NamedArgument> opts = {{"scale", Argument::floating(a.scale), false},
                                          {"causal", Argument::boolean(causal), false}};
   if (a.mask != nullptr && !causal) opts.push_back({"mask", Argument::tensor(a.mask), false});
+  // float32 keys and values upcast from one half dtype cross the ring in it (exact; half the bytes)
+  if (auto kd = halfSource(a.kt3), vd = halfSource(a.v3); kd && vd && kd->dtype == vd->dtype) {
+    opts.push_back({"kv_dtype", Argument::scalarType(kd->dtype), true});
+    opts.push_back({"key_scale", Argument::floating(kd->scale), true});
+    opts.push_back({"value_scale", Argument::floating(vd->scale), true});
+  }
   auto args = common;
   args.insert(args.end(), opts.begin(), opts.end());
   SPMD_ASSIGN_OR_RETURN(auto ring, ins.add(fwd, kRing, args,

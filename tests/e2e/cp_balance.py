@@ -43,9 +43,9 @@ default (the note says why) and are refused in one line with
 "load_balance": true: a loss that shifts its labels in the graph
 (labels[:, 1:]; run against eager at cp 2 too) and parameters sharded on
 the cp axis (fsdp over cp). bf16 models at cp 2 (fused logits, eager
-attention train step): keys and values cross the ring in bf16, dK / dV in
-float32 (report = measured = theory), results within rel 3e-2 of eager
-bf16.
+attention train step, decomposed SDPA train step): keys and values cross
+the ring in bf16, dK / dV in float32 (report = measured = theory), results
+within rel 3e-2 of eager bf16.
 """
 import argparse
 import json
@@ -218,15 +218,22 @@ def check_hf_packed(a, d, failures, rows):
 def check_bf16(a, d, failures):
     """bf16 models: keys and values cross the ring in bf16 (half the bytes
     of float32), the travelling dK / dV in float32 (torch's
-    convert_to_f32); results within bf16 tolerance of eager bf16."""
+    convert_to_f32); results within bf16 tolerance of eager bf16. The SDPA
+    train step's decomposition upcasts q, k and v to float32 before the
+    scores and scales k by 64^-1/4 (not a power of two); the ring still
+    sends its K and V as bf16 (kv_dtype, key_scale)."""
     torch.manual_seed(0)
     tokens, labels = torch.randint(0, cp_llama.VOCAB, (B, S)), torch.randint(0, cp_llama.VOCAB, (B, S))
     core.export(cp_llama.Logits(cp_llama.Llama("sdpa", True, S)).to(torch.bfloat16), (tokens,), d / "bf16_infer",
                 decompose=False)
     torch.manual_seed(0)
     core.export_train_step(cp_llama.Llama("eager", True, S).to(torch.bfloat16), (tokens, labels), d / "bf16_train")
+    torch.manual_seed(0)  # SDPA decomposed: float32 casts of the bf16 q, k, v, then k * 64^-1/4 (one head of 64)
+    core.export_train_step(cp_llama.Llama("sdpa", True, S, heads=1).to(torch.bfloat16), (tokens, labels),
+                           d / "bf16_sdpa_train")
     kv = 2 * B * HEADS * (S // 2) * (cp_llama.D // HEADS)  # K and V elements per rank at cp 2
-    for name, sends in (("bf16_infer", [(1, 2 * kv, 0)]), ("bf16_train", [(1, 2 * kv, 0), (1, 2 * kv, 2 * 4 * kv)])):
+    train = [(1, 2 * kv, 0), (1, 2 * kv, 2 * 4 * kv)]
+    for name, sends in (("bf16_infer", [(1, 2 * kv, 0)]), ("bf16_train", train), ("bf16_sdpa_train", train)):
         sfile, prog, rep = d / f"{name}.json", d / f"{name}.spmd", d / f"{name}.report.json"
         sfile.write_text(json.dumps(schema({"cp": 2}, None)))
         cp_llama.run([a.spmdc, "compile", d / name / "model.pt2", "--schema", sfile, "-o", prog, "--report", rep,
