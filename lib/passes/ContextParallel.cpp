@@ -536,6 +536,12 @@ Status applyContextParallel(ir::ExportedProgram& program, const schema::Placemen
         "' (ring attention)" + balance);
     return Status::ok();
   }
+  if (schema.contextParallel->loadBalance.value_or(false))
+    return Status::error(
+        where +
+        "\"load_balance\": true is built for \"rotate\": \"ring\" only (the all-gather "
+        "form computes every rank's whole [seq/cp, seq] block, so there is no skipped work to "
+        "balance); set \"rotate\": \"ring\" or drop \"load_balance\"");
   auto masks = explicitCausalMasks(program.graph);
   if (!masks) return Status::error(where + masks.status().message());
   sites = findAttention(program.graph);  // the rewrite kept the nodes; refind after reordering

@@ -60,7 +60,11 @@ std::optional<RingTraffic> ringTraffic(const ir::Node& node, const sharding::Mes
   r.sends = backward ? 2 * cp - 1 : cp - 1;
   const ir::Value *k = named(node, "key"), *v = named(node, "value");
   int64_t kv = numelOf(k) + numelOf(v);
-  r.bytesPerSend = kv * (k != nullptr && k->isTensor() ? ir::elementSize(k->type().dtype) : 4);
+  const ir::Argument* wire = node.input("kv_dtype");  // keys and values upcast from a half dtype
+  if (wire != nullptr && wire->kind == ir::Argument::Kind::ScalarType && wire->ints.size() == 1)
+    r.bytesPerSend = kv * ir::elementSize(static_cast<ir::ScalarType>(wire->ints[0]));
+  else
+    r.bytesPerSend = kv * (k != nullptr && k->isTensor() ? ir::elementSize(k->type().dtype) : 4);
   r.gradBytesPerSend = backward ? kv * 4 : 0;
   r.bytesPerRank = (cp - 1) * r.bytesPerSend + (backward ? cp * r.gradBytesPerSend : 0);
   return r;
@@ -104,6 +108,7 @@ Expected<CompileResult> compileAutoRotate(pt2::Archive& archive, const schema::P
   schema::PlacementSchema ringSchema = schema, gatherSchema = schema;
   ringSchema.contextParallel->rotate = "ring";
   gatherSchema.contextParallel->rotate = "allgather";
+  gatherSchema.contextParallel->loadBalance.reset();  // the ring's split; the all-gather form has none
   auto ring = compile(copy, ringSchema, options);
   SPMD_ASSIGN_OR_RETURN(CompileResult gather, compile(archive, gatherSchema, options));
   if (!ring) {

@@ -11,18 +11,19 @@
 #include <algorithm>
 #include <cmath>
 #include <functional>
-#include <initializer_list>
-#include <limits>
 #include <optional>
 #include <unordered_map>
 #include <unordered_set>
 
 #include "passes/Anchors.h"
+#include "passes/ContextParallelMask.h"
 
 namespace spmd::passes {
 namespace {
 
 using Argument = ir::Argument;
+using detail::isCausalMask;
+using detail::scalarOf;
 using detail::tensorInput;
 using sharding::Placement;
 using sharding::ShardingSpec;
@@ -190,13 +191,6 @@ class Inserter {
   std::unordered_map<ir::Value*, ir::Value*> replace_;
 };
 
-std::optional<double> scalarOf(const Argument* a) {
-  if (a == nullptr) return std::nullopt;
-  if (a->kind == Argument::Kind::Float && a->floats.size() == 1) return a->floats[0];
-  if (a->kind == Argument::Kind::Int && a->ints.size() == 1) return static_cast<double>(a->ints[0]);
-  return std::nullopt;
-}
-
 /// One eager attention of a joint (or forward) graph.
 struct EagerAttention {
   ir::Node* qk = nullptr;
@@ -298,77 +292,50 @@ Expected<std::optional<EagerAttention>> matchEager(ir::Node& softmax) {
   return std::optional<EagerAttention>(a);
 }
 
-// The causal mask recognizer: a mask the ring's causal flag can say
-// instead (the kernels then skip the blocks it masks whole).
-const ir::Node* producerOf(const ir::Value* v, std::string_view target) {
-  const ir::Node* p = v != nullptr ? v->producer() : nullptr;
-  return p != nullptr && p->target() == target ? p : nullptr;
-}
-
-// %x = arange(0, n) (step 1), seen through unsqueeze(dim) with dim in `dims`.
-bool isPositions(const ir::Value* v, int64_t n, std::initializer_list<int64_t> dims) {
-  const ir::Node* u = producerOf(v, "aten.unsqueeze.default");
-  if (u == nullptr) return false;
-  const Argument* d = u->input("dim");
-  if (d == nullptr || d->ints.empty() || std::find(dims.begin(), dims.end(), d->ints[0]) == dims.end())
-    return false;
-  const ir::Node* a = producerOf(tensorInput(*u, "self"), "aten.arange.start_step");
-  if (a == nullptr) a = producerOf(tensorInput(*u, "self"), "aten.arange.default");
-  if (a == nullptr) return false;
-  auto start = scalarOf(a->input("start")), end = scalarOf(a->input("end")),
-       step = scalarOf(a->input("step"));
-  return start.value_or(0) == 0 && end == static_cast<double>(n) && step.value_or(1) == 1;
-}
-
-// A constant x: scalar_tensor(x) or full(..., x).
-bool isFill(const ir::Value* v, double x) {
-  if (const ir::Node* p = producerOf(v, "aten.scalar_tensor.default")) return scalarOf(p->input("s")) == x;
-  const ir::Node* f = producerOf(v, "aten.full.default");
-  return f != nullptr && scalarOf(f->input("fill_value")) == x;
-}
-
-// A bool [L, S] comparison of "key - query": sub(arange(S)[None, :],
-// arange(L)[:, None]) `target` `bound`, possibly and-ed with full(true)
-// (torch's SDPA decomposition).
-bool comparesKeyToQuery(const ir::Value* c, std::string_view target, double bound, int64_t l, int64_t s) {
-  for (std::string_view t : {"aten.logical_and.default", "aten.bitwise_and.Tensor"})
-    if (const ir::Node* a = producerOf(c, t)) {
-      const ir::Value *x = tensorInput(*a, "self"), *y = tensorInput(*a, "other");
-      const ir::Node* f = producerOf(y, "aten.full.default");
-      if (f == nullptr) std::swap(x, y), f = producerOf(y, "aten.full.default");
-      const Argument* fill = f != nullptr ? f->input("fill_value") : nullptr;
-      return fill != nullptr && fill->ints == std::vector<int64_t>{1} &&
-             comparesKeyToQuery(x, target, bound, l, s);
-    }
-  const ir::Node* cmp = producerOf(c, target);
-  if (cmp == nullptr || scalarOf(cmp->input("other")) != bound) return false;
-  const ir::Node* sub = producerOf(tensorInput(*cmp, "self"), "aten.sub.Tensor");
-  return sub != nullptr && isPositions(tensorInput(*sub, "self"), s, {0, -2}) &&
-         isPositions(tensorInput(*sub, "other"), l, {1, -1}) && !sub->input("alpha");
-}
-
-// The additive [L, S] mask -inf above the diagonal, 0 elsewhere, over L = S:
-// where(key - query <= 0, 0, -inf) (torch's SDPA decomposition),
-// full(-inf).triu(1), or its decomposition where(key - query >= 1, -inf, 0).
-bool isCausalMask(const ir::Value* m, int64_t l, int64_t s) {
-  if (m == nullptr || l != s || m->type().rank() != 2 || staticSizes(*m) != std::vector<int64_t>{l, s})
-    return false;
-  constexpr double kInf = std::numeric_limits<double>::infinity();
-  if (const ir::Node* w = producerOf(m, "aten.where.self")) {
-    const ir::Value *c = tensorInput(*w, "condition"), *x = tensorInput(*w, "self"),
-                    *y = tensorInput(*w, "other");
-    if (isFill(x, 0.0) && isFill(y, -kInf)) return comparesKeyToQuery(c, "aten.le.Scalar", 0.0, l, s);
-    return isFill(x, -kInf) && isFill(y, 0.0) && comparesKeyToQuery(c, "aten.ge.Scalar", 1.0, l, s);
-  }
-  const ir::Node* triu = producerOf(m, "aten.triu.default");
-  if (triu == nullptr || scalarOf(triu->input("diagonal")) != 1.0) return false;
-  return isFill(tensorInput(*triu, "self"), -kInf);
-}
-
 /// The ring op pair's values for one attention.
 struct RingValues {
   ir::Value *q = nullptr, *k = nullptr, *v = nullptr;
 };
+
+/// A float32 key or value tensor made from a half-dtype one: `dtype`, and
+/// the one scaling `scale` on the way (1 when none).
+struct HalfSource {
+  ir::ScalarType dtype = ir::ScalarType::Float;
+  double scale = 1.0;
+};
+
+// `v` made from a bf16 / f16 tensor x by a cast to float32 (torch's SDPA
+// decomposition upcasts before the scores), then layout ops and at most one
+// mul by a scalar c (its sqrt(scale) on the keys): v = fl(c * x). Then
+// half(fl(v / c)) is x again (two float32 roundings move it far less than
+// half a bf16 / f16 ulp; overflow and subnormals aside), and the receiver's
+// fl(c * x) is v bit for bit. nullopt otherwise.
+std::optional<HalfSource> halfSource(const ir::Value* v) {
+  static const std::unordered_set<std::string> kLayout = {
+      "aten.view.default",   "aten._unsafe_view.default", "aten.clone.default",
+      "aten.expand.default", "aten.permute.default",      "aten.transpose.int",
+      "aten.alias.default",  "aten.reshape.default",      "aten.unsqueeze.default"};
+  std::optional<double> scale;
+  while (const ir::Node* p = v->producer()) {
+    const ir::Value* in = tensorInput(*p, "self");
+    if (in == nullptr) return std::nullopt;
+    if (p->target() == "aten._to_copy.default") {
+      ir::ScalarType from = in->type().dtype;
+      bool half = from == ir::ScalarType::BFloat16 || from == ir::ScalarType::Half;
+      if (!half || v->type().dtype != ir::ScalarType::Float) return std::nullopt;
+      return HalfSource{from, scale.value_or(1.0)};
+    }
+    if (p->target() == "aten.mul.Scalar") {
+      auto c = scalarOf(p->input("other"));
+      if (scale || !c || !std::isnormal(*c)) return std::nullopt;  // one finite, nonzero scaling
+      scale = c;
+    } else if (kLayout.count(p->target()) == 0) {
+      return std::nullopt;
+    }
+    v = in;
+  }
+  return std::nullopt;
+}
 
 Status rewriteEager(Inserter& ins, const EagerAttention& a, std::vector<RingValues>& pins) {
   auto q = staticSizes(*a.q3), kt = staticSizes(*a.kt3), v = staticSizes(*a.v3);
@@ -385,6 +352,12 @@ Status rewriteEager(Inserter& ins, const EagerAttention& a, std::vector<RingValu
   std::vector<ir::NamedArgument> opts = {{"scale", Argument::floating(a.scale), false},
                                          {"causal", Argument::boolean(causal), false}};
   if (a.mask != nullptr && !causal) opts.push_back({"mask", Argument::tensor(a.mask), false});
+  // float32 keys and values upcast from one half dtype cross the ring in it (exact; half the bytes)
+  if (auto kd = halfSource(a.kt3), vd = halfSource(a.v3); kd && vd && kd->dtype == vd->dtype) {
+    opts.push_back({"kv_dtype", Argument::scalarType(kd->dtype), true});
+    opts.push_back({"key_scale", Argument::floating(kd->scale), true});
+    opts.push_back({"value_scale", Argument::floating(vd->scale), true});
+  }
   auto args = common;
   args.insert(args.end(), opts.begin(), opts.end());
   SPMD_ASSIGN_OR_RETURN(auto ring, ins.add(fwd, kRing, args,

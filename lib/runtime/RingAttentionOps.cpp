@@ -29,9 +29,10 @@
 // them to rank r + 1, which works on the same block at the next step and
 // adds its part; the last step's send brings each block's gradients home
 // (n sends of dK and dV). Keys and values cross the ring in their own
-// dtype (bf16 models send half the bytes, as torch's ring); every block is
-// computed in float32 and the travelling dK / dV stay float32 (torch's
-// convert_to_f32). Gradients are those of torch's math attention:
+// dtype (bf16 models send half the bytes, as torch's ring); only the part
+// of a block a rank computes is converted to float32 and computed so, and
+// the travelling dK / dV stay float32 (torch's convert_to_f32). Gradients
+// are those of torch's math attention:
 // P = e^(S - lse), dV = P^T dO, dS = P (dO V^T - rowsum(dO out)).
 #include "runtime/RingAttentionOps.h"
 
@@ -133,7 +134,19 @@ struct Part {
 struct Layout {
   int64_t rank = 0, ranks = 1;
   bool causal = false, balanced = false;
+  /// kv_dtype: the dtype K and V cross the ring in (float32 keys and values
+  /// the compiler proved to be fl(scale * x) of bf16 / f16 values x: they
+  /// cross as x = half(k / scale), and fl(scale * x) is k bit for bit);
+  /// else their own.
+  std::optional<at::ScalarType> wire;
+  double keyScale = 1.0, valueScale = 1.0;
 };
+
+/// A key or value block as it crosses the ring.
+at::Tensor toWire(const at::Tensor& t, const Layout& l, double scale) {
+  if (!l.wire) return t;
+  return (scale == 1.0 ? t : t.div(scale)).to(*l.wire);
+}
 
 std::optional<Part> partOf(const Layout& l, int64_t j, int64_t rows, int64_t cols) {
   Part p{0, rows, 0, cols, l.causal && j == l.rank};
@@ -174,6 +187,15 @@ at::Tensor scores(const at::Tensor& q, const at::Tensor& k, const std::optional<
   return s;
 }
 
+/// The key rows of part `p` of a key or value block, in float32 (and
+/// scaled back, see Layout::wire): only what the part computes is converted
+/// (a skipped block, or the half a load-balanced block leaves, stays in the
+/// dtype it crossed the ring in).
+at::Tensor toFloat(const at::Tensor& block, const Part& p, const Layout& l, double scale) {
+  at::Tensor f = block.narrow(-2, p.k0, p.kn).to(at::kFloat);
+  return l.wire && scale != 1.0 ? f.mul(scale) : f;
+}
+
 /// Counts the scores a part computes (per-rank work, --profile's
 /// ring_attention_scores).
 void countScores(const ScopedAxis& ring, const at::Tensor& s) {
@@ -187,8 +209,8 @@ at::Tensor finite(const at::Tensor& x) { return x.masked_fill(at::isneginf(x), 0
 std::vector<at::Tensor> forward(const Ring& ring, const at::Tensor& q0, const at::Tensor& k0,
                                 const at::Tensor& v0, const std::optional<at::Tensor>& mask0, double scale,
                                 const Layout& l) {
-  // K and V rotate in their dtype (as torch's ring); each block is computed in float32.
-  at::Tensor q = q0.to(at::kFloat), kx = k0, vx = v0;
+  // K and V rotate in their dtype (as torch's ring); what a rank computes of a block, in float32.
+  at::Tensor q = q0.to(at::kFloat), kx = toWire(k0, l, l.keyScale), vx = toWire(v0, l, l.valueScale);
   std::optional<at::Tensor> mask = additive(mask0);
   if (mask) mask = mask->to(at::kFloat);
   std::vector<int64_t> outShape = q.sizes().vec();
@@ -200,14 +222,13 @@ std::vector<at::Tensor> forward(const Ring& ring, const at::Tensor& q0, const at
     int64_t j = (ring.coord - i + ring.size) % ring.size;
     std::optional<Exchange> next;
     if (i + 1 < ring.size) next.emplace(ring, std::vector<at::Tensor>{kx, vx}, kKvTag);
-    at::Tensor k = kx.to(at::kFloat), v = vx.to(at::kFloat);
-    if (auto p = partOf(l, j, q.size(-2), k.size(-2))) {
-      at::Tensor s =
-          scores(q.narrow(-2, p->q0, p->qn), k.narrow(-2, p->k0, p->kn), mask, scale, l, j, *p, k.size(-2));
+    if (auto p = partOf(l, j, q.size(-2), kx.size(-2))) {
+      at::Tensor s = scores(q.narrow(-2, p->q0, p->qn), toFloat(kx, *p, l, l.keyScale), mask, scale, l, j, *p,
+                            kx.size(-2));
       countScores(ring, s);
       at::Tensor blockLse = at::logsumexp(s, -1);
       at::Tensor blockOut =
-          at::matmul(s.sub_(finite(blockLse).unsqueeze(-1)).exp_(), v.narrow(-2, p->k0, p->kn));
+          at::matmul(s.sub_(finite(blockLse).unsqueeze(-1)).exp_(), toFloat(vx, *p, l, l.valueScale));
       s.reset();
       at::Tensor o = out.narrow(-2, p->q0, p->qn), e = lse.narrow(-1, p->q0, p->qn);
       at::Tensor both = at::logaddexp(e, blockLse), base = finite(both);
@@ -228,7 +249,8 @@ std::vector<at::Tensor> backward(const Ring& ring, const at::Tensor& grad0, cons
                                  const std::optional<at::Tensor>& mask0, const at::Tensor& out0,
                                  const at::Tensor& lse0, double scale, const Layout& l) {
   // K and V rotate in their dtype, the travelling dK and dV in float32 (torch's convert_to_f32).
-  at::Tensor dout = grad0.to(at::kFloat), q = q0.to(at::kFloat), kx = k0, vx = v0;
+  at::Tensor dout = grad0.to(at::kFloat), q = q0.to(at::kFloat), kx = toWire(k0, l, l.keyScale),
+             vx = toWire(v0, l, l.valueScale);
   std::optional<at::Tensor> mask = additive(mask0);
   if (mask) mask = mask->to(at::kFloat);
   at::Tensor lse = finite(lse0.to(at::kFloat)).unsqueeze(-1);
@@ -239,12 +261,12 @@ std::vector<at::Tensor> backward(const Ring& ring, const at::Tensor& grad0, cons
     int64_t j = (ring.coord - i + ring.size) % ring.size;
     std::optional<Exchange> next;
     if (i + 1 < ring.size) next.emplace(ring, std::vector<at::Tensor>{kx, vx}, kKvTag);
-    at::Tensor k = kx.to(at::kFloat), v = vx.to(at::kFloat);
-    at::Tensor dk = at::zeros_like(k), dv = at::zeros_like(v);
-    if (auto pt = partOf(l, j, q.size(-2), k.size(-2))) {
+    at::Tensor dk = at::zeros(kx.sizes(), kx.options().dtype(at::kFloat)),
+               dv = at::zeros(vx.sizes(), vx.options().dtype(at::kFloat));
+    if (auto pt = partOf(l, j, q.size(-2), kx.size(-2))) {
       auto rows = [&](const at::Tensor& x) { return x.narrow(-2, pt->q0, pt->qn); };
-      at::Tensor kp = k.narrow(-2, pt->k0, pt->kn), vp = v.narrow(-2, pt->k0, pt->kn), qp = rows(q);
-      at::Tensor p = scores(qp, kp, mask, scale, l, j, *pt, k.size(-2));
+      at::Tensor kp = toFloat(kx, *pt, l, l.keyScale), vp = toFloat(vx, *pt, l, l.valueScale), qp = rows(q);
+      at::Tensor p = scores(qp, kp, mask, scale, l, j, *pt, kx.size(-2));
       countScores(ring, p);
       p.sub_(rows(lse)).exp_();  // in place: one [L/cp, S/cp] block at a time
       at::Tensor g = rows(dout);
@@ -275,44 +297,55 @@ std::optional<at::Tensor> optionalTensor(const c10::IValue& v) {
   return v.toTensor();
 }
 
-Layout layoutOf(const Ring& ring, bool causal, bool balanced) {
-  return {ring.coord, ring.size, causal, balanced && ring.size > 1};
+// The trailing arguments `a` (mask, load_balance, kv_dtype, key_scale, value_scale).
+Layout layoutOf(const Ring& ring, bool causal, c10::ArrayRef<c10::IValue> a) {
+  std::optional<at::ScalarType> w;
+  if (!a[2].isNone()) w = a[2].toScalarType();
+  return {ring.coord, ring.size, causal, a[1].toBool() && ring.size > 1, w, a[3].toDouble(), a[4].toDouble()};
 }
 
-// Arguments: q, k, v, scale, causal[, axis], mask, load_balance.
+// Arguments: q, k, v, scale, causal[, axis], then the trailing five
+// (mask, load_balance, kv_dtype, key_scale, value_scale).
+constexpr size_t kTrailing = 5;
 template <bool kSharded>
 void forwardKernel(Stack& s) {
   c10::InferenceMode normalTensors(false);  // c10d's threads write the exchanged buffers
-  constexpr size_t kArgs = kSharded ? 8 : 7;
+  constexpr size_t kArgs = kSharded ? 11 : 10;
   auto a = torch::jit::last(s, kArgs);
   Ring ring = kSharded ? scopedAxis(a[5].toStringRef(), "spmd.ring_attention") : Ring{};
-  auto out = forward(ring, a[0].toTensor(), a[1].toTensor(), a[2].toTensor(), optionalTensor(a[kArgs - 2]),
-                     a[3].toDouble(), layoutOf(ring, a[4].toBool(), a[kArgs - 1].toBool()));
+  auto tail = a.slice(kArgs - kTrailing);
+  auto out = forward(ring, a[0].toTensor(), a[1].toTensor(), a[2].toTensor(), optionalTensor(tail[0]),
+                     a[3].toDouble(), layoutOf(ring, a[4].toBool(), tail));
   torch::jit::drop(s, kArgs);
   for (at::Tensor& t : out) s.emplace_back(std::move(t));
 }
 
-// Arguments: grad_out, q, k, v, out, lse, scale, causal[, axis], mask, load_balance.
+// Arguments: grad_out, q, k, v, out, lse, scale, causal[, axis], the trailing five.
 template <bool kSharded>
 void backwardKernel(Stack& s) {
   c10::InferenceMode normalTensors(false);
-  constexpr size_t kArgs = kSharded ? 11 : 10;
+  constexpr size_t kArgs = kSharded ? 14 : 13;
   auto a = torch::jit::last(s, kArgs);
   Ring ring = kSharded ? scopedAxis(a[8].toStringRef(), "spmd.ring_attention_backward") : Ring{};
+  auto tail = a.slice(kArgs - kTrailing);
   auto out = backward(ring, a[0].toTensor(), a[1].toTensor(), a[2].toTensor(), a[3].toTensor(),
-                      optionalTensor(a[kArgs - 2]), a[4].toTensor(), a[5].toTensor(), a[6].toDouble(),
-                      layoutOf(ring, a[7].toBool(), a[kArgs - 1].toBool()));
+                      optionalTensor(tail[0]), a[4].toTensor(), a[5].toTensor(), a[6].toDouble(),
+                      layoutOf(ring, a[7].toBool(), tail));
   torch::jit::drop(s, kArgs);
   for (at::Tensor& t : out) s.emplace_back(std::move(t));
 }
 
-// The mask is optional, after the axis of the sharded form; load_balance
-// (the sequence in head + tail chunks, ContextParallelBalance.cpp) last.
+// The mask is optional, after the axis of the sharded form; then
+// load_balance (the sequence in head + tail chunks,
+// ContextParallelBalance.cpp) and kv_dtype with the keys' and values'
+// scalings (ContextParallelRing.cpp: halfSource).
 #define SPMD_RING_ARGS "Tensor query, Tensor key, Tensor value, float scale, bool causal"
 #define SPMD_RING_BWD_ARGS                                                                              \
   "Tensor grad_out, Tensor query, Tensor key, Tensor value, Tensor out, Tensor lse, float scale, bool " \
   "causal"
-#define SPMD_RING_MASK "Tensor? mask=None, bool load_balance=False"
+#define SPMD_RING_MASK                                                                                 \
+  "Tensor? mask=None, bool load_balance=False, ScalarType? kv_dtype=None, float key_scale=1.0, float " \
+  "value_scale=1.0"
 const LocalOpDef kRingOps[] = {
     {"spmdc.ring_attention.default",
      "spmdc::ring_attention(" SPMD_RING_ARGS ", " SPMD_RING_MASK ") -> (Tensor, Tensor)",

@@ -19,8 +19,11 @@ and gradients, or logits):
   full(-inf).triu(1) (decomposed in the joint graph: where(key - query >= 1,
   -inf, 0), which the ring pass recognizes: the causal flag, so load
   balance is on by default);
-- hf_llama: transformers LlamaForCausalLM train step (its mask, built from
-  positions, stays a mask operand: every block computed).
+- hf_llama: transformers LlamaForCausalLM train step (its SDPA mask, built
+  from positions with the packed-sequence check, decomposed: where(full(true)
+  & (kv <= q) & (seq_id[q] == seq_id[kv]), 0, -inf), which the ring pass
+  recognizes as causal since the positions are arange: the causal flag, the
+  mask dropped, load balance on by default).
 
 Each runs on spmd-run (gloo, CPU) at cp 2, cp 4 and dp 2 x cp 2, load
 balance on (the default for causal attention) and, for the causal-flag
@@ -32,15 +35,17 @@ heads the ring kernels computed, forward and backward) differ from theory:
 with the load-balanced split every rank computes c^2 (cp + 1) / 2 per
 attention and pass (c = 64 / cp rows per rank), without it rank r computes
 c^2 (r + 1). A sequence of 60 over cp 4 (not a multiple of 2 x 4) must be
-refused in one line (exit 2) and compile with "load_balance": false.
+refused in one line (exit 2) and compile with "load_balance": false;
+"load_balance": true under "rotate": "allgather" (no load-balanced form
+there) must be refused in one line.
 Two programs the permuted order would break compile contiguously by
 default (the note says why) and are refused in one line with
 "load_balance": true: a loss that shifts its labels in the graph
 (labels[:, 1:]; run against eager at cp 2 too) and parameters sharded on
 the cp axis (fsdp over cp). bf16 models at cp 2 (fused logits, eager
-attention train step): keys and values cross the ring in bf16, dK / dV in
-float32 (report = measured = theory), results within rel 3e-2 of eager
-bf16.
+attention train step, decomposed SDPA train step): keys and values cross
+the ring in bf16, dK / dV in float32 (report = measured = theory), results
+within rel 3e-2 of eager bf16.
 """
 import argparse
 import json
@@ -73,8 +78,6 @@ def theory(name, mesh, balanced):
     c = S // cp
     passes = 1 if name.endswith("_infer") else 2
     unit = (B // dp) * HEADS * c * c * LAYERS * passes
-    if name == "hf_llama":  # a mask operand: every block computed, balanced or not
-        return [unit * cp] * cp
     return [unit * (cp + 1) // 2] * cp if balanced else [unit * (r + 1) for r in range(cp)]
 
 
@@ -117,6 +120,17 @@ def check_refusal(a, d, failures):
         print("refused:", err[0])
     sfile.write_text(json.dumps(schema({"cp": 4}, False)))
     cp_llama.run([a.spmdc, "compile", d / "s60" / "model.pt2", "--schema", sfile, "-o", d / "s60.spmd", "-q"])
+    # the all-gather form has no load-balanced split: asking for one is refused, not ignored
+    s = schema({"cp": 2}, True)
+    s["context_parallel"]["rotate"] = "allgather"
+    sfile.write_text(json.dumps(s))
+    r = cp_llama.run([a.spmdc, "compile", d / "sdpa_causal" / "model.pt2", "--schema", sfile, "-o", d / "ag.spmd"],
+                     ok=(2,))
+    err = (r.stderr + r.stdout).strip().splitlines()
+    if len(err) != 1 or "load_balance" not in err[0] or "ring" not in err[0] or (d / "ag.spmd").exists():
+        failures.append(f"allgather with load_balance true: want one line naming rotate ring, no output; got {err}")
+    else:
+        print("refused:", err[0])
 
 
 class ShiftedLoss(torch.nn.Module):
@@ -165,18 +179,61 @@ def check_not_balanced(a, d, failures):
             print("refused:", err[0])
 
 
+def check_hf_packed(a, d, failures, rows):
+    """transformers' Llama given position_ids (two packed sequences of S/2
+    per row): its mask reads the input (the packed-sequence check), so it
+    must stay a mask operand (not causal: every block computed, not
+    load-balanced) and give eager's block-diagonal attention at cp 2."""
+    from spmdc_export import hf
+    torch.manual_seed(0)
+    m = hf.build("llama", train=True, layers=LAYERS, hidden=cp_llama.D, heads=HEADS, vocab=cp_llama.VOCAB, batch=B,
+                 seq=S)
+    base = type(m.module).__mro__[1]
+
+    def forward(self, input_ids, position_ids):
+        return base.forward(self, input_ids=input_ids, position_ids=position_ids).logits
+
+    m.module.__class__ = type(base.__name__, (base,), {"forward": forward, "__module__": base.__module__})
+    pos = torch.arange(S // 2).repeat(2).expand(B, S).contiguous()
+    core.export_train_step(m.module, (m.inputs[0], pos), d / "hf_packed", loss_fn=m.loss_fn, targets=m.targets,
+                           strict=False)
+    sfile, prog, prof = d / "hf_packed.json", d / "hf_packed.spmd", d / "hf_packed.prof.json"
+    sfile.write_text(json.dumps(schema({"cp": 2}, None)))
+    r = cp_llama.run([a.spmdc, "compile", d / "hf_packed" / "model.pt2", "--schema", sfile, "-o", prog])
+    if "load-balanced: rank r holds" in r.stdout + r.stderr:
+        failures.append("hf_packed: the compile's note says load-balanced for a mask read from position_ids")
+    out = d / "hf_packed.out.safetensors"
+    cp_llama.run([a.spmd_run, "-n", 2, prog, "--inputs", d / "hf_packed" / "inputs.safetensors", "--output", out,
+                  "-q", "--profile", prof])
+    worst, bad = cp_llama.compare(out, d / "hf_packed" / "expected.safetensors")
+    failures.extend(f"hf_packed cp 2: {b}" for b in bad)
+    got = [r["ring_attention_scores"] for r in json.loads(prof.read_text())["ranks"]]
+    want = [B * HEADS * (S // 2) ** 2 * LAYERS * 2 * 2] * 2  # every block: a mask operand
+    if got != want:
+        failures.append(f"hf_packed: ring_attention_scores per rank {got}, want every block {want}")
+    rows.append({"case": "hf_packed_cp2", "rel_err": worst, "scores_per_rank": got, "theory": want})
+    print(f"{'hf_packed_cp2 (position_ids input)':36} rel {worst:.2g}  scores per cp rank {got}", flush=True)
+
+
 def check_bf16(a, d, failures):
     """bf16 models: keys and values cross the ring in bf16 (half the bytes
     of float32), the travelling dK / dV in float32 (torch's
-    convert_to_f32); results within bf16 tolerance of eager bf16."""
+    convert_to_f32); results within bf16 tolerance of eager bf16. The SDPA
+    train step's decomposition upcasts q, k and v to float32 before the
+    scores and scales k by 64^-1/4 (not a power of two); the ring still
+    sends its K and V as bf16 (kv_dtype, key_scale)."""
     torch.manual_seed(0)
     tokens, labels = torch.randint(0, cp_llama.VOCAB, (B, S)), torch.randint(0, cp_llama.VOCAB, (B, S))
     core.export(cp_llama.Logits(cp_llama.Llama("sdpa", True, S)).to(torch.bfloat16), (tokens,), d / "bf16_infer",
                 decompose=False)
     torch.manual_seed(0)
     core.export_train_step(cp_llama.Llama("eager", True, S).to(torch.bfloat16), (tokens, labels), d / "bf16_train")
+    torch.manual_seed(0)  # SDPA decomposed: float32 casts of the bf16 q, k, v, then k * 64^-1/4 (one head of 64)
+    core.export_train_step(cp_llama.Llama("sdpa", True, S, heads=1).to(torch.bfloat16), (tokens, labels),
+                           d / "bf16_sdpa_train")
     kv = 2 * B * HEADS * (S // 2) * (cp_llama.D // HEADS)  # K and V elements per rank at cp 2
-    for name, sends in (("bf16_infer", [(1, 2 * kv, 0)]), ("bf16_train", [(1, 2 * kv, 0), (1, 2 * kv, 2 * 4 * kv)])):
+    train = [(1, 2 * kv, 0), (1, 2 * kv, 2 * 4 * kv)]
+    for name, sends in (("bf16_infer", [(1, 2 * kv, 0)]), ("bf16_train", train), ("bf16_sdpa_train", train)):
         sfile, prog, rep = d / f"{name}.json", d / f"{name}.spmd", d / f"{name}.report.json"
         sfile.write_text(json.dumps(schema({"cp": 2}, None)))
         cp_llama.run([a.spmdc, "compile", d / name / "model.pt2", "--schema", sfile, "-o", prog, "--report", rep,
@@ -220,8 +277,10 @@ def main():
             for name in ("sdpa_causal", "fused_causal_infer"):
                 check_case(a, d, name, mesh, False, failures, rows)
         check_case(a, d, "eager_causal", {"cp": 2}, None, failures, rows)
-        check_case(a, d, "hf_llama", {"cp": 2}, True, failures, rows)
-        check_case(a, d, "hf_llama", {"dp": 2, "cp": 2}, True, failures, rows)
+        check_case(a, d, "hf_llama", {"cp": 2}, None, failures, rows)
+        check_case(a, d, "hf_llama", {"cp": 4}, None, failures, rows)
+        check_case(a, d, "hf_llama", {"dp": 2, "cp": 2}, None, failures, rows)
+        check_hf_packed(a, d, failures, rows)
         check_refusal(a, d, failures)
         check_not_balanced(a, d, failures)
         check_bf16(a, d, failures)

@@ -34,7 +34,8 @@ of 63 over cp 2 must be refused in one line (exit 2).
 
 --memory SEQ exports sdpa_causal at sequence SEQ (batch 1) and prints the
 measured peak (spmd-run --profile) and the report's estimate per rank at
-cp 1, 2 and 4. Exit 77 (skip) without transformers, 1 on any mismatch.
+cp 1, 2 and 4; fails when a rank's measured peak at cp 2 or 4 is more
+than 1.25 / cp of cp 1's (ctest cp_memory: SEQ 512). Exit 77 (skip) without transformers, 1 on any mismatch.
 """
 import argparse
 import json
@@ -251,7 +252,7 @@ def check_tp_cp(a, d, failures):
         print("llama_train_tp2xcp2          matches eager (spmd-run --verify-against, rtol 1e-5)")
 
 
-def memory(a, d, seq):
+def memory(a, d, seq, failures):
     name = "sdpa_causal"
     export(name, d / "mem", seq=seq, batch=1)
     print(f"{'cp':>3} {'estimate peak':>14} {'saved activations':>18} {'measured peak per rank':>40}")
@@ -271,6 +272,13 @@ def memory(a, d, seq):
         print(f"{cp:>3} {report['peak_bytes_estimate']:>14,} {report.get('saved_activation_bytes', 0):>18,} "
               f"{' '.join(f'{p:,}' for p in peaks):>40}  RSS growth {' '.join(f'{x:,}' for x in rss)}",
               flush=True)
+    base = max(out[0]["measured_peak"])
+    for row in out[1:]:  # the [heads, seq/cp, seq] scores dominate: the peak falls about as 1/cp
+        ratio = max(row["measured_peak"]) / base
+        print(f"cp {row['cp']}: measured peak per rank {ratio:.3f}x cp 1's (1/cp = {1 / row['cp']:.3f})")
+        if ratio > 1.25 / row["cp"]:
+            failures.append(f"seq {seq} cp {row['cp']}: measured peak per rank {ratio:.3f}x cp 1's, "
+                            f"more than 1.25 / cp")
     return out
 
 
@@ -300,7 +308,7 @@ def main():
     with tempfile.TemporaryDirectory(prefix="spmdc-cp-") as tmp:
         d = Path(tmp)
         if a.memory:
-            rows = memory(a, d, a.memory)
+            rows = memory(a, d, a.memory, failures)
         else:
             meshes = [{"cp": 2}, {"dp": 2, "cp": 2}] + ([] if a.quick else [{"cp": 4}])
             for name in ("hf_llama", "sdpa_causal", "sdpa_full", "eager_full", "fused_causal_infer",

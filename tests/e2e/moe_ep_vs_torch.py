@@ -24,7 +24,9 @@ and each layout on 4 workers
             over fsdp (experts on their other dim) and gathered before use
 
 the compiled step (no optimizer) must give eager's loss and gradients, and
-spmd-run's tokens per expert (its summary) eager's routing counts, and
+spmd-run's tokens per expert (its summary) eager's routing counts, its
+torchtitan all-to-all figure torchtitan's formula over eager's routing
+(torchtitan_bytes), and
 the compiled AdamW step must give eager's loss at every one of --steps steps
 and eager's parameters after the last (|a - b| <= 1e-5 * max(1, |b|)
 for losses; ||a - b|| <= 1e-5 * ||b|| + 1e-6 * sqrt(n) for tensors).
@@ -168,13 +170,32 @@ def close(what, got, want, bad):
     return diff / max(float(want.norm()), 1e-30)
 
 
-def check_tokens(tag, summary, ref, x, bad):
-    """spmd-run's tokens per expert (its summary line) against eager's routing."""
+def torchtitan_bytes(idx, case):
+    """torchtitan's expert-parallel all-to-all bytes per step, the most any
+    rank sends, from eager's routing `idx` [tokens, top-k]: each rank
+    dispatches the (token, choice) rows whose expert lives on another ep
+    rank and sends back the results of the rows it received; the backward
+    sends their gradients the same ways: 2 x (out + in) x DIM x 4 bytes."""
+    ep = 4 if case == "ep4" else 2
+    owner = (idx // (EXPERTS // ep)).reshape(BATCH, SEQ * TOP_K)  # the ep rank of each choice, by batch row
+    group = lambda b: [c for c in range(BATCH) if c // ep == b // ep]  # noqa: E731  (batch rows of b's ep group)
+    sent = []
+    for b in range(BATCH):  # batch row b is the tokens of the rank at ep coordinate b % ep
+        out = int((owner[b] != b % ep).sum())
+        into = sum(int((owner[c] == b % ep).sum()) for c in group(b) if c != b)
+        sent.append(2 * (out + into) * DIM * 4)
+    return max(sent)
+
+
+def check_tokens(tag, summary, ref, x, bad, case):
+    """spmd-run's tokens per expert (its summary line) against eager's
+    routing, and its torchtitan all-to-all figure against torchtitan_bytes."""
     import torch
     import torch.nn.functional as F
     with torch.no_grad():
         scores = F.softmax(ref.router(ref.inp(x).reshape(-1, DIM)), dim=-1)
-        want = torch.bincount(torch.topk(scores, TOP_K, dim=-1).indices.reshape(-1), minlength=EXPERTS).tolist()
+        idx = torch.topk(scores, TOP_K, dim=-1).indices
+        want = torch.bincount(idx.reshape(-1), minlength=EXPERTS).tolist()
     line = next((ln for ln in summary.splitlines() if "tokens per expert per step" in ln), "")
     got = [int(float(v)) for v in line.partition(": [")[2].rstrip("]").split(",") if v.strip()]
     if got != want:
@@ -183,7 +204,11 @@ def check_tokens(tag, summary, ref, x, bad):
     if traffic is None:
         bad.append(f"{tag}: spmd-run's summary has no MoE all-to-all bytes line")
     else:
-        print(f"{tag}: {traffic}")
+        titan = torchtitan_bytes(idx, case)
+        said = int(traffic.partition("torchtitan's ep ")[2].split(" B")[0].replace(",", "") or -1)
+        if said != titan:
+            bad.append(f"{tag}: spmd-run's torchtitan all-to-all bytes {said:,}, eager routing gives {titan:,}")
+        print(f"{tag}: {traffic} (eager routing, torchtitan's formula: {titan:,} B)")
 
 
 def check_case(a, d, case, router, ref, x, y, prog_dir, bad):
@@ -200,7 +225,7 @@ def check_case(a, d, case, router, ref, x, y, prog_dir, bad):
         bad.append(f"{tag}: the program has no spmd.moe_experts exchange (experts not split over ep)")
     out = d / f"{tag}_grad.safetensors"
     summary = run([a.spmd_run, "-n", 4, prog, "--inputs", inputs, "--output", out]).stdout
-    check_tokens(tag, summary, ref, x, bad)
+    check_tokens(tag, summary, ref, x, bad, case)
     got = load_file(str(out))
     n0 = len(bad)
     worst = close(f"{tag} loss", got.get("loss"), want_grads and __import__("torch").tensor(want_losses[0]), bad)
