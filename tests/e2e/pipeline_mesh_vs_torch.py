@@ -9,10 +9,10 @@ testdata/pipeline/llama_pipe_train (8 Llama layers, batch 8 x 64) runs
 --steps AdamW steps under each cell below, by `spmd-run -n 4`, and in
 PyTorch on 4 Gloo processes (one mp.spawn for all cells) with the same
 stages as modules (PipelineStage, parameter names as in the model). By
-default (ctest's pipeline_mesh_vs_torch, to stay near a minute) the cells
-pp4-1f1b, ppdp-1f1b, ppfsdp-interleaved and pptp-1f1b: every mesh, 1F1B
-and interleaved 1F1B; --all runs all eight (7 minutes on the loaded 2-core
-VM):
+default (ctest's pipeline_mesh_vs_torch) the cells pp4-1f1b, ppdp-1f1b,
+ppfsdp-interleaved, pptp-1f1b and hf-ppfsdp-1f1b: every mesh, 1F1B and
+interleaved 1F1B, both models; --all runs all nine (about 7 minutes on
+the loaded 2-core VM):
 
   pp4-1f1b / pp4-gpipe     mesh [4] pp: 4 stages of 2 layers, Schedule1F1B /
                            ScheduleGPipe, 4 microbatches;
@@ -29,7 +29,11 @@ VM):
   pptp-1f1b /              [2, 2] (pp, tp): parallelize_module on the tp
   pptp-interleaved         sub-mesh, wq/wk/wv/w1/w3 ColwiseParallel, wo/w2
                            RowwiseParallel (Megatron); spmdc's rules shard the
-                           same weights S(0) / S(1).
+                           same weights S(0) / S(1);
+  hf-ppfsdp-1f1b           testdata/pipeline/hf_llama_pipe_train (a transformers
+                           LlamaForCausalLM, 8 decoder layers, batch 4 x 16) on
+                           pp 2 x fsdp 2, 1F1B: each stage computes the rotary
+                           tables and causal mask as LlamaModel.forward does.
 
 Per cell, every step's loss (torch's: the mean of the last stage's
 microbatch losses, averaged over dp) and, after the last step, every
@@ -66,7 +70,10 @@ TP_PLAN = {"wq": "col", "wk": "col", "wv": "col", "w1": "col", "w3": "col", "wo"
 TP_RULES = [{"match": "*layers.*.w[qkv13].weight", "placements": {"tp": "S(0)"}},
             {"match": "*layers.*.w[o2].weight", "placements": {"tp": "S(1)"}}]
 
-# cell: (pp, inner axis or None, schedule, microbatches)
+HF_MODEL = pvt.ROOT / "testdata" / "pipeline" / "hf_llama_pipe_train"
+HF_CONFIG = dict(layers=8, hidden=32, heads=2, vocab=256, batch=4, seq=16)  # testdata/pipeline/export.py
+
+# cell: (pp, inner axis or None, schedule, microbatches[, "hf": hf_llama_pipe_train])
 CELLS = {
     "pp4-1f1b": (4, None, "1f1b", 4),
     "pp4-gpipe": (4, None, "gpipe", 4),
@@ -76,8 +83,9 @@ CELLS = {
     "ppfsdp-interleaved": (2, "fsdp", "interleaved-1f1b", 2),
     "pptp-1f1b": (2, "tp", "1f1b", 2),
     "pptp-interleaved": (2, "tp", "interleaved-1f1b", 2),
+    "hf-ppfsdp-1f1b": (2, "fsdp", "1f1b", 2, "hf"),
 }
-DEFAULT_CELLS = ["pp4-1f1b", "ppdp-1f1b", "ppfsdp-interleaved", "pptp-1f1b"]
+DEFAULT_CELLS = ["pp4-1f1b", "ppdp-1f1b", "ppfsdp-interleaved", "pptp-1f1b", "hf-ppfsdp-1f1b"]
 
 
 def n_stages(pp, schedule):
@@ -97,6 +105,59 @@ def spmd_schema(pp, inner, schedule, microbatches):
     if inner == "tp":
         schema["params"] = TP_RULES
     return schema
+
+
+def load_hf():
+    """The transformers LlamaForCausalLM of hf_llama_pipe_train (logits
+    out), its weights read from the export."""
+    import torch
+    sys.path.insert(0, str(pvt.ROOT / "python"))
+    from spmdc_export import hf
+    m = hf.build("llama", train=True, **HF_CONFIG).module
+    m.load_state_dict(torch.export.load(str(HF_MODEL / "model.pt2")).state_dict)
+    return m
+
+
+def hf_chunk(m, layers, first, last):
+    """Decoder layers `layers` of LlamaForCausalLM `m` as one stage (the
+    embedding on the first, the norm and lm_head on the last), each stage
+    computing the rotary tables and causal mask as LlamaModel.forward does."""
+    import torch
+    import torch.nn as nn
+    from transformers.masking_utils import create_causal_mask
+
+    class Chunk(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.model = nn.Module()
+            if first:
+                self.model.embed_tokens = m.model.embed_tokens
+            self.model.layers = nn.ModuleDict({str(i): m.model.layers[i] for i in layers})
+            self.model.rotary_emb = m.model.rotary_emb
+            if last:
+                self.model.norm, self.lm_head = m.model.norm, m.lm_head
+
+        def forward(self, x):
+            if first:
+                x = self.model.embed_tokens(x)
+            pos = torch.arange(x.shape[1])
+            mask = create_causal_mask(config=m.config, input_embeds=x, attention_mask=None, cache_position=pos,
+                                      past_key_values=None, position_ids=pos[None])
+            rope = self.model.rotary_emb(x, pos[None])
+            for layer in self.model.layers.values():
+                x = layer(x, attention_mask=mask, position_ids=pos[None], position_embeddings=rope)
+            return self.lm_head(self.model.norm(x)) if last else x
+
+    return Chunk()
+
+
+def model_of(cell):
+    """(module, chunk builder, (tokens, labels), export dir) of `cell`'s model."""
+    from safetensors.torch import load_file
+    if len(CELLS[cell]) > 4:
+        inputs = load_file(str(HF_MODEL / "inputs.safetensors"))
+        return load_hf(), hf_chunk, (inputs["input.0"], inputs["input.1"]), HF_MODEL
+    return pvt.load_pipe_model(), pvt.llama_chunk, pvt.pipe_batch(), pvt.PIPE_MODEL
 
 
 def apply_tp(chunk, tp_mesh):
@@ -120,18 +181,17 @@ def run_cell(cell, rank, steps):
     from torch.distributed.device_mesh import init_device_mesh
     from torch.distributed.pipelining import (PipelineStage, Schedule1F1B, ScheduleGPipe,
                                               ScheduleInterleaved1F1B)
-    pp, inner, schedule, microbatches = CELLS[cell]
+    pp, inner, schedule, microbatches = CELLS[cell][:4]
     if inner is None:
         pp_group, pp_rank, inner_rank, inner_mesh = None, rank, 0, None
     else:
         mesh = init_device_mesh("cpu", (2, 2), mesh_dim_names=("pp", "inner"))
         pp_group, inner_mesh = mesh["pp"].get_group(), mesh["inner"]
         pp_rank, inner_rank = mesh.get_coordinate()
-    m = pvt.load_pipe_model()
+    m, chunk, (tokens, labels), _ = model_of(cell)
     n = n_stages(pp, schedule)
     per = LAYERS // n
-    chunks = [pvt.llama_chunk(m, range(per * c, per * c + per), c == 0, c == n - 1) for c in range(n)]
-    tokens, labels = pvt.pipe_batch()
+    chunks = [chunk(m, range(per * c, per * c + per), c == 0, c == n - 1) for c in range(n)]
     if inner in ("dp", "fsdp"):  # each dp rank its contiguous half of the batch
         half = tokens.shape[0] // 2
         tokens, labels = tokens[inner_rank * half:][:half], labels[inner_rank * half:][:half]
@@ -139,7 +199,7 @@ def run_cell(cell, rank, steps):
     mine = list(range(pp_rank, n, pp))
     stages, mods = [], []
     for c in mine:
-        example = tokens[:mb] if c == 0 else torch.zeros(mb, tokens.shape[1], 32)
+        example = tokens[:mb] if c == 0 else torch.zeros(mb, tokens.shape[1], 32)  # hidden 32 in both models
         mod = chunks[c]
         if inner == "tp":
             apply_tp(mod, inner_mesh)
@@ -227,14 +287,17 @@ def torch_cells(cells, steps, d):
     return merged
 
 
-def eager_reference(steps):
+def eager_reference(cell, steps):
     """One device, whole batch: losses, the last step's gradients, weights."""
-    m = pvt.load_pipe_model()
-    tokens, labels = pvt.pipe_batch()
+    import torch.nn.functional as F
+    m, _, (tokens, labels), _ = model_of(cell)
     opt, losses = pvt.adamw(m.parameters()), []
     for _ in range(steps):
         opt.zero_grad()
-        loss = m(tokens, labels)
+        if len(CELLS[cell]) > 4:  # logits out
+            loss = F.cross_entropy(m(tokens).flatten(0, 1).float(), labels.flatten())
+        else:
+            loss = m(tokens, labels)
         loss.backward()
         losses.append(loss.item())
         grads = {k: p.grad.detach().clone() for k, p in m.named_parameters()}
@@ -245,8 +308,8 @@ def eager_reference(steps):
 def spmd_cell(a, cell, steps, d):
     """spmdc's run of `cell`: (losses, params, grads, sends per step)."""
     from safetensors.torch import load_file
-    pp, inner, schedule, microbatches = CELLS[cell]
-    losses, params, dump = pvt.spmd_run(a, pvt.PIPE_MODEL, spmd_schema(pp, inner, schedule, microbatches), cell,
+    pp, inner, schedule, microbatches = CELLS[cell][:4]
+    losses, params, dump = pvt.spmd_run(a, model_of(cell)[3], spmd_schema(pp, inner, schedule, microbatches), cell,
                                         steps, WORLD, d)
     outputs = load_file(str(d / f"{cell}.out.safetensors"))
     grads = {k[len("grad."):]: v for k, v in outputs.items() if k.startswith("grad.")}
@@ -288,7 +351,6 @@ def main():
         print(f"pipeline_mesh_vs_torch: error: {e}", file=sys.stderr)
         return 1
     cells = list(CELLS) if a.all else a.only or DEFAULT_CELLS
-    want = eager_reference(a.steps)
     failures = []
     with tempfile.TemporaryDirectory() as tmp:
         d = Path(tmp)
@@ -296,7 +358,7 @@ def main():
         for cell in cells:
             spmd = spmd_cell(a, cell, a.steps, d)
             t = torch_results[cell]
-            failures += check_cell(cell, spmd, t, want)
+            failures += check_cell(cell, spmd, t, eager_reference(cell, a.steps))
             t_sent = None if isinstance(t, str) else t[3]
             if t_sent is not None and (spmd[3] != t_sent or t_sent[0] == 0):
                 failures.append(f"{cell}: spmdc's ranks send {spmd[3][0]} tensors, {spmd[3][1]:,} B per step; "
