@@ -107,14 +107,25 @@ def spmd_schema(pp, inner, schedule, microbatches):
     return schema
 
 
+# Each export's state_dict (torch.export.load takes seconds): read once by
+# the main process, handed to the workers.
+STATES = {}
+
+
+def state_of(model_dir):
+    import torch
+    if model_dir.name not in STATES:
+        STATES[model_dir.name] = torch.export.load(str(model_dir / "model.pt2")).state_dict
+    return STATES[model_dir.name]
+
+
 def load_hf():
     """The transformers LlamaForCausalLM of hf_llama_pipe_train (logits
     out), its weights read from the export."""
-    import torch
     sys.path.insert(0, str(pvt.ROOT / "python"))
     from spmdc_export import hf
     m = hf.build("llama", train=True, **HF_CONFIG).module
-    m.load_state_dict(torch.export.load(str(HF_MODEL / "model.pt2")).state_dict)
+    m.load_state_dict(state_of(HF_MODEL))
     return m
 
 
@@ -151,13 +162,17 @@ def hf_chunk(m, layers, first, last):
     return Chunk()
 
 
+def model_of_dir(cell):
+    return HF_MODEL if len(CELLS[cell]) > 4 else pvt.PIPE_MODEL
+
+
 def model_of(cell):
     """(module, chunk builder, (tokens, labels), export dir) of `cell`'s model."""
     from safetensors.torch import load_file
     if len(CELLS[cell]) > 4:
         inputs = load_file(str(HF_MODEL / "inputs.safetensors"))
         return load_hf(), hf_chunk, (inputs["input.0"], inputs["input.1"]), HF_MODEL
-    return pvt.load_pipe_model(), pvt.llama_chunk, pvt.pipe_batch(), pvt.PIPE_MODEL
+    return pvt.load_pipe_model(state_of(pvt.PIPE_MODEL)), pvt.llama_chunk, pvt.pipe_batch(), pvt.PIPE_MODEL
 
 
 def apply_tp(chunk, tp_mesh):
@@ -245,10 +260,11 @@ def run_cell(cell, rank, steps):
             "inner_rank": inner_rank}
 
 
-def torch_worker(rank, cells, steps, store_path, out_path):
+def torch_worker(rank, cells, steps, store_path, out_path, states):
     import torch
     import torch.distributed as dist
     torch.set_num_threads(1)
+    STATES.update(states)
     dist.init_process_group("gloo", init_method=f"file://{store_path}", rank=rank, world_size=WORLD)
     results = {}
     for cell in cells:
@@ -266,7 +282,8 @@ def torch_cells(cells, steps, d):
     import torch
     import torch.multiprocessing as mp
     store, out = d / "store_mesh", d / "torch_mesh"
-    mp.spawn(torch_worker, args=(cells, steps, str(store), str(out)), nprocs=WORLD, join=True)
+    states = {m.name: state_of(m) for m in {model_of_dir(c) for c in cells}}
+    mp.spawn(torch_worker, args=(cells, steps, str(store), str(out), states), nprocs=WORLD, join=True)
     ranks = [torch.load(f"{out}.{r}") for r in range(WORLD)]
     merged = {}
     for cell in cells:

@@ -254,13 +254,14 @@ def eager_steps(model, args, steps):
     return losses, {k: p.detach().clone() for k, p in model.named_parameters()}
 
 
-def load_pipe_model():
+def load_pipe_model(state=None):
+    """llama_pipe_train's module, with `state` (its exported state_dict,
+    read from model.pt2 when None)."""
     import torch
     sys.path.insert(0, str(ROOT / "testdata"))
     from export_models import LlamaLoss
-    ep = torch.export.load(str(PIPE_MODEL / "model.pt2"))
     m = LlamaLoss(layers=8, d=32, heads=4, ffn=64, max_seq=64)  # testdata/pipeline/export.py
-    m.load_state_dict(ep.state_dict)
+    m.load_state_dict(state if state is not None else torch.export.load(str(PIPE_MODEL / "model.pt2")).state_dict)
     return m
 
 
