@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <map>
 #include <set>
+#include <string>
+#include <utility>
 #include <vector>
 
 #include "autoshard/PipelineSearch.h"
@@ -23,6 +25,9 @@ struct RankLoad {
   double mbCompute = 0, mbComm = 0;      // forward + backward of one microbatch
   double stepCompute = 0, stepComm = 0;  // the optimizer step, once
   double weights = 0, accumulated = 0, saved = 0, transient = 0, stepPeak = 0;
+  // Per axis (the pipeline axis: the sends): seconds and collectives, per
+  // microbatch and per step; mbComm and stepComm are their sums.
+  std::map<std::string, std::pair<double, int64_t>> mbAxes, stepAxes;
 };
 
 // The bytes of weight `w` on one rank.
@@ -39,10 +44,9 @@ int64_t inFlight(const program::PipelinePlan& plan, int64_t m, int64_t r) {
   return m * plan.virtualStages;  // interleaved: bounded by all of them
 }
 
-// Adds node `n`'s time to its rank, per microbatch or per step, and its
-// collectives to `axes` (counted per step).
+// Adds node `n`'s time to its rank, per microbatch or per step.
 void addTime(const program::Program& p, const ir::Node& n, const sharding::DeviceProfile& profile,
-             const sharding::CostModel& cm, int64_t m, RankLoad& load, passes::LayoutCost& c) {
+             const sharding::CostModel& cm, RankLoad& load) {
   const program::PipelinePlace& pl = p.pipeline->places[static_cast<size_t>(n.index())];
   const bool perMicrobatch = pl.phase != Phase::Step;
   if (ir::isCommunicating(n.target())) {
@@ -51,11 +55,9 @@ void addTime(const program::Program& p, const ir::Node& n, const sharding::Devic
     if (axis < 0 || a->strings[0] == p.pipeline->microbatchAxis) return;  // a local sum over microbatches
     double s = passes::collectiveSeconds(n, p.mesh, cm);
     (perMicrobatch ? load.mbComm : load.stepComm) += s;
-    for (auto& ac : c.axes)
-      if (ac.axis == a->strings[0]) {
-        ac.collectives += perMicrobatch ? m : 1;
-        ac.seconds += perMicrobatch ? s * static_cast<double>(m) : s;
-      }
+    auto& [seconds, count] = (perMicrobatch ? load.mbAxes : load.stepAxes)[a->strings[0]];
+    seconds += s;
+    count += 1;
     return;
   }
   (perMicrobatch ? load.mbCompute : load.stepCompute) += passes::nodeComputeSeconds(n, profile);
@@ -137,7 +139,11 @@ int64_t addSends(const program::Program& p, const sharding::LinkCost& link, int6
     auto it = values.find(t.value);
     if (from == to || it == values.end()) continue;
     double b = passes::valueBytes(it->second);
-    ranks[static_cast<size_t>(from)].mbComm += link.alphaSeconds + b / link.bytesPerSecond;
+    const double s = link.alphaSeconds + b / link.bytesPerSecond;
+    ranks[static_cast<size_t>(from)].mbComm += s;
+    auto& [seconds, count] = ranks[static_cast<size_t>(from)].mbAxes[plan.axis];
+    seconds += s;
+    count += 1;
     bytes += b * static_cast<double>(m);
   }
   return static_cast<int64_t>(bytes);
@@ -159,7 +165,7 @@ PipelinedCost pipelinedCost(const program::Program& p, const sharding::DevicePro
     const program::PipelinePlace& pl = plan.places[static_cast<size_t>(n->index())];
     if (pl.stage < 0 || pl.phase == Phase::Free) continue;  // free nodes: masks, tables
     RankLoad& load = ranks[static_cast<size_t>(plan.rankOf(pl.stage))];
-    addTime(p, *n, profile, cm, m, load, c);
+    addTime(p, *n, profile, cm, load);
   }
   addBytes(p, ranks);
   out.p2pBytes = addSends(p, sharding::axisLinkFor(profile, fullMesh, ppAxis), m, ranks);
@@ -195,12 +201,34 @@ PipelinedCost pipelinedCost(const program::Program& p, const sharding::DevicePro
   }
   c.computeSeconds = slots * slowest->mbCompute + slowestStep->stepCompute;
   c.commSeconds = slots * slowest->mbComm + slowestStep->stepComm;
+  // Per axis, the ranks that set the step's comm time: the slowest's m + p - 1
+  // microbatch slots (its collectives counted for its m microbatches) and
+  // the slowest step's, so that the axes add up to commSeconds.
+  for (passes::AxisComm& ac : c.axes) {
+    auto [mbSeconds, mbCount] =
+        slowest->mbAxes.count(ac.axis) ? slowest->mbAxes.at(ac.axis) : std::pair{0.0, 0L};
+    auto [stepSeconds, stepCount] =
+        slowestStep->stepAxes.count(ac.axis) ? slowestStep->stepAxes.at(ac.axis) : std::pair{0.0, 0L};
+    ac.seconds = slots * mbSeconds + stepSeconds;
+    ac.collectives = m * mbCount + stepCount;
+  }
   passes::AxisComm& pp = c.axes[static_cast<size_t>(ppAxis)];
-  pp.collectives = static_cast<int64_t>(pipeline::stageTransfers(p).size()) * m;
   pp.byKind.emplace_back("send", pp.collectives);
   c.peakBytes = static_cast<int64_t>(peak);
   c.paramBytes = static_cast<int64_t>(params);
   return out;
+}
+
+PipelinedCost pipelinedCost(const program::Program& p, const sharding::DeviceProfile& profile) {
+  const program::PipelinePlan& plan = *p.pipeline;
+  std::vector<int64_t> shape = p.mesh.shape();
+  std::vector<std::string> axes = p.mesh.axisNames();
+  const auto mb = static_cast<size_t>(p.mesh.axisIndex(plan.microbatchAxis));
+  shape[mb] = plan.stages;
+  axes[mb] = plan.axis;
+  auto full = sharding::Mesh::create(shape, axes);
+  SPMD_CHECK(full.hasValue());  // a valid mesh with one axis renamed
+  return pipelinedCost(p, profile, *full);
 }
 
 Expected<passes::LayoutCost> compilePriced(pt2::Archive& archive, const schema::PlacementSchema& s,

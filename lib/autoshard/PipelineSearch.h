@@ -44,6 +44,11 @@ struct PipelinedCost {
 PipelinedCost pipelinedCost(const program::Program& p, const sharding::DeviceProfile& profile,
                             const sharding::Mesh& fullMesh);
 
+/// The same, on the mesh the program runs on (its microbatch axis
+/// replaced by the pipeline axis): what `spmdc compile` reports as the
+/// cost of a pipelined program.
+PipelinedCost pipelinedCost(const program::Program& p, const sharding::DeviceProfile& profile);
+
 /// Compiles `s` and models it: under `o.pipeline`, `s` is the stages'
 /// layout on `o.mesh` and is compiled as that pipeline on its whole mesh,
 /// priced by pipelinedCost; otherwise passes::modelLayout.

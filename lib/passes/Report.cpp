@@ -32,6 +32,10 @@ const sharding::DeviceProfile& profileOf(const ReportExtras& e) {
   return e.profile ? *e.profile : sharding::defaultDeviceProfile();
 }
 
+LayoutCost costOf(const program::Program& p, const ReportExtras& e) {
+  return e.cost ? *e.cost : modelLayout(p, profileOf(e));
+}
+
 }  // namespace
 
 std::string costJson(const LayoutCost& c, const std::string& profileName) {
@@ -309,8 +313,7 @@ std::string reportJson(const CompileResult& r, const ReportExtras& extras) {
     uneven.push_back(
         {{"tensor", u.what}, {"spec", u.spec}, {"per_rank", u.perRank}, {"padding_bytes", u.paddingBytes}});
   if (!uneven.empty()) j["uneven"] = uneven;
-  j["cost"] =
-      nlohmann::ordered_json::parse(costJson(modelLayout(p, profileOf(extras)), profileOf(extras).name));
+  j["cost"] = nlohmann::ordered_json::parse(costJson(costOf(p, extras), profileOf(extras).name));
   nlohmann::ordered_json t = nlohmann::ordered_json::object();
   double total = 0;
   for (const auto& [phase, ms] : r.timingsMs) {
@@ -362,7 +365,7 @@ std::string summaryText(const CompileResult& r, const std::string& input, const 
     out += "  uneven: " + std::to_string(uneven.size()) + " tensors split unevenly, padding " +
            withCommas(padding) + " B when gathered whole (each rank's shape: spmdc dump, --report)\n";
   }
-  out += "  cost (" + profileOf(extras).name + "): " + costLine(modelLayout(p, profileOf(extras))) + "\n";
+  out += "  cost (" + profileOf(extras).name + "): " + costLine(costOf(p, extras)) + "\n";
   for (const auto& line : extras.summaryLines) out += "  " + line + "\n";
   for (const auto& n : r.notes) out += "note: " + n + "\n";
   constexpr size_t kWarningsShown = 10;

@@ -5,6 +5,7 @@
 //     all_reduce addmm_1 on x: [P(sum)] -> [R] for output user_output addmm_1 (export_models.py:37)
 #pragma once
 
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -59,6 +60,9 @@ struct ReportExtras {
   std::vector<std::pair<std::string, std::string>> sections;
   /// Lines (without newline) printed after the summary's cost line.
   std::vector<std::string> summaryLines;
+  /// Set: the step's cost to report instead of modelLayout's (a pipelined
+  /// program's, priced per pipeline rank by autoshard::pipelinedCost).
+  std::optional<LayoutCost> cost;
 };
 
 /// The "cost" object of a report: device_profile, modeled_step_ms,

@@ -5,6 +5,11 @@ batch 8 x 64 tokens, so that 8 microbatches of one row each hold far more
 activation bytes than the layers' weights and gradients. e2e_pipeline_test
 measures each stage's peak activation memory under GPipe and 1F1B with it.
 
+Also testdata/pipeline/hf_llama_pipe_train: a transformers LlamaForCausalLM
+(8 layers, hidden 32, 2 heads, vocab 256, seed 0; spmdc_export.hf.build
+with HF_CONFIG) train step at batch 4 x 16, which pipeline_mesh_vs_torch
+pipelines against torch.distributed.pipelining and eager.
+
 Usage: .venv/bin/python testdata/pipeline/export.py
 """
 import sys
@@ -20,7 +25,15 @@ import spmdc_export  # noqa: E402
 import export_models  # noqa: E402
 
 
+HF_CONFIG = dict(layers=8, hidden=32, heads=2, vocab=256, batch=4, seq=16)
+
+
 def main():
+    from spmdc_export import core, hf
+    torch.manual_seed(0)
+    m = hf.build("llama", train=True, **HF_CONFIG)
+    core.export_train_step(m.module, m.inputs, str(HERE / "hf_llama_pipe_train"), loss_fn=m.loss_fn,
+                           targets=m.targets)
     torch.manual_seed(0)
     mod = export_models.LlamaLoss(layers=8, d=32, heads=4, ffn=64, max_seq=64)
     tok, lab = torch.randint(0, 256, (8, 64)), torch.randint(0, 256, (8, 64))

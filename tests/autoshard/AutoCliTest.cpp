@@ -124,7 +124,9 @@ TEST_CASE("a bad log level is one line naming the flag or the variable, exit 2")
 // A pp axis (PipelineSearch.h): under a budget only a pipeline meets, the
 // summary gives one line per candidate, --report's auto.pipeline their
 // figures, and --write-schema a "pipeline" entry that compiles to the same
-// program.
+// program. The summary's cost line and --report's "cost" are the pipeline
+// model's (the chosen line's 16.930 ms, bubble included), not the whole
+// graph's on one rank (modelLayout's 7.2 ms), with per-axis comm adding up.
 TEST_CASE("--axes pp,dp: the chosen pipeline is reported and written") {
   TempDir dir;
   std::string pipe = std::string(SPMD_TESTDATA_DIR) + "/pipeline/llama_pipe_train/model.pt2";
@@ -144,6 +146,22 @@ TEST_CASE("--axes pp,dp: the chosen pipeline is reported and written") {
   CHECK(r["auto"]["pipeline"][3]["microbatches"] == 8);
   CHECK(r["auto"]["pipeline"][3]["fits"] == true);
   CHECK(r["auto"]["pipeline"][3]["bubble"].get<double>() == Approx(1.0 / 9));
+  const auto& cost = r["cost"];
+  CHECK(cost["modeled_step_ms"].get<double>() ==
+        Approx(r["auto"]["pipeline"][3]["modeled_step_ms"].get<double>()));
+  CHECK(cost["peak_bytes_per_rank"] == r["auto"]["pipeline"][3]["peak_bytes_per_rank"]);
+  CHECK(cost["comm_ms_per_axis"]["pp"].get<double>() + cost["comm_ms_per_axis"]["dp"].get<double>() ==
+        Approx(cost["comm_ms"].get<double>()));
+  CHECK(cost["collectives_per_axis"]["pp"] == 8);  // rank 0 sends one value per microbatch
+  CHECK(r["pipeline"]["bubble"].get<double>() == Approx(1.0 / 9));
+  CHECK(r["pipeline"]["p2p_bytes_per_step"] == r["auto"]["pipeline"][3]["p2p_bytes_per_step"]);
+  auto chosenLine = a.stdoutText.find("(chosen): modeled step ");
+  REQUIRE(chosenLine != std::string::npos);
+  std::string step =
+      a.stdoutText.substr(chosenLine + 23, a.stdoutText.find(',', chosenLine) - chosenLine - 23);
+  CHECK(a.stdoutText.find("cost (builtin-cpu-loopback): modeled step " + step + " =") != std::string::npos);
+  CHECK(a.stdoutText.find("pipeline 1f1b: bubble 11.1%, 131,072 B sent between stages per step") !=
+        std::string::npos);
   auto b = runCommand(kSpmdc + " compile " + pipe + " --schema " + dir.file("chosen.json") + " -o " +
                       dir.file("b.spmd") + " -q");
   INFO(b.stderrText);

@@ -211,14 +211,15 @@ def spmd_pipeline(a, schedule, steps, d):
                     schedule, steps, 2, d)
 
 
-def p2p_per_step(dump):
-    """Sends and bytes spmdc's stages send each other per step: every value
-    read on another stage, once per (value, stage) and microbatch."""
+def p2p_per_step(dump, microbatches=MICROBATCHES):
+    """Sends and bytes one rank of each of spmdc's stages sends per step:
+    every value read on another stage, once per (value, stage) and
+    microbatch."""
     import re
     place, users, size = {}, {}, {}
     dtypes = {"f32": 4, "i64": 8, "bf16": 2, "f16": 2, "i32": 4, "b8": 1}
     for line in dump.splitlines():
-        m = re.match(r"%(\w+): (\w+)\[([^\]]*)\].* = \S+\((.*)\)\s+@(\S+)$", line)
+        m = re.match(r"%(\w+): (\w+)\[([^\]]*)\].* = \S+\((.*)\)(?:\s+#.*?)?\s+@(\S+)$", line)
         if not m:
             continue
         name, dt, shape, args, at = m.groups()
@@ -236,7 +237,7 @@ def p2p_per_step(dump):
         dests = {at[1:] for at in ats if at[:1] in ("F", "B") and at[1:] != src[1:]}
         count += len(dests)
         total += len(dests) * size[v]
-    return [count * MICROBATCHES, total * MICROBATCHES]
+    return [count * microbatches, total * microbatches]
 
 
 def eager_steps(model, args, steps):
@@ -253,13 +254,14 @@ def eager_steps(model, args, steps):
     return losses, {k: p.detach().clone() for k, p in model.named_parameters()}
 
 
-def load_pipe_model():
+def load_pipe_model(state=None):
+    """llama_pipe_train's module, with `state` (its exported state_dict,
+    read from model.pt2 when None)."""
     import torch
     sys.path.insert(0, str(ROOT / "testdata"))
     from export_models import LlamaLoss
-    ep = torch.export.load(str(PIPE_MODEL / "model.pt2"))
     m = LlamaLoss(layers=8, d=32, heads=4, ffn=64, max_seq=64)  # testdata/pipeline/export.py
-    m.load_state_dict(ep.state_dict)
+    m.load_state_dict(state if state is not None else torch.export.load(str(PIPE_MODEL / "model.pt2")).state_dict)
     return m
 
 

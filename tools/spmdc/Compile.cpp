@@ -5,8 +5,10 @@
 #include <algorithm>
 #include <cstdio>
 #include <iostream>
+#include <nlohmann/json.hpp>
 
 #include "autoshard/AutoShard.h"
+#include "autoshard/PipelineSearch.h"
 #include "ir/Graph.h"
 #include "passes/Report.h"
 #include "program/Dump.h"
@@ -165,6 +167,29 @@ int runOpt(const CompileArgs& a, bool debugInfo) {
   return 0;
 }
 
+namespace {
+
+// A pipelined program's cost is its pipeline ranks' (autoshard::pipelinedCost:
+// m + p - 1 microbatch slots on the slowest rank, the bubble included), not
+// modelLayout's of the whole graph on one rank; the summary adds the bubble
+// and the bytes sent between stages.
+void addPipelineCost(const spmd::program::Program& p, spmd::passes::ReportExtras& extras) {
+  const auto& profile = extras.profile ? *extras.profile : spmd::sharding::defaultDeviceProfile();
+  spmd::autoshard::PipelinedCost c = spmd::autoshard::pipelinedCost(p, profile);
+  extras.cost = c.cost;
+  char bubble[32];
+  std::snprintf(bubble, sizeof bubble, "%.1f%%", 100 * c.bubble);
+  extras.summaryLines.insert(extras.summaryLines.begin(), "pipeline " + p.pipeline->schedule + ": bubble " +
+                                                              bubble + ", " + spmd::withCommas(c.p2pBytes) +
+                                                              " B sent between stages per step");
+  extras.sections.emplace_back("pipeline", nlohmann::ordered_json({{"schedule", p.pipeline->schedule},
+                                                                   {"bubble", c.bubble},
+                                                                   {"p2p_bytes_per_step", c.p2pBytes}})
+                                               .dump());
+}
+
+}  // namespace
+
 int runCompile(const CompileArgs& a) {
   if (a.model.ends_with(".ir"))
     return fail(
@@ -212,6 +237,7 @@ int runCompile(const CompileArgs& a) {
         *schema, "chosen by spmdc compile --schema auto for " + a.model + " on mesh " + a.mesh);
     if (auto st = spmd::writeFileAtomic(a.writeSchema, text); !st.isOk()) return fail(st);
   }
+  if (result->program.pipeline) addPipelineCost(result->program, extras);
   if (!a.report.empty())
     if (auto st = spmd::writeFileAtomic(a.report, spmd::passes::reportJson(*result, extras)); !st.isOk())
       return fail(st);
