@@ -63,7 +63,7 @@ Expected<Evaluated> RecomputePricer::price(const std::string& name, const schema
       // compile() changes its archive (the optimizer's update, gathers): a copy.
       pt2::Archive copy{a->path, a->program.clone(), a->weights, a->constants, a->weightsRoot, a->stats};
       passes::CompileOptions options = options_;
-      options.recomputeHints = {plainPeak, lastLevel_};
+      options.recomputeHints = {plainPeak, lastLevel_, lastSaved_};
       SPMD_ASSIGN_OR_RETURN(passes::CompileResult r, passes::compile(copy, s, options));
       Evaluated e{name,
                   s,
@@ -73,7 +73,10 @@ Expected<Evaluated> RecomputePricer::price(const std::string& name, const schema
                   r.recomputePlan,
                   r.recomputeChoice};
       e.fits = e.cost.peakBytes <= options_.memoryBudget.value_or(e.cost.peakBytes);
-      if (e.fits && e.recomputePlan) lastLevel_ = e.recomputePlan->level;
+      if (e.fits && e.recomputePlan) {
+        lastLevel_ = e.recomputePlan->level;
+        lastSaved_ = plainPeak - e.cost.peakBytes;
+      }
       logging::debug("auto: recompute priced ", name, ": peak ", e.cost.peakBytes, ", ", e.recomputeChoice);
       return e;
     };

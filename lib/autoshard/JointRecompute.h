@@ -63,7 +63,8 @@ class RecomputePricer {
   /// plan chosen, Evaluated::recomputePlan and recomputeChoice set, `fits`
   /// against the budget. `plainPeak`: the layout's peak without
   /// recomputation, over the budget (passes::RecomputeHints::peakWithout);
-  /// the search starts at the level the last layout that fit took. Errors:
+  /// the search starts at the level that frees what is over the budget at the
+  /// bytes per level the last layout that fit freed (RecomputeHints). Errors:
   /// the model does not read, `s` does not compile.
   Expected<Evaluated> price(const std::string& name, const schema::PlacementSchema& s, int64_t plainPeak);
   /// price()'s answer for `s` when it was priced before; nullopt otherwise.
@@ -75,7 +76,8 @@ class RecomputePricer {
   passes::CompileOptions options_;
   const sharding::DeviceProfile& profile_;
   std::map<std::string, Expected<Evaluated>> cache_;
-  std::optional<size_t> lastLevel_;  ///< the level the last layout that fit took
+  std::optional<size_t> lastLevel_;   ///< the level the last layout that fit took
+  std::optional<int64_t> lastSaved_;  ///< and the bytes it freed there
 };
 
 /// Prices one layout for the budget: without recomputation when that fits

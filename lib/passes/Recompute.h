@@ -63,6 +63,11 @@ struct RecomputeHints {
   /// A level to try first, and the one below it when it fits (above it
   /// when not): the level a layout alike took (RecomputePlan::level).
   std::optional<size_t> level;
+  /// What that layout's plan freed at `level` (its peak without less its
+  /// peak with): with peakWithout, the level tried first is the one that
+  /// frees the bytes over the budget at the same bytes per level (alike
+  /// layers free alike bytes), not `level` itself.
+  std::optional<int64_t> savedAtLevel;
 };
 
 /// What recompute did, for the compile's notes.

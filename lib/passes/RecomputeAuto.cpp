@@ -114,10 +114,22 @@ Expected<std::pair<PlanRung, PlanRung>> lowestFitting(const std::function<Expect
 
 namespace {
 
+/// The level to try first from `hints`: the one freeing the bytes over
+/// `budget` at the bytes per level the layout alike freed (rounded up,
+/// within 1..2n), else the level it took.
+std::optional<size_t> hintedLevel(const RecomputeHints& hints, int64_t budget, size_t n) {
+  if (!hints.level || *hints.level == 0 || !hints.savedAtLevel || *hints.savedAtLevel <= 0 ||
+      !hints.peakWithout || *hints.peakWithout <= budget)
+    return hints.level;
+  const double perLevel = static_cast<double>(*hints.savedAtLevel) / static_cast<double>(*hints.level);
+  const double need = std::ceil(static_cast<double>(*hints.peakWithout - budget) / perLevel);
+  return static_cast<size_t>(std::clamp(need, 1.0, static_cast<double>(2 * n)));
+}
+
 /// The bracket lowestFitting starts from: a level over `budget` and, when
 /// one fits, a level within it; `most` gets the top level's cost when no
 /// level fits (it was tried). From `hints.level` (and the level next to it)
-/// when given, then every module selective (n), then every module full
+/// when given (hintedLevel), then every module selective (n), then every module full
 /// (2n, only when n does not fit).
 Expected<std::pair<PlanRung, std::optional<PlanRung>>> bracket(
     const std::function<Expected<PlanCost>(size_t)>& costOf, PlanRung over, size_t n, int64_t budget,
@@ -132,8 +144,9 @@ Expected<std::pair<PlanRung, std::optional<PlanRung>>> bracket(
     if (level == 2 * n) most = c;
     return Status::ok();
   };
-  if (hints.level && *hints.level > over.level && *hints.level <= 2 * n) {
-    SPMD_RETURN_IF_ERROR(tryLevel(*hints.level));
+  const std::optional<size_t> first = hintedLevel(hints, budget, n);
+  if (first && *first > over.level && *first <= 2 * n) {
+    SPMD_RETURN_IF_ERROR(tryLevel(*first));
     const size_t next = fits ? fits->level - 1 : over.level + 1;
     if (next > over.level && (!fits || next < fits->level) && next <= 2 * n)
       SPMD_RETURN_IF_ERROR(tryLevel(next));

@@ -124,7 +124,8 @@ TEST_CASE("auto counts saving and re-issuing and takes the faster plan that fits
     CHECK(plan->collectives == RecomputeCollectives::Save);
     CHECK(std::none_of(tried.begin(), tried.end(), [](const auto& t) { return t.ends_with("r"); }));
   }
-  SECTION("hints (the peak without, a level to start from) change the tries, never the plan") {
+  SECTION(
+      "hints (the peak without, a level to start from, its bytes freed) change the tries, never the plan") {
     for (double r : {0.1, 0.5}) {
       reissue = r;
       for (int64_t budget = 350; budget <= 1000; budget += 50) {
@@ -134,24 +135,27 @@ TEST_CASE("auto counts saving and re-issuing and takes the faster plan that fits
         for (std::optional<int64_t> without : {std::optional<int64_t>{}, std::optional<int64_t>{1000}})
           for (std::optional<size_t> level :
                {std::optional<size_t>{}, std::optional<size_t>{1}, std::optional<size_t>{2},
-                std::optional<size_t>{3}, std::optional<size_t>{4}, std::optional<size_t>{9}}) {
-            INFO("budget " << budget << ", reissue " << r << ", hint level " << level.value_or(99));
-            tried.clear();
-            std::string got;
-            auto hinted = passes::chooseRecompute(compiled->program, rules, budget, std::nullopt, peakOf, got,
-                                                  false, {without, level});
-            REQUIRE(hinted.hasValue() == plain.hasValue());
-            if (!plain) {
-              CHECK(hinted.status().message() == plain.status().message());
-              continue;
+                std::optional<size_t>{3}, std::optional<size_t>{4}, std::optional<size_t>{9}})
+            for (std::optional<int64_t> saved : {std::optional<int64_t>{}, std::optional<int64_t>{30},
+                                                 std::optional<int64_t>{300}, std::optional<int64_t>{5000}}) {
+              INFO("budget " << budget << ", reissue " << r << ", hint level " << level.value_or(99)
+                             << ", saved " << saved.value_or(-1));
+              tried.clear();
+              std::string got;
+              auto hinted = passes::chooseRecompute(compiled->program, rules, budget, std::nullopt, peakOf,
+                                                    got, false, {without, level, saved});
+              REQUIRE(hinted.hasValue() == plain.hasValue());
+              if (!plain) {
+                CHECK(hinted.status().message() == plain.status().message());
+                continue;
+              }
+              CHECK(got == want);
+              CHECK(hinted->level == plain->level);
+              CHECK(hinted->collectives == plain->collectives);
+              // Over the budget as it is, the peak known: level 0 is not tried again.
+              const bool zero = std::find(tried.begin(), tried.end(), "0s") != tried.end();
+              CHECK(zero == (!without || budget >= 1000));
             }
-            CHECK(got == want);
-            CHECK(hinted->level == plain->level);
-            CHECK(hinted->collectives == plain->collectives);
-            // Over the budget as it is, the peak known: level 0 is not tried again.
-            const bool zero = std::find(tried.begin(), tried.end(), "0s") != tried.end();
-            CHECK(zero == (!without || budget >= 1000));
-          }
         // Started at the level it takes, saving: that level and the one below only.
         if (plain && plain->collectives == RecomputeCollectives::Save && plain->level && *plain->level > 1) {
           tried.clear();
@@ -162,6 +166,15 @@ TEST_CASE("auto counts saving and re-issuing and takes the faster plan that fits
           CHECK(tried == std::vector<std::string>{std::to_string(*plain->level) + "s",
                                                   std::to_string(*plain->level - 1) + "s"});
           CHECK(plainTries.size() >= tried.size());
+          // A layout alike that freed 300 B at level 3 (100 B a level, as
+          // here): the level tried first is the one taken, whichever level
+          // that layout took.
+          tried.clear();
+          REQUIRE(passes::chooseRecompute(compiled->program, rules, budget, RecomputeCollectives::Save,
+                                          peakOf, got, false, {1000, 3, 300})
+                      .hasValue());
+          CHECK(tried == std::vector<std::string>{std::to_string(*plain->level) + "s",
+                                                  std::to_string(*plain->level - 1) + "s"});
         }
       }
     }
