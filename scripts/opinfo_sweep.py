@@ -30,6 +30,7 @@ case is BAD, 0 otherwise.
 
   python scripts/opinfo_sweep.py --quick                 # ctest opinfo_quick's subset
   python scripts/opinfo_sweep.py --json out.json          # every OpInfo, first sample each
+  python scripts/opinfo_sweep.py --json out.json --resume # the same, continuing a stopped run
   python scripts/opinfo_sweep.py --ops squeeze --samples 0 --layouts dp --keep-bad /tmp/bad
 """
 
