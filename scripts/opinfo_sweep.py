@@ -30,6 +30,7 @@ case is BAD, 0 otherwise.
 
   python scripts/opinfo_sweep.py --quick                 # ctest opinfo_quick's subset
   python scripts/opinfo_sweep.py --json out.json          # every OpInfo, first sample each
+  python scripts/opinfo_sweep.py --json out.json --resume # the same, continuing a stopped run
   python scripts/opinfo_sweep.py --ops squeeze --samples 0 --layouts dp --keep-bad /tmp/bad
 """
 
@@ -671,6 +672,21 @@ def markdown(rows, args, n_ops, n_unsupported, elapsed, command):
     return "\n".join(out) + "\n"
 
 
+def load_partial(path):
+    """The rows of a stopped run's .partial file (JSON lines), each OpInfo's
+    complete: progress() writes an OpInfo's rows at once."""
+    if not os.path.exists(path):
+        return []
+    rows = []
+    with open(path) as f:
+        for line in f:
+            try:
+                rows.append(json.loads(line))
+            except json.JSONDecodeError:  # a line cut by the stop
+                break
+    return rows
+
+
 def md(s):
     return str(s).replace("|", "\\|").replace("\n", " ")
 
@@ -699,6 +715,8 @@ def main():
     ap.add_argument("--spmd-run", default=os.path.join(ROOT, "build/tools/spmd-run/spmd-run"))
     ap.add_argument("--json", help="write every row to this file")
     ap.add_argument("--markdown", help="write the results as a Markdown section body to this file")
+    ap.add_argument("--resume", action="store_true",
+                    help="keep the rows of --json's .partial file (a stopped run's) and run only the OpInfos it lacks")
     ap.add_argument("--keep-bad", help="copy the case folder of every BAD case here")
     ap.add_argument("--workdir", help="where case folders are made (default: a temporary folder)")
     ap.add_argument("-v", "--verbose", action="store_true", help="print every row as it comes")
@@ -731,7 +749,16 @@ def main():
     print(f"opinfo_sweep: {len(indices)} OpInfos, {args.dtype}, layouts {','.join(args.layouts)}, "
           f"samples {args.samples or 'all'}, {args.jobs} jobs, torch {torch.__version__}", flush=True)
 
-    partial = open(args.json + ".partial", "w") if args.json else None  # rows as they come (JSON lines)
+    if args.resume and not args.json:
+        ap.error("--resume needs --json (its .partial file holds the stopped run's rows)")
+    kept = load_partial(args.json + ".partial") if args.resume else []
+    selected = list(indices)
+    if kept:
+        done_ops = {r["op"] for r in kept}
+        indices = [i for i in indices if op_name(op_db[i]) not in done_ops]
+        print(f"opinfo_sweep: resuming: {len(done_ops)} OpInfos' rows kept, {len(indices)} to run", flush=True)
+    # rows as they come (JSON lines), appended to on --resume
+    partial = open(args.json + ".partial", "a" if args.resume else "w") if args.json else None
 
     def progress(done, total, rows):
         if partial:
@@ -748,15 +775,15 @@ def main():
                 print(f"    {r['cls']} sample {r['sample']} {r['layout']}: {r.get('msg', '')}", flush=True)
 
     try:
-        rows = run_pool(op_db, indices, args, tools, progress)
+        rows = kept + (run_pool(op_db, indices, args, tools, progress) if indices else [])
     finally:
         if own_workdir:
             shutil.rmtree(args.workdir, ignore_errors=True)
     elapsed = time.time() - t0
-    order = {op_name(op_db[i]): k for k, i in enumerate(indices)}
+    order = {op_name(op_db[i]): k for k, i in enumerate(selected)}
     rows.sort(key=lambda r: (order.get(r["op"], 1 << 30), r["sample"], r["layout"]))
     print()
-    print(summarize(rows, args, len(indices), len(unsupported), elapsed))
+    print(summarize(rows, args, len(selected), len(unsupported), elapsed))
     shown, skip = [], False
     for a in sys.argv[1:]:  # the command, less where its outputs went
         if skip:
@@ -771,10 +798,10 @@ def main():
         os.remove(args.json + ".partial")
         with open(args.json, "w") as f:
             json.dump({"command": command, "torch": torch.__version__, "elapsed_s": round(elapsed, 1),
-                       "opinfos": len(indices), "unsupported_dtype": len(unsupported), "rows": rows}, f, indent=1)
+                       "opinfos": len(selected), "unsupported_dtype": len(unsupported), "rows": rows}, f, indent=1)
     if args.markdown:
         with open(args.markdown, "w") as f:
-            f.write(markdown(rows, args, len(indices), len(unsupported), elapsed, command))
+            f.write(markdown(rows, args, len(selected), len(unsupported), elapsed, command))
     return 1 if any(r["cls"] in BAD for r in rows) else 0
 
 
