@@ -16,8 +16,10 @@ train step (loss and gradients, no optimizer) is measured:
   pattern an exported train step holds: torch.export's joint graph
   decomposes SDPA, so this is the math spmd-run runs);
 - spmd-run of the spmdc program on 1 worker and with context parallelism
-  at cp 2 and cp 4 (ring attention, load-balanced causal split), gloo, one
-  CPU thread per worker.
+  at cp 2 and cp 4: "rotate": "ring" (the compile must say ring attention,
+  load-balanced: the causal head-tail split, on by default) and, beside
+  it, "allgather" (keys and values all-gathered); gloo, one CPU thread
+  per worker.
 
 Step time is the median of --steps steps after one warm-up (eager:
 wall time of forward and backward; spmd-run: --profile's step_ms, its
@@ -89,12 +91,17 @@ def eager(attn, seq, steps):
     return statistics.median(seconds), max(sum(s) for s in sizes), rss
 
 
-def spmd(a, d, cp, steps):
+def spmd(a, d, cp, steps, rotate="ring"):
     """Median step seconds (slowest rank), peak bytes per rank and RSS growth per rank under spmd-run -n cp."""
-    sfile, prog, prof = (d / f"cp{cp}.{x}" for x in ("json", "spmd", "prof.json"))
-    sfile.write_text(json.dumps(cp_llama.schema({"cp": cp}) if cp > 1 else
+    sfile, prog, prof = (d / f"cp{cp}{rotate}.{x}" for x in ("json", "spmd", "prof.json"))
+    s = cp_llama.schema({"cp": cp})
+    s["context_parallel"]["rotate"] = rotate
+    sfile.write_text(json.dumps(s if cp > 1 else
                                 {"version": 1, "preset": "dp", "mesh": {"shape": [1], "axes": ["cp"]}}))
-    cp_llama.run([a.spmdc, "compile", d / "model" / "model.pt2", "--schema", sfile, "-o", prog, "-q"])
+    r = cp_llama.run([a.spmdc, "compile", d / "model" / "model.pt2", "--schema", sfile, "-o", prog])
+    said = r.stdout + r.stderr
+    if cp > 1 and rotate == "ring" and ("ring attention" not in said or "load-balanced" not in said):
+        sys.exit(f"cp_bench: the cp {cp} compile did not say ring attention, load-balanced:\n{said}")
     cp_llama.run([a.spmd_run, "-n", cp, prog, "--inputs", d / "model" / "inputs.safetensors",
                   "--repeat", steps + 1, "--profile", prof, "-q"])
     ranks = json.loads(prof.read_text())["ranks"]
@@ -125,9 +132,10 @@ def main():
     with tempfile.TemporaryDirectory(prefix="spmdc-cpbench-") as tmp:
         d = Path(tmp)
         cp_llama.export("sdpa_causal", d / "model", seq=a.seq, batch=1)
-        for cp in (1, 2, 4):
-            sec, peaks, rss = spmd(a, d, cp, a.steps)
-            rows.append({"run": f"spmd-run cp {cp}" + (" (ring, load-balanced causal)" if cp > 1 else ""),
+        for cp, rotate in ((1, "ring"), (2, "allgather"), (2, "ring"), (4, "allgather"), (4, "ring")):
+            sec, peaks, rss = spmd(a, d, cp, a.steps, rotate)
+            label = {"ring": " (ring, load-balanced causal)", "allgather": " (all-gather K/V)"}[rotate]
+            rows.append({"run": f"spmd-run cp {cp}" + (label if cp > 1 else ""),
                          "step_s": sec, "peak_bytes": peaks, "rss_growth_bytes": rss})
     base = rows[0]
     print(f"{'run':<44} {'step ms':>8} {'x eager':>8} {'peak/rank MB':>14} {'x eager':>8}  RSS growth/rank MB")
