@@ -6,14 +6,18 @@
 // Under expert parallelism on an axis of n ranks, rank r holds experts
 // [r * E / n, (r + 1) * E / n) and its own tokens. Each rank sorts its
 // assignments by expert, so those for rank j are one contiguous run; it
-// sends the per-rank counts first (an all-to-all of n integers), then the
-// rows with those splits (all_to_all_single with splits: the receivers' row
-// counts are known only now), runs its local experts on what it received,
-// and sends the results back with the splits reversed; the sender adds
-// each result, times its weight, to its token. The backward sends the
-// token rows and their output gradients the same way and returns the input
-// gradient and, per assignment, the weight's gradient; the experts'
-// weight gradients stay on the rank that holds them.
+// sends its rows per expert first (an all-to-all of E integers, as
+// torchtitan's), then the rows with the per-rank sums as splits
+// (all_to_all_single with splits: the receivers' row counts are known only
+// now); the counts also say which local expert each received row is for,
+// so no expert ids travel. The receiver runs its local experts on what it
+// received and sends the results back with the splits reversed; the sender
+// adds each result, times its weight, to its token. The backward sends the
+// token rows (the forward keeps none of what it received: a recompute that
+// trades one row exchange for [rows, D] per layer held until the backward),
+// their output gradients and weights the same way and returns the input
+// gradient and, per assignment, the weight's gradient; the experts' weight
+// gradients stay on the rank that holds them.
 #include "runtime/MoeOps.h"
 
 #include <ATen/ATen.h>
@@ -37,10 +41,10 @@ using Axis = ScopedAxis;
 /// This rank's assignments, sorted by expert, and who gets them.
 struct Routing {
   at::Tensor token;                             ///< [A] token of each sorted assignment
-  at::Tensor expert;                            ///< [A] its global expert
   at::Tensor order;                             ///< [A] its index in indices.reshape(-1)
   std::vector<int64_t> sendCounts, recvCounts;  ///< rows to / from each rank of the axis
   std::vector<int64_t> perExpert;               ///< rows for each global expert
+  at::Tensor recvLocal;                         ///< [sum(recvCounts)] local expert of each received row
 };
 
 std::vector<int64_t> toVector(const at::Tensor& t) {
@@ -92,17 +96,26 @@ Routing route(const Axis& ax, const at::Tensor& indices, int64_t experts) {
   counts.pop_back();
   r.perExpert = counts;
   r.order = at::argsort(flat, /*stable=*/true);
-  r.expert = flat.index_select(0, r.order);
   r.token = at::floor_divide(r.order, indices.size(1));
   int64_t local = experts / ax.size;
   r.sendCounts.assign(static_cast<size_t>(ax.size), 0);
   for (int64_t e = 0; e < experts; ++e)
     r.sendCounts[static_cast<size_t>(e / local)] += r.perExpert[static_cast<size_t>(e)];
-  r.recvCounts = r.sendCounts;
-  if (ax.size > 1) {  // the counts exchange: its result sizes the all-to-alls (the second host copy)
-    std::vector<int64_t> ones(static_cast<size_t>(ax.size), 1);
-    r.recvCounts = toVector(exchange(ax, at::tensor(r.sendCounts, at::kLong), ones, ones));
+  // The counts exchange, per expert as torchtitan's: its result sizes the
+  // all-to-alls (the second host copy), and since each sender's rows come
+  // sorted by expert it also names the local expert of every received row,
+  // so no expert ids travel with the rows.
+  std::vector<int64_t> recvPerExpert = r.perExpert;
+  if (ax.size > 1) {
+    std::vector<int64_t> splits(static_cast<size_t>(ax.size), local);
+    recvPerExpert = toVector(exchange(ax, at::tensor(r.perExpert, at::kLong), splits, splits));
   }
+  r.recvCounts.assign(static_cast<size_t>(ax.size), 0);
+  for (size_t i = 0; i < recvPerExpert.size(); ++i)
+    r.recvCounts[i / static_cast<size_t>(local)] += recvPerExpert[i];
+  r.recvLocal = at::repeat_interleave(at::arange(local, at::kLong).repeat({ax.size}),
+                                      at::tensor(recvPerExpert, at::kLong))
+                    .to(flat.device());
   return r;
 }
 
@@ -190,8 +203,7 @@ at::Tensor forward(const Axis& ax, const at::Tensor& x, const at::Tensor& indice
   Routing r = route(ax, indices, experts);
   countTokens(r.perExpert);
   at::Tensor rows = exchange(ax, x.index_select(0, r.token), r.sendCounts, r.recvCounts);
-  at::Tensor ids = exchange(ax, r.expert, r.sendCounts, r.recvCounts);
-  at::Tensor y = expertsForward(rows, ids - ax.coord * w1.size(0), w1, w2, w3);
+  at::Tensor y = expertsForward(rows, r.recvLocal, w1, w2, w3);
   at::Tensor back = exchange(ax, y, r.recvCounts, r.sendCounts);
   if (ax.size > 1) {  // torchtitan: tokens out, results back; their gradients the same way in the backward
     int64_t out = sum(r.sendCounts) - r.sendCounts[static_cast<size_t>(ax.coord)];
@@ -214,8 +226,7 @@ std::vector<at::Tensor> backward(const Axis& ax, const at::Tensor& grad, const a
   at::Tensor rows = send(x.index_select(0, r.token));
   at::Tensor grads = send(grad.index_select(0, r.token));
   at::Tensor w = send(weights.reshape(-1).index_select(0, r.order));
-  at::Tensor ids = send(r.expert);
-  RowGrads g = expertsBackward(rows, grads, w, ids - ax.coord * w1.size(0), w1, w2, w3);
+  RowGrads g = expertsBackward(rows, grads, w, r.recvLocal, w1, w2, w3);
   at::Tensor gx = exchange(ax, g.x, r.recvCounts, r.sendCounts);
   at::Tensor gw = exchange(ax, g.weight, r.recvCounts, r.sendCounts);
   at::Tensor gradX = at::zeros_like(x).index_add_(0, r.token, gx);

@@ -3,7 +3,7 @@
 Llama train steps at sequence 64, against eager PyTorch.
 
 Usage:
-    cp_ring.py SPMDC SPMD_RUN [--memory SEQ | --auto] [--json OUT]
+    cp_ring.py SPMDC SPMD_RUN [--memory SEQ | --auto | --no-mask] [--json OUT]
 
 Models (cp_llama.py's: random weights, seed 0, batch 2, sequence 64, hidden
 64, 4 heads, 2 layers; expected.safetensors holds eager PyTorch's loss and
@@ -33,6 +33,9 @@ c = b * (s/cp) * d * 4 bytes per tensor:
 
 The report's ring_attention bytes_per_rank must equal that theory and the
 measured ring bytes.
+
+--no-mask runs sdpa_full (no mask) at cp 4 and dp 2 x cp 2 instead of the
+list above (by hand, not in ctest: CI time), with the same checks.
 
 --auto checks "rotate": "auto" instead, compile only (check_auto): the
 all-gather form where the ring's exchanges cost more latency than its
@@ -235,6 +238,7 @@ def main():
     ap.add_argument("spmd_run")
     ap.add_argument("--memory", type=int, default=0)
     ap.add_argument("--auto", action="store_true", help='only the "rotate": "auto" checks (compile only)')
+    ap.add_argument("--no-mask", action="store_true", help="only sdpa_full (no mask) at cp 4 and dp 2 x cp 2")
     ap.add_argument("--json")
     a = ap.parse_args()
     try:
@@ -253,6 +257,8 @@ def main():
             meshes = {"hf_llama": [{"cp": 2}, {"cp": 4}, {"dp": 2, "cp": 2}, {"fsdp": 2, "cp": 2}],
                       "sdpa_causal": [{"cp": 2}], "sdpa_full": [{"cp": 2}],
                       "fused_causal_infer": [{"cp": 2}]}
+            if a.no_mask:
+                meshes = {"sdpa_full": [{"cp": 4}, {"dp": 2, "cp": 2}]}
             for name, name_meshes in meshes.items():
                 cp_llama.export(name, d / name)
                 for mesh in name_meshes:

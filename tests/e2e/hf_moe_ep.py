@@ -228,10 +228,13 @@ def routing_counts(module, ids):
     counts, hooks = [], []
 
     def hook(block):
-        def f(mod, args, logits):
-            top = torch.topk(torch.softmax(logits.float(), dim=-1), block.top_k, dim=-1).indices.reshape(-1)
-            c = torch.bincount(top, minlength=logits.shape[-1]).tolist()
-            counts.append(c)
+        def f(mod, args, out):
+            if isinstance(out, tuple):  # DeepSeek-V3's gate routes itself: (top-k indices, weights)
+                top, experts = out[0].reshape(-1), mod.weight.shape[0]
+            else:  # the others' gate is a linear: router logits, softmax and top-k in the block
+                top = torch.topk(torch.softmax(out.float(), dim=-1), block.top_k, dim=-1).indices.reshape(-1)
+                experts = out.shape[-1]
+            counts.append(torch.bincount(top, minlength=experts).tolist())
         return f
     for b in module.modules():
         if moe._replacement(b) is not None:
