@@ -51,8 +51,9 @@ const std::string* gatheredParameter(const ir::Node& n,
 }
 
 /// The gather chains of `g`: each forward parameter gather outside the root
-/// module group, and each forward node whose tensor inputs made by a node
-/// all lie in one chain (no collective, no random op).
+/// module group, and each forward node whose tensor inputs all lie in one
+/// chain (views, aliases, casts of the gathered parameter; no collective,
+/// no random op).
 std::vector<GatherChain> gatherChains(const ir::Graph& g, const std::unordered_set<const ir::Node*>& forward,
                                       const std::unordered_map<const ir::Value*, std::string>& params) {
   std::vector<GatherChain> chains;
@@ -64,7 +65,7 @@ std::vector<GatherChain> gatherChains(const ir::Graph& g, const std::unordered_s
     for (const ir::Value* v : n->inputValues()) {
       auto it = chainOf.find(v);
       if (it != chainOf.end()) read.insert(it->second);
-      other = other || (it == chainOf.end() && v->producer() != nullptr);
+      other = other || it == chainOf.end();
     }
     for (size_t c : read) chains[c].lastForward = n->index();
     size_t chain = 0;

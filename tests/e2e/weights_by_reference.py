@@ -6,7 +6,7 @@ workers against transformers' from_pretrained.
 Usage:
     weights_by_reference.py SPMDC SPMD_RUN [--layers 2] [--hidden 64] [--intermediate 2*hidden] [--heads 4]
         [--kv-heads 2] [--vocab 256] [--batch 4] [--seq 16] [--fsdp-ranks 4] [--shard-size 40KB]
-        [--checks layouts,embed,float32,train,mixed,bad] [--mixed-layout fsdp2|tp2]
+        [--checks layouts,embed,float32,train,mixed,bad] [--mixed-layout fsdp2[,fsdp4,tp2,tp4,dp2xtp2]]
 
 CI runs it twice: at these defaults (about 100k parameters) and at
 --layers 8 --hidden 768 --vocab 32000 --shard-size 50MB (91M parameters,
@@ -42,7 +42,8 @@ index, in a temporary folder deleted afterwards. Then:
    saved checkpoint, written as a Hugging Face folder (--hf-output, several
    files and an index), loads in from_pretrained with the trained weights.
 5. The mixed-precision train step exported by reference (--train
-   --mixed-precision bf16) under fsdp at 2 (or --mixed-layout tp2) against PyTorch FSDP2 with
+   --mixed-precision bf16) under fsdp at 2 (or each of --mixed-layout's, with
+   each run's measured peak per rank) against PyTorch FSDP2 with
    MixedPrecisionPolicy(bf16, float32) on Gloo over the same checkpoint:
    loss within 5e-3, every gradient within 2e-2 (check_mixed).
 6. Bad input (needs "layouts"), each refused with exit code 2 and one line naming the file
