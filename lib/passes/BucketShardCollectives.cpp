@@ -143,10 +143,9 @@ class ShardBucketer {
     if (fqn == fqnOfInput_.end()) return std::nullopt;
     int64_t world = axisSize(n.input("axis"));
     if (!evenDim0(x->type(), n.outputValues()[0]->type(), world)) return std::nullopt;
-    // A gather issued again for the backward (reshard-after-forward,
-    // recompute) goes in a bucket of its own phase.
-    const auto& meta = n.metadata().other;
-    const bool again = meta.count("spmd_regather") != 0 || meta.count("spmd_recompute") != 0;
+    // A gather issued again for the backward (reshard-after-forward) goes
+    // in a bucket of its own phase.
+    const bool again = n.metadata().other.count("spmd_regather") != 0;
     return n.input("axis")->strings[0] + "|" + std::string(ir::scalarTypeName(x->type().dtype)) + "|" +
            moduleGroup(fqn->second) + (again ? "|backward" : "");
   }
