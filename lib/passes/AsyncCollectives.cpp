@@ -5,7 +5,7 @@
 // each starts at the first reader of the one before, not all at the start.
 // So are gathers of a graph input's cast read by nothing else (mixed
 // precision's bf16 parameters, MixedPrecision.h): the cast moves with its
-// gather.
+// gather (it stays in place when the backward gathers it again).
 //
 //   %h = aten.mm.default(...)                      %h = aten.mm.default(...)
 //   %g = aten.gelu.default(%y)              =>     %r = spmd.all_reduce(%h, "tp", "sum")
@@ -52,6 +52,9 @@ Status AsyncCollectives::run(program::Program& program) {
       castBefore[n.get()] = cast;
       movedCasts.insert(cast);
       producer = nullptr;
+    } else if (producer && producer->target() == "aten._to_copy.default" &&
+               producer->inputValues().size() == 1 && producer->inputValues()[0]->producer() == nullptr) {
+      producer = nullptr;  // a cast read again for the backward (reshard-after-forward): prefetched too
     }
     (producer ? after[producer] : atStart).push_back(n.get());
   }
@@ -91,6 +94,16 @@ Status AsyncCollectives::run(program::Program& program) {
   std::vector<ir::Node*> waitsAtEnd;
   std::unordered_map<ir::Value*, ir::Value*> replacement;
   std::unordered_set<const ir::Node*> waits;
+  // A reduce-scatter's full-size input lives until its wait: it is waited
+  // for where the next reduce-scatter starts at the latest, so one gradient
+  // bucket is in flight at a time (as FSDP2), not every one until the end.
+  std::unordered_map<const ir::Node*, const ir::Node*> waitBy;
+  const ir::Node* previousScatter = nullptr;
+  for (const auto& n : g.nodes())
+    if (n->target() == ir::kReduceScatter) {
+      if (previousScatter) waitBy[previousScatter] = n.get();
+      previousScatter = n.get();
+    }
   for (ir::Node* c : collectives) {
     std::vector<ir::NamedArgument> args = c->inputs();
     args.push_back({"async", ir::Argument::boolean(true), true});
@@ -104,6 +117,8 @@ Status AsyncCollectives::run(program::Program& program) {
     const ir::Node* first = nullptr;
     for (ir::Node* u : y->users())
       if (!first || u->index() < first->index()) first = u;
+    if (auto by = waitBy.find(c); by != waitBy.end() && (!first || by->second->index() < first->index()))
+      first = by->second;
     SPMD_ASSIGN_OR_RETURN(ir::Node * wait,
                           g.addNode(name, std::string(ir::kWait), {{"self", ir::Argument::tensor(y), false}},
                                     {ir::Argument::tensor(w)}));

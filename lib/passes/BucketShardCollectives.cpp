@@ -8,7 +8,9 @@
 //
 // Groups: a parameter's module group is its FQN up to its first numeric
 // component ("model.layers.0.wq.weight" -> "model.layers.0"), the root for
-// the others, as FSDP2 is applied per block and then to the root. Within a
+// the others, as FSDP2 is applied per block and then to the root; the
+// gathers issued again for the backward (reshard-after-forward) are a
+// group's second set. Within a
 // group, members go together in program order up to the bucket size; a
 // gradient bucket also closes when a member's result is needed before the
 // next member is ready (as bucket-collectives does for all-reduces).
@@ -94,10 +96,13 @@ class ShardBucketer {
     }
     std::sort(gatherBuckets.begin(), gatherBuckets.end(),
               [](const Bucket& a, const Bucket& b) { return a.members[0]->index() < b.members[0]->index(); });
-    ir::Node* previous = nullptr;  // the bucket before's first member
+    // The bucket before's first member, per phase: the backward's first
+    // re-gather (reshard-after-forward) is not prefetched into the forward.
+    ir::Node* previous[2] = {nullptr, nullptr};
     for (const Bucket& b : gatherBuckets) {
-      SPMD_RETURN_IF_ERROR(fuseGathers(b, previous ? previous : b.members[0]));
-      if (b.members.size() > 1) previous = b.members[0];
+      ir::Node*& before = previous[b.members[0]->metadata().other.count("spmd_regather")];
+      SPMD_RETURN_IF_ERROR(fuseGathers(b, before ? before : b.members[0]));
+      if (b.members.size() > 1) before = b.members[0];
     }
     for (const Bucket& b : scatterBuckets) SPMD_RETURN_IF_ERROR(fuseScatters(b));
     if (removed_.empty()) return Status::ok();
@@ -138,8 +143,11 @@ class ShardBucketer {
     if (fqn == fqnOfInput_.end()) return std::nullopt;
     int64_t world = axisSize(n.input("axis"));
     if (!evenDim0(x->type(), n.outputValues()[0]->type(), world)) return std::nullopt;
+    // A gather issued again for the backward (reshard-after-forward) goes
+    // in a bucket of its own phase.
+    const bool again = n.metadata().other.count("spmd_regather") != 0;
     return n.input("axis")->strings[0] + "|" + std::string(ir::scalarTypeName(x->type().dtype)) + "|" +
-           moduleGroup(fqn->second);
+           moduleGroup(fqn->second) + (again ? "|backward" : "");
   }
 
   // The stored weight `x` is, looking through one dtype cast (mixed
@@ -390,6 +398,8 @@ Status ShardBucketer::fuseGathers(const Bucket& b, ir::Node* issueAt) {
   ir::Node* fused = gathered->producer();
   record(fused, "all_gather", cat->name(), b.members.size(), world,
          world * total * ir::elementSize(cat->type().dtype), "[S(0)]", "[R]");
+  if (b.members[0]->metadata().other.count("spmd_regather"))  // reshard-after-forward's
+    p_.collectives.back().consumer = "backward of " + p_.collectives.back().consumer;
   auto& at = issueBefore_[issueAt];
   at.insert(at.end(), issue.begin(), issue.end());
   auto& before = unpackBefore_[b.members[0]];

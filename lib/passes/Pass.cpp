@@ -2,6 +2,7 @@
 #include <algorithm>
 #include <set>
 
+#include "ir/Collectives.h"
 #include "passes/GraphPass.h"
 #include "passes/MixedPrecision.h"
 #include "passes/Passes.h"
@@ -20,7 +21,7 @@ std::vector<std::unique_ptr<GraphPass>> defaultGraphPasses(bool optimizer) {
 
 std::vector<std::unique_ptr<Pass>> defaultPasses(bool async, int64_t bucketBytes,
                                                  std::vector<schema::RecomputeRule> recompute,
-                                                 bool reissueCollectives) {
+                                                 bool reissueCollectives, bool reshardAfterForward) {
   std::vector<std::unique_ptr<Pass>> out;
   out.push_back(std::make_unique<ContextParallelBalance>());
   out.push_back(std::make_unique<DedupCollectives>());
@@ -28,6 +29,7 @@ std::vector<std::unique_ptr<Pass>> defaultPasses(bool async, int64_t bucketBytes
   out.push_back(std::make_unique<Recompute>(RecomputePlan{
       std::move(recompute), reissueCollectives ? RecomputeCollectives::Reissue : RecomputeCollectives::Save,
       std::nullopt}));
+  out.push_back(std::make_unique<ReshardAfterForward>(reshardAfterForward));
   out.push_back(std::make_unique<BucketCollectives>(bucketBytes));
   out.push_back(std::make_unique<BucketShardCollectives>(bucketBytes));
   if (async) out.push_back(std::make_unique<AsyncCollectives>());
@@ -80,6 +82,63 @@ int firstUseThroughAliases(const ir::Value* v, int none, std::vector<ir::Node*>&
     }
   }
   return first;
+}
+
+namespace {
+
+/// A fresh value name: `base`, else base_1, base_2, ...
+std::string freshName(const ir::Graph& g, const std::string& base) {
+  std::string name = base;
+  for (int i = 1; g.findValue(name); ++i) name = base + "_" + std::to_string(i);
+  return name;
+}
+
+}  // namespace
+
+bool isRandomOp(const std::string& target) {
+  for (const char* word : {"rand", "bernoulli", "dropout", "normal", "uniform", "exponential", "multinomial",
+                           "poisson", "cauchy", "geometric"})
+    if (target.find(word) != std::string::npos) return true;
+  return false;
+}
+
+Expected<ir::Node*> cloneNode(ir::Graph& g, const ir::Node& n,
+                              std::unordered_map<ir::Value*, ir::Value*>& remap, const std::string& suffix,
+                              const std::string& mark) {
+  std::vector<ir::NamedArgument> inputs = n.inputs();
+  for (ir::NamedArgument& a : inputs)
+    for (ir::Value*& v : a.arg.values)
+      if (v)
+        if (auto it = remap.find(v); it != remap.end()) v = it->second;
+  // The clone is named as the original is: after its result when it has
+  // one of the node's name.
+  const std::string name = freshName(g, n.name() + suffix);
+  std::vector<ir::Argument> outputs = n.outputs();
+  for (ir::Argument& a : outputs)
+    for (ir::Value*& v : a.values) {
+      if (!v) continue;
+      const std::string valueName = v->name() == n.name() ? name : freshName(g, v->name() + suffix);
+      SPMD_ASSIGN_OR_RETURN(ir::Value * c, g.addValue(valueName, v->kind()));
+      c->mutableType() = v->type();
+      c->setSymValue(v->symValue());
+      remap[v] = c;
+      v = c;
+    }
+  SPMD_ASSIGN_OR_RETURN(ir::Node * c, g.addNode(name, n.target(), std::move(inputs), std::move(outputs)));
+  c->mutableMetadata() = n.metadata();
+  c->mutableMetadata().other[mark] = n.name();
+  return c;
+}
+
+void recordClone(program::Program& program, const ir::Node& original, const ir::Node& clone,
+                 const std::string& why) {
+  if (!ir::isCommunicating(original.target())) return;
+  for (const program::CollectiveRecord& rec : std::vector(program.collectives))
+    if (rec.node == original.name()) {
+      program.collectives.push_back(rec);
+      program.collectives.back().node = clone.name();
+      program.collectives.back().consumer = why + rec.consumer;
+    }
 }
 
 }  // namespace spmd::passes

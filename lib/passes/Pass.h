@@ -39,10 +39,12 @@ inline constexpr int64_t kDefaultBucketBytes = int64_t{25} * 1024 * 1024;
 /// the schema's activation-checkpointing entries, "auto" ones resolved
 /// (chooseRecompute in Recompute.h); `reissueCollectives`: a recomputed
 /// module runs its collectives of activations again instead of saving their
-/// results (RecomputeCollectives::Reissue).
+/// results (RecomputeCollectives::Reissue); `reshardAfterForward`: fsdp
+/// gathers parameters again for the backward (ReshardAfterForward).
 std::vector<std::unique_ptr<Pass>> defaultPasses(bool async = true, int64_t bucketBytes = kDefaultBucketBytes,
                                                  std::vector<schema::RecomputeRule> recompute = {},
-                                                 bool reissueCollectives = false);
+                                                 bool reissueCollectives = false,
+                                                 bool reshardAfterForward = true);
 
 /// Copies the graph outputs back into the signature's output specs (passes
 /// edit the graph; the signature mirrors it).
@@ -59,5 +61,21 @@ void pruneCollectiveRecords(program::Program& program);
 Status commitRewrite(program::Program& program, const std::vector<ir::Node*>& order,
                      const std::unordered_map<ir::Value*, ir::Value*>& replacement,
                      const std::unordered_set<const ir::Node*>& removed);
+
+/// True for an op that draws random numbers (dropout, rand_like, ...): never
+/// recomputed or cloned.
+bool isRandomOp(const std::string& target);
+
+/// Appends a copy of `n` to `graph` reading `remap`ped inputs, named after
+/// it with `suffix` ("%mm" -> "%mm_rc"); records its outputs in `remap` and
+/// `mark` (metadata) -> the original's name on the copy.
+Expected<ir::Node*> cloneNode(ir::Graph& graph, const ir::Node& n,
+                              std::unordered_map<ir::Value*, ir::Value*>& remap, const std::string& suffix,
+                              const std::string& mark);
+
+/// Records the clone of a collective as its original is recorded (for
+/// reports), its consumer prefixed with `why` ("recompute of ").
+void recordClone(program::Program& program, const ir::Node& original, const ir::Node& clone,
+                 const std::string& why);
 
 }  // namespace spmd::passes

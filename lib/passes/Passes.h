@@ -69,6 +69,42 @@ class BucketShardCollectives : public Pass {
   int64_t bucketBytes_;
 };
 
+/// What reshard-after-forward did, for the compile's notes.
+struct ReshardSummary {
+  int64_t gathers = 0;      ///< parameter all-gathers issued again in the backward
+  int64_t gatherBytes = 0;  ///< their results per rank: what the forward no longer keeps
+  int64_t movedBytes = 0;   ///< bytes/rank they move (recorded as the forward's)
+};
+
+/// One line for the compile's notes (ReshardAfterForward.cpp).
+std::string reshardNote(const ReshardSummary& summary);
+
+/// FSDP2's reshard_after_forward=True: each parameter all-gather of a
+/// train step (a stored weight, or its mixed-precision cast, gathered
+/// before use: fsdp, hsdp) whose result the backward reads is issued again
+/// just before its first backward reader, with the views between it and
+/// that reader; the forward's gathered parameter dies at its last forward
+/// reader. Parameters of the root module group (no numeric FQN component:
+/// embeddings, final norm, head) are kept, as FSDP2 keeps the root's
+/// (its backward starts right after the forward). A program without a
+/// loss output, or with `enabled` false, is left as it is
+/// (ReshardAfterForward.cpp).
+class ReshardAfterForward : public Pass {
+ public:
+  explicit ReshardAfterForward(bool enabled = true) : enabled_(enabled) {}
+  std::string_view name() const override { return "reshard-after-forward"; }
+  std::string_view description() const override {
+    return "fsdp: gather parameters again for the backward instead of keeping them from the forward";
+  }
+  Status run(program::Program& program) override;
+  /// What the last run() did.
+  const ReshardSummary& summary() const { return summary_; }
+
+ private:
+  bool enabled_;
+  ReshardSummary summary_;
+};
+
 /// Issues collectives as early as their input is ready and waits just
 /// before the first use (AsyncCollectives.cpp).
 class AsyncCollectives : public Pass {

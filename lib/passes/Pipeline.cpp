@@ -90,7 +90,7 @@ struct TriedPlan {
 // instead of running the passes again when it is the plan chosen.
 Expected<RecomputePlan> resolveRecompute(const program::Program& p,
                                          const std::vector<schema::RecomputeRule>& rules,
-                                         const CompileOptions& options, std::string& choice,
+                                         const CompileOptions& options, bool reshard, std::string& choice,
                                          std::optional<TriedPlan> (&kept)[2]) {
   if (!schema::hasAutoRecompute(rules))
     return RecomputePlan{rules, options.recomputeCollectives.value_or(RecomputeCollectives::Save),
@@ -107,7 +107,7 @@ Expected<RecomputePlan> resolveRecompute(const program::Program& p,
     program::Program copy = program::copyProgram(p);
     RecomputeSummary summary;
     for (auto& pass : defaultPasses(options.async, options.bucketBytes, plan.rules,
-                                    plan.collectives == RecomputeCollectives::Reissue)) {
+                                    plan.collectives == RecomputeCollectives::Reissue, reshard)) {
       SPMD_RETURN_IF_ERROR(pass->run(copy));
       if (const auto* rc = dynamic_cast<const Recompute*>(pass.get())) summary = rc->summary();
     }
@@ -259,7 +259,10 @@ Expected<CompileResult> compileOne(pt2::Archive& archive, const schema::Placemen
   fillWeights(archive, r.program, options.embedWeights);  // before the passes: recompute's "auto" counts them
   std::string choice;
   std::optional<TriedPlan> kept[2];
-  auto recompute = resolveRecompute(r.program, schema.recompute, options, choice, kept);
+  // FSDP2's default; under a pipeline a stage keeps its gathered parameters
+  // across microbatches (torchtitan's default with pp).
+  const bool reshard = schema.reshardAfterForward.value_or(pipeline == nullptr);
+  auto recompute = resolveRecompute(r.program, schema.recompute, options, reshard, choice, kept);
   if (!recompute) return recompute.status().withContext(archive.path);
   if (schema::hasAutoRecompute(schema.recompute)) {
     r.recomputePlan = *recompute;
@@ -276,11 +279,14 @@ Expected<CompileResult> compileOne(pt2::Archive& archive, const schema::Placemen
   }
   for (auto& pass : reuse ? std::vector<std::unique_ptr<Pass>>{}
                           : defaultPasses(options.async, options.bucketBytes, recompute->rules,
-                                          recompute->collectives == RecomputeCollectives::Reissue)) {
+                                          recompute->collectives == RecomputeCollectives::Reissue, reshard)) {
     Status st = pass->run(r.program);
     if (!st.isOk()) return st.withContext(archive.path + ": pass " + std::string(pass->name()));
     if (const auto* rc = dynamic_cast<const Recompute*>(pass.get()); rc && !schema.recompute.empty())
       r.notes.push_back(recomputeNote(rc->summary(), choice));
+    if (const auto* rf = dynamic_cast<const ReshardAfterForward*>(pass.get());
+        rf && rf->summary().gathers > 0)
+      r.notes.push_back(reshardNote(rf->summary()));
     timer.done(std::string(pass->name()));
     for (const auto& name : options.printAfter)
       if (name == pass->name() && options.onPrintAfter) options.onPrintAfter(name, r.program);

@@ -35,13 +35,6 @@ struct Region {
   const schema::RecomputeRule* rule = nullptr;
 };
 
-bool isRandom(const std::string& target) {
-  for (const char* word : {"rand", "bernoulli", "dropout", "normal", "uniform", "exponential", "multinomial",
-                           "poisson", "cauchy", "geometric"})
-    if (target.find(word) != std::string::npos) return true;
-  return false;
-}
-
 /// A collective whose operand an op made: an activation's, not a stored
 /// parameter's (an FSDP gather, always recomputed).
 bool activationCollective(const ir::Node& n) {
@@ -179,48 +172,13 @@ Expected<Plan> planRegions(const program::Program& program, RegionMap& regions, 
     const int r = it->second;
     plan.lastForward[r] = n->index();
     const schema::RecomputeRule& rule = *regions.region(r).rule;
-    if (rule.mode == schema::RecomputeMode::None || isRandom(n->target())) continue;
+    if (rule.mode == schema::RecomputeMode::None || isRandomOp(n->target())) continue;
     if (rule.mode == schema::RecomputeMode::Selective && savedOp(rule, n->target())) continue;
     if (how == RecomputeCollectives::Save && activationCollective(*n)) continue;
     plan.recomputable.insert(n.get());
   }
   SPMD_RETURN_IF_ERROR(regions.checkAllMatched());
   return plan;
-}
-
-/// A fresh value name: `base`, else base_1, base_2, ...
-std::string freshName(const ir::Graph& g, const std::string& base) {
-  std::string name = base;
-  for (int i = 1; g.findValue(name); ++i) name = base + "_" + std::to_string(i);
-  return name;
-}
-
-/// Appends a copy of `n` reading `remap`ped inputs; records its outputs in `remap`.
-Expected<ir::Node*> cloneNode(ir::Graph& g, const ir::Node& n,
-                              std::unordered_map<ir::Value*, ir::Value*>& remap) {
-  std::vector<ir::NamedArgument> inputs = n.inputs();
-  for (ir::NamedArgument& a : inputs)
-    for (ir::Value*& v : a.arg.values)
-      if (v)
-        if (auto it = remap.find(v); it != remap.end()) v = it->second;
-  // The clone is named as the original is: after its result when it has
-  // one of the node's name.
-  const std::string name = freshName(g, n.name() + "_rc");
-  std::vector<ir::Argument> outputs = n.outputs();
-  for (ir::Argument& a : outputs)
-    for (ir::Value*& v : a.values) {
-      if (!v) continue;
-      const std::string valueName = v->name() == n.name() ? name : freshName(g, v->name() + "_rc");
-      SPMD_ASSIGN_OR_RETURN(ir::Value * c, g.addValue(valueName, v->kind()));
-      c->mutableType() = v->type();
-      c->setSymValue(v->symValue());
-      remap[v] = c;
-      v = c;
-    }
-  SPMD_ASSIGN_OR_RETURN(ir::Node * c, g.addNode(name, n.target(), std::move(inputs), std::move(outputs)));
-  c->mutableMetadata() = n.metadata();
-  c->mutableMetadata().other["spmd_recompute"] = n.name();
-  return c;
 }
 
 /// Per region: the values its backward reads that it may recompute (in
@@ -285,17 +243,6 @@ void readRecomputed(const std::vector<ir::Node*>& nodes, const Plan& plan,
       }
     if (changed) n->setInputs(std::move(inputs));
   }
-}
-
-/// A recomputed collective is recorded as its original is, for reports.
-void recordClone(program::Program& program, const ir::Node& original, const ir::Node& clone) {
-  if (!ir::isCommunicating(original.target())) return;
-  for (const program::CollectiveRecord& rec : std::vector(program.collectives))
-    if (rec.node == original.name()) {
-      program.collectives.push_back(rec);
-      program.collectives.back().node = clone.name();
-      program.collectives.back().consumer = "recompute of " + rec.consumer;
-    }
 }
 
 /// The collectives of activations in recomputed regions that the backward
@@ -382,10 +329,10 @@ Status applyRecompute(program::Program& program, const RecomputePlan& recompute,
     for (int i : clone) {
       const ir::Node& n = *originals[static_cast<size_t>(i)];
       cloned.insert(&n);
-      SPMD_ASSIGN_OR_RETURN(ir::Node * c, cloneNode(g, n, local));
+      SPMD_ASSIGN_OR_RETURN(ir::Node * c, cloneNode(g, n, local, "_rc", "spmd_recompute"));
       clonesBefore[needs.insertAt.at(r)].push_back(c);
       summary.recomputedFlops += nodeFlops(n);
-      recordClone(program, n, *c);
+      recordClone(program, n, *c, "recompute of ");
     }
     for (ir::Value* v : values) remap[v] = local.at(v);
     ++summary.modules;

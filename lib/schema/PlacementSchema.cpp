@@ -181,9 +181,23 @@ std::string at(std::string_view source, const std::string& pointer) {
 /// The keys an object at `tokens` may have, or empty when unknown.
 std::vector<std::string> allowedKeys(const std::vector<std::string>& tokens) {
   if (tokens.empty())
-    return {"$schema",  "comment",           "version",   "preset",          "mesh",   "tp_plan", "tp_axis",
-            "rules",    "sequence_parallel", "recompute", "mixed_precision", "params", "inputs",  "outputs",
-            "pipeline", "context_parallel"};
+    return {"$schema",
+            "comment",
+            "version",
+            "preset",
+            "mesh",
+            "tp_plan",
+            "tp_axis",
+            "rules",
+            "sequence_parallel",
+            "recompute",
+            "mixed_precision",
+            "params",
+            "inputs",
+            "outputs",
+            "pipeline",
+            "context_parallel",
+            "reshard_after_forward"};
   if (tokens.size() == 1 && tokens[0] == "pipeline")
     return {"axis", "stages", "schedule", "microbatches", "virtual_stages", "comment"};
   if (tokens.size() == 1 && tokens[0] == "sequence_parallel") return {"axis", "dim", "comment"};
@@ -464,6 +478,7 @@ Expected<PlacementSchema> schemaFrom(const json& doc, std::string_view source) {
       r.reduceDtype = *mixedPrecisionDtype(mp["reduce_dtype"].get<std::string>());
     s.mixedPrecision = r;
   }
+  if (doc.contains("reshard_after_forward")) s.reshardAfterForward = doc["reshard_after_forward"].get<bool>();
   if (doc.contains("rules"))
     for (const auto& [target, text] : doc["rules"].items()) {
       auto rule = sharding::parseRuleText(text.get<std::string>());

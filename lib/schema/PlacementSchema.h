@@ -215,6 +215,10 @@ struct PlacementSchema {
   std::vector<RecomputeRule> recompute;
   /// Mixed precision of a train step ("mixed_precision").
   std::optional<MixedPrecisionRequest> mixedPrecision;
+  /// "reshard_after_forward" (FSDP2's option): false keeps each gathered
+  /// parameter from the forward to the backward; unset: gathered again in
+  /// the backward, except under a pipeline (passes::ReshardAfterForward).
+  std::optional<bool> reshardAfterForward;
   /// Op sharding rules the schema brings (custom ops): (target, rule).
   std::vector<std::pair<std::string, sharding::RuleTemplate>> opRules;
   /// Rules over parameter, buffer and tensor-constant FQNs.

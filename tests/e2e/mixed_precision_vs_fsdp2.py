@@ -4,7 +4,7 @@
 Usage:
     mixed_precision_vs_fsdp2.py SPMDC SPMD_RUN [--steps 3]
 
-A transformers LlamaForCausalLM (2 layers, hidden 64, random weights, seed
+A transformers LlamaForCausalLM (LAYERS = 4 layers, hidden 64, random weights, seed
 0, batch 4 x 16 tokens) is exported as one train step with
 `python -m spmdc_export --hf llama --train --mixed-precision bf16`
 (reduce_dtype float32). The reference is PyTorch FSDP2 itself on the CPU
@@ -32,6 +32,11 @@ Checked:
    checks are what shows the step runs in bf16;
 4. fsdp with --bucket-mb 0 prefetches each bf16 gather one ahead (not all
    at the step's start) and computes the same step as with buckets;
+   fsdp gathers each decoder layer's parameters again for the backward
+   (FSDP2's reshard_after_forward=True): the report lists those bf16
+   all-gathers; with "reshard_after_forward": false in the schema the
+   step is bit-identical, with fewer all-gathers and a higher measured
+   peak per rank (spmd-run --profile) and estimate (check_reshard);
 5. the schema field (schemas/examples/fsdp_bf16.json: "mixed_precision":
    {"param_dtype": "bfloat16", "reduce_dtype": "float32"}) compiles to the
    same program as the flag;
@@ -63,6 +68,11 @@ LOSS_TOL, GRAD_TOL, UPDATE_TOL, PARAM_UPDATE_TOL = 5e-3, 2e-2, 0.1, 0.25
 LAYOUTS = {"dp": ("dp", 2), "fsdp": ("fsdp", 2), "tp": ("tp", 2), "hsdp": ("hsdp", "2x2")}
 
 
+# Deep enough that gathering each layer again for the backward (one layer
+# ahead) keeps less than keeping every layer (check_reshard).
+LAYERS = 4
+
+
 def run(cmd, ok=True):
     r = subprocess.run([str(c) for c in cmd], capture_output=True, text=True)
     if ok and r.returncode != 0:
@@ -82,7 +92,7 @@ def fsdp2_model(rank, world, d, ckpt, batch):
     from spmdc_export import hf, hfref
     torch.manual_seed(0)
     if ckpt is None:
-        m = hf.build("llama", layers=2, hidden=64, batch=batch, seq=16, train=True)
+        m = hf.build("llama", layers=LAYERS, hidden=64, batch=batch, seq=16, train=True)
         state = torch.export.load(str(d / "model.pt2")).state_dict
         m.module.load_state_dict({k: v for k, v in state.items()}, strict=False)
     else:
@@ -336,6 +346,48 @@ def check_unbucketed(a, d, failures):
         failures.append("fsdp --bucket-mb 0: the step differs from the bucketed one")
 
 
+def check_reshard(a, d, failures):
+    """fsdp gathers each decoder layer's parameters again for the backward
+    (FSDP2's reshard_after_forward=True, the reshard-after-forward pass):
+    the report lists those all-gathers ("backward of ...") in bf16 and
+    notes them; with the schema's "reshard_after_forward": false the
+    program has fewer all-gathers, computes the same step bit for bit, and
+    its ranks' measured peak of live tensors (spmd-run --profile) and the
+    compiler's estimate are higher."""
+    from safetensors.torch import load_file
+    report = json.loads((d / "fsdp.report.json").read_text())
+    again = [c for c in report["collectives"] if c["reason"].startswith("needed by backward of ")]
+    if not again or {c["dtype"] for c in again} != {"bf16"} or {c["kind"] for c in again} != {"all_gather"}:
+        failures.append(f"fsdp: the report lists {len(again)} backward all-gathers "
+                        f"({sorted({c['dtype'] for c in again})}), want some, all bf16")
+    notes = " ".join(report.get("notes", []))
+    if "reshard-after-forward:" not in notes:
+        failures.append("fsdp: --report has no reshard-after-forward note")
+    kept = d / "fsdp_kept.json"
+    kept.write_text(json.dumps({"version": 1, "preset": "fsdp", "reshard_after_forward": False}))
+    peaks, gathers, estimates = {}, {}, {}
+    for name, sfile in (("reshard", "fsdp"), ("kept", kept)):
+        prog, prof = d / f"fsdp_{name}.spmd", d / f"fsdp_{name}.prof.json"
+        run([a.spmdc, "compile", d / "model.pt2", "--schema", sfile, "--mesh", 2, "--mixed-precision", "bf16",
+             "-o", prog, "-q", "--report", d / f"fsdp_{name}.report.json"])
+        estimates[name] = json.loads((d / f"fsdp_{name}.report.json").read_text())["per_rank"]["peak_bytes_estimate"]
+        gathers[name] = run([a.spmdc, "dump", prog]).stdout.count("= spmd.all_gather(")
+        run([a.spmd_run, "-n", 2, prog, "--inputs", d / "inputs.safetensors", "--output", d / f"{name}.st", "-q",
+             "--profile", prof])
+        peaks[name] = max(r["peak_bytes"] for r in json.loads(prof.read_text())["ranks"])
+    print(f"fsdp reshard_after_forward true / false: {gathers['reshard']} / {gathers['kept']} all-gathers, "
+          f"measured peak {peaks['reshard']:,} / {peaks['kept']:,} B per rank, estimate "
+          f"{estimates['reshard']:,} / {estimates['kept']:,} B")
+    if not gathers["reshard"] > gathers["kept"]:
+        failures.append(f"fsdp: {gathers['reshard']} all-gathers with resharding, {gathers['kept']} without")
+    if not (peaks["reshard"] < peaks["kept"] and estimates["reshard"] < estimates["kept"]):
+        failures.append(f"fsdp: resharding after forward does not lower the peak (measured {peaks['reshard']:,} vs "
+                        f"{peaks['kept']:,} B, estimated {estimates['reshard']:,} vs {estimates['kept']:,} B)")
+    got, want = load_file(str(d / "reshard.st")), load_file(str(d / "kept.st"))
+    if got.keys() != want.keys() or any(not got[k].equal(v) for k, v in want.items()):
+        failures.append("fsdp: the step with reshard_after_forward false differs from the default's")
+
+
 def check_field_and_refusals(a, d, failures):
     field = ROOT / "schemas" / "examples" / "fsdp_bf16.json"  # "mixed_precision": {"param_dtype": "bfloat16", ...}
     run([a.spmdc, "compile", d / "model.pt2", "--schema", field, "--mesh", 2, "-o", d / "field.spmd", "-q"])
@@ -386,7 +438,7 @@ def main():
     with tempfile.TemporaryDirectory() as tmp:
         d = Path(tmp)
         env = dict(os.environ, PYTHONPATH=str(ROOT / "python"))
-        r = subprocess.run([sys.executable, "-m", "spmdc_export", "--hf", "llama", "--layers", "2", "--hidden", "64",
+        r = subprocess.run([sys.executable, "-m", "spmdc_export", "--hf", "llama", "--layers", str(LAYERS), "--hidden", "64",
                             "--batch", str(BATCH), "--train", "--mixed-precision", "bf16", "-o", str(d)],
                            capture_output=True, text=True, env=env)
         if r.returncode != 0:
@@ -400,6 +452,7 @@ def main():
             compile_and_run(a, d, layout, failures, ref, initial)
         check_dtypes(a, d, failures)
         check_unbucketed(a, d, failures)
+        check_reshard(a, d, failures)
         check_field_and_refusals(a, d, failures)
     for f in failures:
         print(f"FAIL {f}")

@@ -6,7 +6,7 @@ workers against transformers' from_pretrained.
 Usage:
     weights_by_reference.py SPMDC SPMD_RUN [--layers 2] [--hidden 64] [--intermediate 2*hidden] [--heads 4]
         [--kv-heads 2] [--vocab 256] [--batch 4] [--seq 16] [--fsdp-ranks 4] [--shard-size 40KB]
-        [--checks layouts,embed,float32,train,mixed,bad] [--mixed-layout fsdp2|tp2]
+        [--checks layouts,embed,float32,train,mixed,bad] [--mixed-layout fsdp2[,fsdp4,tp2,tp4,dp2xtp2]]
 
 CI runs it twice: at these defaults (about 100k parameters) and at
 --layers 8 --hidden 768 --vocab 32000 --shard-size 50MB (91M parameters,
@@ -42,7 +42,8 @@ index, in a temporary folder deleted afterwards. Then:
    saved checkpoint, written as a Hugging Face folder (--hf-output, several
    files and an index), loads in from_pretrained with the trained weights.
 5. The mixed-precision train step exported by reference (--train
-   --mixed-precision bf16) under fsdp at 2 (or --mixed-layout tp2) against PyTorch FSDP2 with
+   --mixed-precision bf16) under fsdp at 2 (or each of --mixed-layout's, with
+   each run's measured peak per rank) against PyTorch FSDP2 with
    MixedPrecisionPolicy(bf16, float32) on Gloo over the same checkpoint:
    loss within 5e-3, every gradient within 2e-2 (check_mixed).
 6. Bad input (needs "layouts"), each refused with exit code 2 and one line naming the file
@@ -80,12 +81,12 @@ LAYOUTS = {  # name: (ranks, schema); main() renames fsdp4 after --fsdp-ranks
                     "inputs": [{"match": "*", "placements": {"dp": "S(0)"}}], "outputs": "replicate"}),
 }
 
-# The mixed-precision step's layouts (2 workers). At 1.1 B parameters fsdp's
-# step keeps every gathered bf16 parameter for the backward (fsdp is
-# reshard_after_forward=False, DECISIONS.md): spmdc compile --report
-# estimates 8.2 GiB per rank there, 4.7 GiB under tp2.
-MIXED_LAYOUTS = {"fsdp2": {"version": 1, "preset": "fsdp", "mesh": {"shape": [2], "axes": ["dp"]}},
-                 "tp2": LAYOUTS["tp2"][1]}
+# The mixed-precision step's layouts: name -> (workers, schema). fsdp gathers
+# each decoder layer's parameters again for the backward (FSDP2's
+# reshard_after_forward=True, the reshard-after-forward pass).
+MIXED_LAYOUTS = {"fsdp2": (2, {"version": 1, "preset": "fsdp", "mesh": {"shape": [2], "axes": ["dp"]}}),
+                 "fsdp4": (4, {"version": 1, "preset": "fsdp", "mesh": {"shape": [4], "axes": ["dp"]}}),
+                 "tp2": LAYOUTS["tp2"], "tp4": LAYOUTS["tp4"], "dp2xtp2": LAYOUTS["dp2xtp2"]}
 
 
 def run(cmd, ok=True, **kw):
@@ -207,55 +208,82 @@ def shape_flags(a):
 
 def check_mixed(a, d, ckpt, failures):
     """The mixed-precision train step by reference (--train --mixed-precision
-    bf16: float32 masters read from the bf16 checkpoint) under --mixed-layout
-    (fsdp at 2, or tp2), against PyTorch FSDP2 with
-    MixedPrecisionPolicy(bf16, float32) on 2 Gloo processes over the same
-    checkpoint (mixed_precision_vs_fsdp2's reference and comparison: loss
-    within 5e-3, every gradient within 2e-2). A gradient over 2e-2 passes
-    when it is as close to the float32 step's gradient (from_pretrained in
-    float32, eager) as FSDP2's is (1.5x): bf16 rounding over many layers,
-    as check_layouts allows for logits. spmd-run, FSDP2 and the float32
-    step run one after the other."""
+    bf16: float32 masters read from the bf16 checkpoint) under each of
+    --mixed-layout (comma-separated: fsdp2, fsdp4, tp2, tp4, dp2xtp2), one
+    spmd-run after another, each with its ranks' measured peaks (--profile),
+    against PyTorch FSDP2 with MixedPrecisionPolicy(bf16, float32) on 2 Gloo
+    processes over the same checkpoint, run once (mixed_precision_vs_fsdp2's
+    reference and comparison: loss within 5e-3, every gradient within
+    2e-2). A gradient over 2e-2 passes when it is as close to the float32
+    step's gradient (from_pretrained in float32, eager, run once for all
+    layouts) as FSDP2's is (1.5x): bf16 rounding over many layers, as
+    check_layouts allows for logits."""
     import mixed_precision_vs_fsdp2 as mp
     from safetensors import safe_open
     exp = d / "expmp"
     run([sys.executable, "-m", "spmdc_export", "--hf", ckpt, "-o", exp, "--train", "--mixed-precision", "bf16",
          *shape_flags(a)], env=dict(os.environ, PYTHONPATH=str(ROOT / "python")))
-    layout = a.mixed_layout
-    sfile = d / f"mixed.{layout}.json"
-    sfile.write_text(json.dumps(MIXED_LAYOUTS[layout]))
-    prog, out = d / "mixed.spmd", d / "mixed.out.safetensors"
-    run([a.spmdc, "compile", exp / "model.pt2", "--schema", sfile, "--mixed-precision", "bf16", "-o", prog, "-q"])
-    if data_section(prog) > 4096:
-        failures.append(f"mixed precision: the program by reference holds {data_section(prog)} bytes of weights")
-    run([a.spmd_run, "-n", 2, prog, "--inputs", exp / "inputs.safetensors", "--output", out, "-q"])
+    outs = {}
+    for layout in a.mixed_layout.split(","):
+        n, schema = MIXED_LAYOUTS[layout]
+        sfile = d / f"mixed.{layout}.json"
+        sfile.write_text(json.dumps(schema))
+        prog, out, prof = d / f"mixed.{layout}.spmd", d / f"mixed.{layout}.out.safetensors", d / f"{layout}.prof.json"
+        rep = d / f"mixed.{layout}.report.json"
+        run([a.spmdc, "compile", exp / "model.pt2", "--schema", sfile, "--mixed-precision", "bf16", "-o", prog, "-q",
+             "--report", rep])
+        est = json.loads(rep.read_text())["per_rank"]["peak_bytes_estimate"]
+        if data_section(prog) > 4096:
+            failures.append(f"mixed precision: the program by reference holds {data_section(prog)} bytes of weights")
+        t0 = time.time()
+        run([a.spmd_run, "-n", n, prog, "--inputs", exp / "inputs.safetensors", "--output", out, "-q",
+             "--profile", prof])
+        ranks = json.loads(prof.read_text())["ranks"]
+        print(f"  mixed {layout} on {n} workers: {time.time() - t0:.0f} s; per rank: estimate "
+              f"{est / 2**30:.2f} GiB, measured live tensors "
+              + ", ".join(f"{r['peak_bytes'] / 2**30:.2f}" for r in ranks) + " GiB, RSS growth "
+              + ", ".join(f"{r['rss_growth_bytes'] / 2**30:.2f}" for r in ranks) + " GiB")
+        outs[layout] = out
     ref = mp.fsdp2_reference(exp, 0, ckpt=ckpt, batch=a.batch)  # after spmd-run: one at a time in memory
-    found = []
-    with safe_open(str(out), "pt") as got:
-        loss_err, grad_err, over = mp.compare_step(got, ref, f"mixed precision by reference ({layout}) vs FSDP2",
-                                                   found)
-        print(f"  mixed-precision train step: loss rel {loss_err:.2e}, worst gradient rel {grad_err:.2e} "
-              f"(tolerances {mp.LOSS_TOL}, {mp.GRAD_TOL}), {len(over)} gradients over")
-        if over and loss_err <= mp.LOSS_TOL:
-            found = [f for f in found if "differs from FSDP2's" not in f]
-            found += beside_float32(ckpt, exp, got, ref, over)
+    found, over_all = [], {}
+    for layout, out in outs.items():
+        with safe_open(str(out), "pt") as got:
+            mine = []
+            loss_err, grad_err, over = mp.compare_step(got, ref, f"mixed precision by reference ({layout}) vs FSDP2",
+                                                       mine)
+            print(f"  mixed-precision train step ({layout}): loss rel {loss_err:.2e}, worst gradient rel "
+                  f"{grad_err:.2e} (tolerances {mp.LOSS_TOL}, {mp.GRAD_TOL}), {len(over)} gradients over")
+            if over and loss_err <= mp.LOSS_TOL:
+                mine = [f for f in mine if "differs from FSDP2's" not in f]
+                over_all[layout] = over
+            found += mine
+    if over_all:
+        found += beside_float32(ckpt, exp, outs, ref, over_all)
     failures += found
 
 
-def beside_float32(ckpt, exp, got, ref, over):
-    """The gradients `over` tolerance against the float32 step's: each must
-    be within 1.5x of FSDP2's distance to it. Only those gradients are
-    computed (the other parameters frozen): the float32 model and no more."""
+def beside_float32(ckpt, exp, outs, ref, over_all):
+    """The gradients over tolerance (`over_all`: layout -> {grad: error})
+    against the float32 step's: each must be within 1.5x of FSDP2's distance
+    to it. Only those gradients are computed (the other parameters frozen),
+    once for every layout: the float32 model and no more."""
     from mixed_precision_vs_fsdp2 import rel
+    from safetensors import safe_open
     from safetensors.torch import load_file
-    exact = float32_step(ckpt, load_file(str(exp / "inputs.safetensors")), only=set(over))
+    exact = float32_step(ckpt, load_file(str(exp / "inputs.safetensors")), only=set().union(*over_all.values()))
     found = []
-    for k in sorted(over, key=over.get, reverse=True):
-        ours, theirs = rel(got.get_tensor(k), exact[k]), rel(ref[k], exact[k])
-        print(f"    {k}: vs FSDP2 {over[k]:.3g}; vs float32 {ours:.3g}, FSDP2's {theirs:.3g} ({ours / max(theirs, 1e-12):.2f}x)")
-        if ours > 1.5 * theirs:
-            found.append(f"mixed precision: {k} differs from FSDP2's by {over[k]:.3g} and from float32 by "
-                         f"{ours:.3g}, over 1.5x FSDP2's ({theirs:.3g})")
+    for layout, over in over_all.items():
+        ratios = []
+        with safe_open(str(outs[layout]), "pt") as got:
+            for k in sorted(over, key=over.get, reverse=True):
+                ours, theirs = rel(got.get_tensor(k), exact[k]), rel(ref[k], exact[k])
+                ratios.append(ours / max(theirs, 1e-12))
+                if ours > 1.5 * theirs:
+                    found.append(f"mixed precision ({layout}): {k} differs from FSDP2's by {over[k]:.3g} and from "
+                                 f"float32 by {ours:.3g}, over 1.5x FSDP2's ({theirs:.3g})")
+        ratios.sort()
+        print(f"    {layout}: {len(over)} gradients over {2e-2}; their distance to float32 is "
+              f"{ratios[0]:.2f}-{ratios[-1]:.2f}x FSDP2's (median {ratios[len(ratios) // 2]:.2f}x)")
     return found
 
 
@@ -412,14 +440,16 @@ def main():
     ap.add_argument("--seq", type=int, default=16)
     ap.add_argument("--fsdp-ranks", type=int, default=4, help="the fsdp layout's mesh (and workers)")
     ap.add_argument("--shard-size", default="40KB", help="save_pretrained's max_shard_size")
-    ap.add_argument("--mixed-layout", default="fsdp2", choices=sorted(MIXED_LAYOUTS),
-                    help="the mixed-precision step's layout, on 2 workers")
+    ap.add_argument("--mixed-layout", default="fsdp2",
+                    help=f"the mixed-precision step's layouts, comma-separated: {', '.join(MIXED_LAYOUTS)}")
     ap.add_argument("--checks", default=",".join(CHECKS), help=f"a comma-separated subset of {', '.join(CHECKS)}")
     a = ap.parse_args()
     a.intermediate = a.intermediate or 2 * a.hidden
     a.checks = set(a.checks.split(","))
     if not a.checks <= set(CHECKS):
         ap.error(f"--checks: choose from {', '.join(CHECKS)}")
+    if not set(a.mixed_layout.split(",")) <= set(MIXED_LAYOUTS):
+        ap.error(f"--mixed-layout: choose from {', '.join(MIXED_LAYOUTS)}")
     n = a.fsdp_ranks
     LAYOUTS.pop("fsdp4")
     LAYOUTS[f"fsdp{n}"] = (n, {"version": 1, "preset": "fsdp", "mesh": {"shape": [n], "axes": ["dp"]}})

@@ -36,16 +36,17 @@ split it over ranks on dim 0):
         each bucket and then runs the default all-reduce hook.
         spmdc: `--schema ddp --mesh 2` when the compiler accepts the alias,
         else `--schema dp --mesh 2`.
-  fsdp  FSDP2 fully_shard, world 2, reshard_after_forward=False: parameters
-        are all-gathered once in the forward and kept for the backward (no
-        second all-gather), gradients reduce-scattered once: ZeRO-3 with one
-        all-gather and one reduce-scatter of every parameter per step.
-        Wrapping: llama: every LlamaLayer, then the root (torchtitan style;
-        3 all-gathers and 3 reduce-scatters); mlp: the root only (1 + 1).
+  fsdp  FSDP2 fully_shard, world 2, FSDP2's default reshard_after_forward
+        (None: True but for the root): parameters are all-gathered in the
+        forward, freed after it and all-gathered again for the backward,
+        except the root's (its backward starts at once); gradients
+        reduce-scattered once. Wrapping: llama: every LlamaLayer, then the
+        root (torchtitan style; 3 + 2 all-gathers and 3 reduce-scatters);
+        mlp: the root only (1 + 1).
         Bytes do not depend on the wrapping (all dims divide the mesh).
         spmdc: `--schema fsdp --mesh 2`.
   hsdp  FSDP2 on a 2x2 DeviceMesh (dim 0 replicate, dim 1 shard), world 4,
-        same wrapping and reshard_after_forward=False: all-gather and
+        same wrapping and default reshard_after_forward: all-gather and
         reduce-scatter over the shard pair, all-reduce of the reduced shards
         over the replicate pair. mlp's batch of 32 splits over all 4 ranks;
         llama's batch of 2 cannot, so both ranks of a shard group get the
@@ -364,10 +365,10 @@ def llama_layers(mod):
     return mod.model.layers if hasattr(mod, "model") else mod.layers
 
 
-def apply_recipe(recipe, model_name, mod, meshes, rec, reshard_after_forward=False):
+def apply_recipe(recipe, model_name, mod, meshes, rec, reshard_after_forward=None):
     """Wraps `mod` with the recipe (see the docstring); returns (module, how).
-    `rec` records DDP's buckets (ddp only). reshard_after_forward=True suits
-    forward-only steps, where FSDP2 would otherwise gather only once."""
+    `rec` records DDP's buckets (ddp only). reshard_after_forward: None is
+    FSDP2's default (True but for the root), as spmdc's fsdp."""
     from torch.distributed.fsdp import fully_shard
 
     if recipe == "ddp":
