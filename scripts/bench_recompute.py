@@ -31,7 +31,8 @@ state before the step (weights, inputs), less the gradients made by then
 bucket's flat copy while it is live (from its aten.cat to its
 all-reduce); the column is the largest of these over the step. The
 compiler's estimate of saved activations (what the forward keeps for the
-backward) is printed beside it. PyTorch's rows run the same module eagerly
+backward: `--report`'s per_rank.saved_activation_bytes, the compile
+note's "saved activations B -> A" figure) is printed beside it. PyTorch's rows run the same module eagerly
 in one process, without checkpointing, with transformers' gradient
 checkpointing (torch.utils.checkpoint per decoder layer, non-reentrant)
 and with create_selective_checkpoint_contexts saving aten.mm: the bytes
@@ -206,7 +207,7 @@ def spmd_row(a, d, n, policy, how, budget=None):
     row["estimated_peak"] = report["per_rank"]["peak_bytes_estimate"]
     row["peak_node"] = report["per_rank"].get("peak_node", "")  # where the compiler places the peak
     row["note"] = next((x for x in report["notes"] if x.startswith("recompute:")), "")
-    row["saved_estimate"] = saved(row) or report["per_rank"].get("saved_activation_bytes", 0)
+    row["saved_estimate"] = report["per_rank"]["saved_activation_bytes"]  # the note's "saved activations B -> A": A
     row["modeled_ms"] = report["cost"]["modeled_step_ms"]
     threads = str(max(1, 2 // n))
     tr = run([SPMD_RUN, "-n", n, prog, "--inputs", d / "inputs.safetensors", "--steps", a.steps, "--profile", prof],
@@ -232,11 +233,6 @@ def spmd_rows(a, d):
             budget = full["estimated_peak"] + int((plain["estimated_peak"] - full["estimated_peak"]) * frac)
             rows.append(spmd_row(a, d, n, f"auto {int(frac * 100)}%", "auto", budget))
     return rows
-
-
-def saved(row):
-    m = re.search(r"saved activations ([\d,]+) -> ([\d,]+)", row.get("note", ""))
-    return int(m.group(2).replace(",", "")) if m else 0
 
 
 def mib(x):

@@ -31,6 +31,8 @@ int64_t localBytes(const ir::Value& v);
 
 /// The forward of a train step: every node a loss output depends on; the
 /// backward (and an optimizer update) is the rest. Empty without a loss.
+/// A gradient bucket that carries the loss's all-reduce (BucketCollectives)
+/// is seen through: the loss depends on its own member, not the gradients.
 std::unordered_set<const ir::Node*> forwardNodes(const program::Program& program);
 
 /// The forward is every node the loss depends on; the backward (and an

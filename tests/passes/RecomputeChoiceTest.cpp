@@ -3,16 +3,22 @@
 // values by default and, told to, re-issues the same all-reduces in the
 // backward; and "auto" (chooseRecompute) counts both ways against a budget
 // and takes re-issuing only when it fits with less recomputation and a
-// faster modeled step, or when only it fits. Numerics: ctest
+// faster modeled step, or when only it fits; and `--report`'s saved
+// activations agree with the compile note. Numerics: ctest
 // recompute_vs_checkpoint.
 #include <algorithm>
 #include <fstream>
+#include <nlohmann/json.hpp>
+#include <regex>
+#include <tuple>
+
 #include "../TestCatch.h"
 
 #include "../TestUtil.h"
 #include "ir/Collectives.h"
 #include "passes/Pipeline.h"
 #include "passes/Recompute.h"
+#include "passes/Report.h"
 #include "program/Program.h"
 #include "program/ProgramJson.h"
 #include "pt2/Archive.h"
@@ -244,4 +250,46 @@ TEST_CASE("the plan search's program copy is the JSON round trip's, and independ
   auto after = program::programToJsonText(r.program);
   REQUIRE(after.hasValue());
   CHECK(*after == *text);
+}
+
+namespace {
+
+// `--report`'s per_rank.saved_activation_bytes of testdata/recompute's Llama
+// train step under dp on 2 ranks, with `rules` ({} for none), and the
+// compile note's "saved activations B -> A B/rank" as {B, A} ({-1, -1}
+// without a note).
+std::tuple<int64_t, int64_t, int64_t> dpSavedActivations(std::vector<schema::RecomputeRule> rules) {
+  auto archive = pt2::readArchive(kModel);
+  REQUIRE(archive.hasValue());
+  auto s = schema::loadSchemaOrPreset("dp");
+  REQUIRE(s.hasValue());
+  s->recompute = std::move(rules);
+  passes::CompileOptions opts;
+  opts.mesh = std::vector<int64_t>{2};
+  auto r = passes::compile(*archive, *s, opts);
+  if (!r) FAIL(r.status().message());
+  auto report = nlohmann::json::parse(passes::reportJson(*r));
+  int64_t reported = report["per_rank"]["saved_activation_bytes"].get<int64_t>();
+  std::string note = recomputeNote(*r);
+  std::erase(note, ',');
+  std::smatch m;
+  if (!std::regex_search(note, m, std::regex("saved activations (\\d+) -> (\\d+) B/rank")))
+    return {reported, -1, -1};
+  return {reported, std::stoll(m[1]), std::stoll(m[2])};
+}
+
+}  // namespace
+
+TEST_CASE("the report's saved activations fall under full recompute, as the compile note says") {
+  // dp buckets the loss's all-reduce with the gradients' (bucket-collectives,
+  // after recompute): the report must not count the gradients, nor the
+  // recomputation in the backward, as forward.
+  auto [none, noneBefore, noneAfter] = dpSavedActivations({});
+  auto [full, before, after] = dpSavedActivations({{"model.layers.*", schema::RecomputeMode::Full, {}}});
+  INFO("report: none " << none << ", full " << full << "; note: " << before << " -> " << after);
+  CHECK(noneBefore == -1);  // nothing recomputed, no note
+  CHECK(noneAfter == -1);
+  CHECK(before == none);
+  CHECK(after == full);
+  CHECK(full * 2 < none);
 }
