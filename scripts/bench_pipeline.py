@@ -6,9 +6,12 @@ Usage:
         [--spmd-run build/tools/spmd-run/spmd-run] [--model llama_pipe_train]
         [--pp 2 4] [--microbatches 8] [--steps 6] [--schedules gpipe 1f1b zero-bubble]
 
-The model (testdata/pipeline/llama_pipe_train: 8 Llama layers at batch
-8 x 64, or testdata/pt2/llama_deep_train: 32 layers at batch 2 x 16) is
-trained with AdamW, in the same run:
+The model (testdata/pipeline/llama_pipe_train: 8 Llama layers, hidden 32,
+at batch 8 x 64; testdata/pt2/llama_deep_train: 32 layers at batch 2 x 16;
+or llama_pipe_wide: 8 layers, hidden 256, ffn 1024 at batch 8 x 64, where a
+microbatch's compute outweighs the per-op and per-send overheads, exported
+on first use to build/bench/llama_pipe_wide) is trained with AdamW, in the
+same run:
 
   * by spmd-run: compiled with a "pipeline" schema (the layers split evenly
     over pp stages, `--microbatches` microbatches, GPipe, 1F1B and
@@ -43,7 +46,10 @@ MODELS = {
                          dict(layers=8, d=32, heads=4, ffn=64, max_seq=64)),
     "llama_deep_train": (ROOT / "testdata" / "pt2" / "llama_deep_train",
                          dict(layers=32, d=32, heads=4, ffn=64)),
+    "llama_pipe_wide": (ROOT / "build" / "bench" / "llama_pipe_wide",
+                        dict(layers=8, d=256, heads=4, ffn=1024, max_seq=64)),
 }
+BATCH = (8, 64)  # llama_pipe_wide's tokens, as llama_pipe_train's
 LR = 1e-3
 
 
@@ -61,6 +67,22 @@ def spmd_step_ms(a, model_dir, schema, nproc, d, tag):
     subprocess.run([a.spmd_run, "-n", str(nproc), prog, "--inputs", model_dir / "inputs.safetensors",
                     "--steps", str(a.steps), "--loss-log", log, "-q"], check=True, env=env)
     return median_ms([json.loads(line)["step_ms"] / 1e3 for line in log.read_text().splitlines()])
+
+
+def ensure_exported(model):
+    """Exports llama_pipe_wide's train step (seed 0) unless it exists."""
+    model_dir, config = MODELS[model]
+    if (model_dir / "model.pt2").exists():
+        return
+    import torch
+    sys.path.insert(0, str(ROOT / "python"))
+    sys.path.insert(0, str(ROOT / "testdata"))
+    import spmdc_export
+    from export_models import LlamaLoss
+    torch.manual_seed(0)
+    m = LlamaLoss(**config)
+    tokens, labels = torch.randint(0, 256, BATCH), torch.randint(0, 256, BATCH)
+    spmdc_export.export_train_step(m, [tokens, labels], str(model_dir), note="bench_pipeline's wide Llama")
 
 
 def load(model):
@@ -180,6 +202,7 @@ def main():
     ap.add_argument("--schedules", nargs="+", default=["gpipe", "1f1b", "zero-bubble"],
                     choices=["gpipe", "1f1b", "zero-bubble"])
     a = ap.parse_args()
+    ensure_exported(a.model)
     model_dir = MODELS[a.model][0]
     m = a.microbatches
     with tempfile.TemporaryDirectory() as tmp:

@@ -10,7 +10,11 @@ Also testdata/pipeline/hf_llama_pipe_train: a transformers LlamaForCausalLM
 with HF_CONFIG) train step at batch 4 x 16, which pipeline_mesh_vs_torch
 pipelines against torch.distributed.pipelining and eager.
 
-Usage: .venv/bin/python testdata/pipeline/export.py
+And testdata/pipeline/cnn_pipe_train: pipe_cnn.PipeCNN (8 conv blocks with
+GroupNorm, a linear head, cross-entropy; seed 0) at batch 8 x 3 x 16 x 16,
+which pipeline_mesh_vs_torch cuts into 4 stages.
+
+Usage: .venv/bin/python testdata/pipeline/export.py [hf|llama|cnn ...] (all three by default)
 """
 import sys
 from pathlib import Path
@@ -19,26 +23,51 @@ HERE = Path(__file__).resolve().parent
 ROOT = HERE.parents[1]
 sys.path.insert(0, str(ROOT / "python"))
 sys.path.insert(0, str(ROOT / "testdata"))
+sys.path.insert(0, str(HERE))
 
 import torch  # noqa: E402
 import spmdc_export  # noqa: E402
 import export_models  # noqa: E402
+import pipe_cnn  # noqa: E402
 
 
 HF_CONFIG = dict(layers=8, hidden=32, heads=2, vocab=256, batch=4, seq=16)
 
 
-def main():
+def export_hf():
     from spmdc_export import core, hf
     torch.manual_seed(0)
     m = hf.build("llama", train=True, **HF_CONFIG)
     core.export_train_step(m.module, m.inputs, str(HERE / "hf_llama_pipe_train"), loss_fn=m.loss_fn,
                            targets=m.targets)
+
+
+def export_llama():
     torch.manual_seed(0)
     mod = export_models.LlamaLoss(layers=8, d=32, heads=4, ffn=64, max_seq=64)
     tok, lab = torch.randint(0, 256, (8, 64)), torch.randint(0, 256, (8, 64))
     spmdc_export.export_train_step(mod, [tok, lab], str(HERE / "llama_pipe_train"),
                                    note="8-layer Llama, batch 8 x 64: activations dominate (pipeline memory)")
+
+
+def export_cnn():
+    torch.manual_seed(0)
+    cnn = pipe_cnn.PipeCNN()
+    x, norm = torch.randn(2, 16, 4, 4), pipe_cnn.GroupNorm(4, 16)
+    torch.nn.init.normal_(norm.weight), torch.nn.init.normal_(norm.bias)
+    want = torch.nn.functional.group_norm(x, 4, norm.weight, norm.bias)
+    assert torch.allclose(norm(x), want, atol=1e-5), "pipe_cnn.GroupNorm differs from F.group_norm"
+    images, classes = torch.randn(8, 3, 16, 16), torch.randint(0, pipe_cnn.CLASSES, (8,))
+    spmdc_export.export_train_step(cnn, [images, classes], str(HERE / "cnn_pipe_train"),
+                                   note="8-block GroupNorm conv net, batch 8 x 3 x 16 x 16 (4 pipeline stages)")
+
+
+EXPORTS = {"hf": export_hf, "llama": export_llama, "cnn": export_cnn}
+
+
+def main():
+    for name in sys.argv[1:] or EXPORTS:
+        EXPORTS[name]()
 
 
 if __name__ == "__main__":

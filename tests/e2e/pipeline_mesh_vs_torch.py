@@ -10,9 +10,8 @@ testdata/pipeline/llama_pipe_train (8 Llama layers, batch 8 x 64) runs
 PyTorch on 4 Gloo processes (one mp.spawn for all cells) with the same
 stages as modules (PipelineStage, parameter names as in the model). By
 default (ctest's pipeline_mesh_vs_torch) the cells pp4-1f1b, ppdp-1f1b,
-ppfsdp-interleaved, pptp-1f1b and hf-ppfsdp-1f1b: every mesh, 1F1B and
-interleaved 1F1B, both models; --all runs all nine (about 7 minutes on
-the loaded 2-core VM):
+ppfsdp-interleaved, pptp-1f1b, hf-ppfsdp-1f1b and cnn-pp4-1f1b: every
+mesh, 1F1B and interleaved 1F1B, all three models; --all runs all eleven:
 
   pp4-1f1b / pp4-gpipe     mesh [4] pp: 4 stages of 2 layers, Schedule1F1B /
                            ScheduleGPipe, 4 microbatches;
@@ -33,7 +32,11 @@ the loaded 2-core VM):
   hf-ppfsdp-1f1b           testdata/pipeline/hf_llama_pipe_train (a transformers
                            LlamaForCausalLM, 8 decoder layers, batch 4 x 16) on
                            pp 2 x fsdp 2, 1F1B: each stage computes the rotary
-                           tables and causal mask as LlamaModel.forward does.
+                           tables and causal mask as LlamaModel.forward does;
+  cnn-pp4-1f1b /           testdata/pipeline/cnn_pipe_train (pipe_cnn.PipeCNN: 8
+  cnn-pp4-gpipe            conv blocks with GroupNorm, a linear head, cross-
+                           entropy; batch 8 x 3 x 16 x 16) on pp 4, 2 blocks a
+                           stage, 4 microbatches, Schedule1F1B / ScheduleGPipe.
 
 Per cell, every step's loss (torch's: the mean of the last stage's
 microbatch losses, averaged over dp) and, after the last step, every
@@ -72,8 +75,9 @@ TP_RULES = [{"match": "*layers.*.w[qkv13].weight", "placements": {"tp": "S(0)"}}
 
 HF_MODEL = pvt.ROOT / "testdata" / "pipeline" / "hf_llama_pipe_train"
 HF_CONFIG = dict(layers=8, hidden=32, heads=2, vocab=256, batch=4, seq=16)  # testdata/pipeline/export.py
+CNN_MODEL = pvt.ROOT / "testdata" / "pipeline" / "cnn_pipe_train"
 
-# cell: (pp, inner axis or None, schedule, microbatches[, "hf": hf_llama_pipe_train])
+# cell: (pp, inner axis or None, schedule, microbatches[, "hf": hf_llama_pipe_train, "cnn": cnn_pipe_train])
 CELLS = {
     "pp4-1f1b": (4, None, "1f1b", 4),
     "pp4-gpipe": (4, None, "gpipe", 4),
@@ -84,8 +88,10 @@ CELLS = {
     "pptp-1f1b": (2, "tp", "1f1b", 2),
     "pptp-interleaved": (2, "tp", "interleaved-1f1b", 2),
     "hf-ppfsdp-1f1b": (2, "fsdp", "1f1b", 2, "hf"),
+    "cnn-pp4-1f1b": (4, None, "1f1b", 4, "cnn"),
+    "cnn-pp4-gpipe": (4, None, "gpipe", 4, "cnn"),
 }
-DEFAULT_CELLS = ["pp4-1f1b", "ppdp-1f1b", "ppfsdp-interleaved", "pptp-1f1b", "hf-ppfsdp-1f1b"]
+DEFAULT_CELLS = ["pp4-1f1b", "ppdp-1f1b", "ppfsdp-interleaved", "pptp-1f1b", "hf-ppfsdp-1f1b", "cnn-pp4-1f1b"]
 
 
 def n_stages(pp, schedule):
@@ -162,17 +168,52 @@ def hf_chunk(m, layers, first, last):
     return Chunk()
 
 
+def load_cnn():
+    """pipe_cnn.PipeCNN with cnn_pipe_train's exported weights."""
+    sys.path.insert(0, str(CNN_MODEL.parent))
+    import pipe_cnn
+    m = pipe_cnn.PipeCNN()
+    m.load_state_dict(state_of(CNN_MODEL))
+    return m
+
+
+def cnn_chunk(m, layers, first, last):
+    """Blocks `layers` of PipeCNN `m` as one stage (the head on the last:
+    logits out), parameters named as in `m`."""
+    import torch.nn as nn
+
+    class Chunk(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.layers = nn.ModuleDict({str(i): m.layers[i] for i in layers})
+            if last:
+                self.head = m.head
+
+        def forward(self, x):
+            for layer in self.layers.values():
+                x = layer(x)
+            return self.head(x.flatten(1)) if last else x
+
+    return Chunk()
+
+
+def model_kind(cell):
+    return CELLS[cell][4] if len(CELLS[cell]) > 4 else "llama"
+
+
 def model_of_dir(cell):
-    return HF_MODEL if len(CELLS[cell]) > 4 else pvt.PIPE_MODEL
+    return {"hf": HF_MODEL, "cnn": CNN_MODEL, "llama": pvt.PIPE_MODEL}[model_kind(cell)]
 
 
 def model_of(cell):
-    """(module, chunk builder, (tokens, labels), export dir) of `cell`'s model."""
+    """(module, chunk builder, (inputs, labels), export dir) of `cell`'s model."""
     from safetensors.torch import load_file
-    if len(CELLS[cell]) > 4:
-        inputs = load_file(str(HF_MODEL / "inputs.safetensors"))
-        return load_hf(), hf_chunk, (inputs["input.0"], inputs["input.1"]), HF_MODEL
-    return pvt.load_pipe_model(state_of(pvt.PIPE_MODEL)), pvt.llama_chunk, pvt.pipe_batch(), pvt.PIPE_MODEL
+    kind, d = model_kind(cell), model_of_dir(cell)
+    if kind == "llama":
+        return pvt.load_pipe_model(state_of(d)), pvt.llama_chunk, pvt.pipe_batch(), d
+    inputs = load_file(str(d / "inputs.safetensors"))
+    m, chunk = (load_hf(), hf_chunk) if kind == "hf" else (load_cnn(), cnn_chunk)
+    return m, chunk, (inputs["input.0"], inputs["input.1"]), d
 
 
 def apply_tp(chunk, tp_mesh):
@@ -212,9 +253,13 @@ def run_cell(cell, rank, steps):
         tokens, labels = tokens[inner_rank * half:][:half], labels[inner_rank * half:][:half]
     mb = tokens.shape[0] // microbatches
     mine = list(range(pp_rank, n, pp))
+    examples = [tokens[:mb]]  # each stage's input: the stages before it on one microbatch
+    with torch.no_grad():
+        for c in range(n - 1):
+            examples.append(chunks[c](examples[-1]))
     stages, mods = [], []
     for c in mine:
-        example = tokens[:mb] if c == 0 else torch.zeros(mb, tokens.shape[1], 32)  # hidden 32 in both models
+        example = examples[c]
         mod = chunks[c]
         if inner == "tp":
             apply_tp(mod, inner_mesh)
@@ -225,7 +270,7 @@ def run_cell(cell, rank, steps):
         mods.append(mod)
 
     def loss_fn(logits, target):
-        return F.cross_entropy(logits.flatten(0, 1), target.flatten())
+        return F.cross_entropy(logits.reshape(-1, logits.shape[-1]), target.reshape(-1))
 
     if schedule == "interleaved-1f1b":
         sched = ScheduleInterleaved1F1B(stages, n_microbatches=microbatches, loss_fn=loss_fn)
@@ -311,7 +356,7 @@ def eager_reference(cell, steps):
     opt, losses = pvt.adamw(m.parameters()), []
     for _ in range(steps):
         opt.zero_grad()
-        if len(CELLS[cell]) > 4:  # logits out
+        if model_kind(cell) == "hf":  # logits out
             loss = F.cross_entropy(m(tokens).flatten(0, 1).float(), labels.flatten())
         else:
             loss = m(tokens, labels)
@@ -360,7 +405,7 @@ def main():
     ap.add_argument("spmd_run")
     ap.add_argument("--steps", type=int, default=3)
     ap.add_argument("--only", action="append", choices=sorted(CELLS))
-    ap.add_argument("--all", action="store_true", help="all eight cells")
+    ap.add_argument("--all", action="store_true", help="every cell")
     a = ap.parse_args()
     try:
         import torch  # noqa: F401

@@ -218,15 +218,16 @@ def p2p_per_step(dump, microbatches=MICROBATCHES):
     import re
     place, users, size = {}, {}, {}
     dtypes = {"f32": 4, "i64": 8, "bf16": 2, "f16": 2, "i32": 4, "b8": 1}
-    for line in dump.splitlines():
-        m = re.match(r"%(\w+): (\w+)\[([^\]]*)\].* = \S+\((.*)\)(?:\s+#.*?)?\s+@(\S+)$", line)
+    for line in dump.splitlines():  # results = op(args) {attributes}  # source  @place
+        m = re.match(r"(%.*?) = \S+\((.*)\)(?:\s*\{.*?\})?(?:\s+#.*?)?\s+@(\S+)$", line)
         if not m:
             continue
-        name, dt, shape, args, at = m.groups()
-        n = 1
-        for s in shape.split(","):
-            n *= int(s) if s.strip() else 1
-        place[name], size[name] = at, n * dtypes.get(dt, 4)
+        results, args, at = m.groups()
+        for name, dt, shape in re.findall(r"%(\w+): (\w+)\[([^\]]*)\]", results):  # each of a tuple's
+            n = 1
+            for s in shape.split(","):
+                n *= int(s) if s.strip() else 1
+            place[name], size[name] = at, n * dtypes.get(dt, 4)
         for u in re.findall(r"%(\w+)", args):
             users.setdefault(u, set()).add(at)
     count, total = 0, 0
