@@ -92,8 +92,8 @@ TEST_CASE("--list-passes lists every pass in pipeline order, the graph passes ma
                      "append-optimizer (before propagation)", "gather-params (before propagation)",
                      "mixed-precision (before propagation)", "sequence-parallel (before propagation)",
                      "context-parallel (before propagation)", "cp-load-balance", "dedup-collectives",
-                     "dead-code-elimination", "recompute", "bucket-collectives", "bucket-shard-collectives",
-                     "async-collectives"});
+                     "dead-code-elimination", "recompute", "reshard-after-forward", "bucket-collectives",
+                     "bucket-shard-collectives", "async-collectives"});
 }
 
 TEST_CASE("--print-after a graph pass prints the graph after it, before propagation") {
@@ -342,18 +342,23 @@ TEST_CASE("Megatron TP training: one all-reduce per column-parallel input gradie
   CHECK(countCollectives(mlp.program) == std::map<std::string, int>{{"spmd.all_reduce", 1}});
 }
 
-TEST_CASE("fsdp is ZeRO-3: parameters gathered once before use, gradients reduce-scattered, states sharded") {
-  // Collectives per step: one all-gather and one reduce-scatter per module
-  // group, no more than FSDP2 issues wrapped per LlamaLayer + root (mlp:
-  // root only), tests/reference/reference_comm.py.
-  const std::map<std::string, int> fsdp2 = {{"mlp_train", 1}, {"llama_train", 3}};
+TEST_CASE(
+    "fsdp is ZeRO-3 as FSDP2: layers gathered before the forward and again for the backward, "
+    "gradients reduce-scattered, states sharded") {
+  // Collectives per step, as FSDP2 with its default reshard_after_forward
+  // issues them wrapped per LlamaLayer + root (mlp: root only),
+  // tests/reference/reference_comm.py: one all-gather per module group in
+  // the forward, one more per layer in the backward (the root's gathered
+  // weights are kept), one reduce-scatter per group.
+  const std::map<std::string, int> gathers = {{"mlp_train", 1}, {"llama_train", 5}};
+  const std::map<std::string, int> scatters = {{"mlp_train", 1}, {"llama_train", 3}};
   for (const std::string m : {"mlp_train", "llama_train"}) {
     INFO(m);
     auto r = compileTrain(m, "fsdp", {2}, "adamw");
     auto counts = countCollectives(r.program);
-    CHECK(counts["spmd.all_gather"] == fsdp2.at(m));
-    CHECK(counts["spmd.reduce_scatter"] == fsdp2.at(m));
-    int64_t gathered = 0, scattered = 0, parameters = 0;  // elements
+    CHECK(counts["spmd.all_gather"] == gathers.at(m));
+    CHECK(counts["spmd.reduce_scatter"] == scatters.at(m));
+    int64_t gathered = 0, scattered = 0, parameters = 0, layerParameters = 0;  // elements
     for (const auto& n : r.program.graph.graph.nodes()) {
       if (!ir::isCommunicating(n->target())) continue;
       int64_t numel = *n->outputValues()[0]->type().numel();
@@ -385,10 +390,11 @@ TEST_CASE("fsdp is ZeRO-3: parameters gathered once before use, gradients reduce
         int64_t numel = 1;
         for (int64_t d : w.globalShape) numel *= d;
         parameters += numel;
+        if (w.fqn.find("layers.") != std::string::npos) layerParameters += numel;
       }
     }
     CHECK(parameters == parameterCount(m));
-    CHECK(gathered == parameters);
+    CHECK(gathered == parameters + layerParameters);
     CHECK(scattered == parameters);
   }
 }
@@ -397,7 +403,7 @@ TEST_CASE(
     "fsdp buckets: one flat all-gather per module group and size, prefetched; 0 keeps one per parameter") {
   auto kinds = [&](const passes::CompileResult& r) { return countCollectives(r.program); };
   auto unbucketed = compileTrain("llama_train", "fsdp", {2}, "adamw", 0);
-  CHECK(kinds(unbucketed)["spmd.all_gather"] == 21);
+  CHECK(kinds(unbucketed)["spmd.all_gather"] == 21 + 18);  // 18 layer parameters gathered again
   CHECK(kinds(unbucketed)["spmd.reduce_scatter"] == 21);
   auto r = compileTrain("llama_train", "fsdp", {2}, "adamw");
   const ir::Graph* g = &r.program.graph.graph;
@@ -417,10 +423,11 @@ TEST_CASE(
     }
     CHECK(groups.size() == 1);
   }
-  REQUIRE(gathers.size() == 3);
+  REQUIRE(gathers.size() == 5);  // root + 2 layers in the forward, 2 layers again in the backward
   REQUIRE(scatters.size() == 3);
-  // Prefetch: each gather is issued before the one before is waited for.
-  for (size_t i = 1; i < gathers.size(); ++i)
+  // Prefetch: each gather is issued before the one before is waited for,
+  // within the forward's and within the backward's.
+  for (size_t i : {1, 2, 4})
     CHECK(gathers[i]->index() < gathers[i - 1]->outputValues()[0]->users()[0]->index());
   // Overlap: the first gradient bucket is issued while the last one's
   // gradients are still being computed.

@@ -182,7 +182,7 @@ TEST_CASE("bad schema: misspelt top-level key", "[schema][bad]") {
   CHECK(parseError(R"js({"version": 1, "param": []})js") ==
         "s.json: top level: unknown key 'param' (did you mean 'params'?; allowed: $schema, comment, "
         "version, preset, mesh, tp_plan, tp_axis, rules, sequence_parallel, recompute, mixed_precision, "
-        "params, inputs, outputs, pipeline, context_parallel)");
+        "params, inputs, outputs, pipeline, context_parallel, reshard_after_forward)");
 }
 
 TEST_CASE("bad schema: misspelt rule key", "[schema][bad]") {

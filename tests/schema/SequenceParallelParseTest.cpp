@@ -61,7 +61,7 @@ TEST_CASE("bad schema: sequence_parallel mistakes", "[schema][bad]") {
         "s.json: top level: unknown key 'sequence_paralel' (did you mean 'sequence_parallel'?; allowed: "
         "$schema, "
         "comment, version, preset, mesh, tp_plan, tp_axis, rules, sequence_parallel, recompute, "
-        "mixed_precision, params, inputs, outputs, pipeline, context_parallel)");
+        "mixed_precision, params, inputs, outputs, pipeline, context_parallel, reshard_after_forward)");
   CHECK(parseError(R"js({"version": 1, "sequence_parallel": {"axis": "tp", "dims": 1}})js") ==
         "s.json: /sequence_parallel: unknown key 'dims' (did you mean 'dim'?; allowed: axis, dim, comment)");
   CHECK_THAT(parseError(R"js({"version": 1, "sequence_parallel": {"dim": 1}})js"),
