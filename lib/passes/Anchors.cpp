@@ -4,19 +4,11 @@
 #include <unordered_map>
 #include <unordered_set>
 
+#include "passes/Pass.h"
 #include "sharding/Propagation.h"
 #include "sharding/RuleText.h"
 
 namespace spmd::passes {
-namespace {
-
-std::string uniqueName(const ir::Graph& g, const std::string& base) {
-  std::string name = base;
-  for (int i = 1; g.findValue(name); ++i) name = base + "_" + std::to_string(i);
-  return name;
-}
-
-}  // namespace
 
 Status insertLayoutAnchors(ir::Graph& g,
                            const std::vector<std::pair<ir::Value*, sharding::ShardingSpec>>& pins,
@@ -26,7 +18,7 @@ Status insertLayoutAnchors(ir::Graph& g,
   std::unordered_map<const ir::Node*, std::vector<ir::Node*>> after;
   std::vector<ir::Node*> order;
   for (const auto& [value, spec] : pins) {
-    std::string name = uniqueName(g, value->name() + suffix);
+    std::string name = freshName(g, value->name() + suffix);
     SPMD_ASSIGN_OR_RETURN(ir::Value * v, g.addValue(name, ir::ValueKind::Tensor));
     v->mutableType() = value->type();
     SPMD_ASSIGN_OR_RETURN(

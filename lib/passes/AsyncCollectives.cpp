@@ -18,6 +18,7 @@
 #include <unordered_set>
 
 #include "ir/Collectives.h"
+#include "passes/Pass.h"
 #include "passes/Passes.h"
 
 namespace spmd::passes {
@@ -109,9 +110,7 @@ Status AsyncCollectives::run(program::Program& program) {
     args.push_back({"async", ir::Argument::boolean(true), true});
     c->setInputs(std::move(args));
     ir::Value* y = c->outputValues()[0];
-    std::string base = y->name() + "_wait";
-    std::string name = base;
-    for (int i = 1; g.findValue(name); ++i) name = base + "_" + std::to_string(i);
+    const std::string name = freshName(g, y->name() + "_wait");
     SPMD_ASSIGN_OR_RETURN(ir::Value * w, g.addValue(name, y->kind()));
     w->mutableType() = y->type();
     const ir::Node* first = nullptr;

@@ -18,6 +18,7 @@
 #include "passes/Anchors.h"
 #include "passes/ContextParallelRing.h"
 #include "passes/GraphPass.h"
+#include "passes/Pass.h"
 #include "support/Strings.h"
 
 namespace spmd::passes {
@@ -233,16 +234,10 @@ bool takesMask(const std::string& t) {
          t == "aten._scaled_dot_product_flash_attention_for_cpu_backward.default";
 }
 
-std::string uniqueName(const ir::Graph& g, const std::string& base) {
-  std::string name = base;
-  for (int i = 1; g.findValue(name); ++i) name = base + "_" + std::to_string(i);
-  return name;
-}
-
 Expected<ir::Value*> addOp(ir::Graph& g, const std::string& target, std::vector<ir::NamedArgument> args,
                            const ir::TensorType& type, const std::string& base,
                            std::vector<ir::Node*>& made) {
-  std::string name = uniqueName(g, base);
+  std::string name = freshName(g, base);
   SPMD_ASSIGN_OR_RETURN(ir::Value * v, g.addValue(name, ir::ValueKind::Tensor));
   v->mutableType() = type;
   SPMD_ASSIGN_OR_RETURN(ir::Node * n, g.addNode(name, target, std::move(args), {Argument::tensor(v)}));

@@ -17,6 +17,7 @@
 
 #include "passes/Anchors.h"
 #include "passes/ContextParallelMask.h"
+#include "passes/Pass.h"
 
 namespace spmd::passes {
 namespace {
@@ -179,11 +180,7 @@ class Inserter {
   }
 
  private:
-  std::string unique(const std::string& base) const {
-    std::string name = base;
-    for (int i = 1; g_.findValue(name); ++i) name = base + "_" + std::to_string(i);
-    return name;
-  }
+  std::string unique(const std::string& base) const { return freshName(g_, base); }
 
   ir::Graph& g_;
   std::unordered_map<const ir::Node*, std::vector<ir::Node*>> after_;

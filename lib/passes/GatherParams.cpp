@@ -5,18 +5,13 @@
 #include <unordered_map>
 
 #include "passes/GraphPass.h"
+#include "passes/Pass.h"
 #include "sharding/Propagation.h"
 
 namespace spmd::passes {
 namespace {
 
 bool isOptimizerUpdate(const ir::Node& n) { return n.metadata().other.count("spmd_optimizer") != 0; }
-
-std::string uniqueName(const ir::Graph& g, const std::string& base) {
-  std::string name = base;
-  for (int i = 1; g.findValue(name); ++i) name = base + "_" + std::to_string(i);
-  return name;
-}
 
 // Moves each anchor right before the first node that reads it; anchors no
 // node reads are dropped.
@@ -59,7 +54,7 @@ Status insertParameterGathers(ir::ExportedProgram& program, const schema::Resolv
   for (size_t i = 0; i < ins.size() && i < placements.gathered.size(); ++i) {
     if (!placements.gathered[i] || ins[i].value == nullptr) continue;
     ir::Value* param = ins[i].value;
-    std::string name = uniqueName(g, param->name() + "_gathered");
+    std::string name = freshName(g, param->name() + "_gathered");
     SPMD_ASSIGN_OR_RETURN(ir::Value * v, g.addValue(name, ir::ValueKind::Tensor));
     v->mutableType() = param->type();
     SPMD_ASSIGN_OR_RETURN(

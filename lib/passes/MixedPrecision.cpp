@@ -7,6 +7,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "passes/Pass.h"
 #include "sharding/Propagation.h"
 
 namespace spmd::passes {
@@ -37,12 +38,6 @@ std::optional<schema::MixedPrecisionRequest> castPolicy(const ir::Node& n) {
   auto reduce = schema::mixedPrecisionDtype(p.value("reduce_dtype", ""));
   if (!param || !reduce) return std::nullopt;
   return schema::MixedPrecisionRequest{*param, *reduce};
-}
-
-std::string uniqueName(const ir::Graph& g, const std::string& base) {
-  std::string name = base;
-  for (int i = 1; g.findValue(name); ++i) name = base + "_" + std::to_string(i);
-  return name;
 }
 
 // Puts `moved` (in this order) right before `before`.
@@ -93,7 +88,7 @@ Status reduceIn(ir::Graph& g, ir::Value* grad, const ir::Value* param, ir::Scala
          !v->producer()->inputValues().empty())
     v = v->producer()->inputValues()[0];
   if (v == grad || v->type().dtype != reduce) return Status::ok();  // reduced as it is output
-  std::string name = uniqueName(g, v->name() + "_reduced");
+  std::string name = freshName(g, v->name() + "_reduced");
   SPMD_ASSIGN_OR_RETURN(ir::Value * a, g.addValue(name, ir::ValueKind::Tensor));
   a->mutableType() = v->type();
   SPMD_ASSIGN_OR_RETURN(ir::Node * n,

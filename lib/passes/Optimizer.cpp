@@ -12,6 +12,7 @@
 #include <map>
 
 #include "passes/GraphPass.h"
+#include "passes/Pass.h"
 #include "sharding/Propagation.h"
 
 namespace spmd::passes {
@@ -23,11 +24,7 @@ class Builder {
  public:
   explicit Builder(ir::ExportedProgram& p) : p_(p), g_(p.graph) {}
 
-  std::string unique(const std::string& base) {
-    std::string name = base;
-    for (int i = 1; g_.findValue(name); ++i) name = base + "_" + std::to_string(i);
-    return name;
-  }
+  std::string unique(const std::string& base) { return freshName(g_, base); }
 
   Expected<ir::Value*> op(const std::string& target, std::vector<ir::NamedArgument> args,
                           const ir::TensorType& type, const std::string& base) {

@@ -44,8 +44,7 @@ void syncSignatureOutputs(program::Program& program) {
 
 Expected<ir::Node*> appendTensorNode(ir::Graph& graph, const std::string& base, const std::string& target,
                                      std::vector<ir::NamedArgument> args, const ir::TensorType& type) {
-  std::string name = base;
-  for (int i = 1; graph.findValue(name); ++i) name = base + "_" + std::to_string(i);
+  const std::string name = freshName(graph, base);
   SPMD_ASSIGN_OR_RETURN(ir::Value * v, graph.addValue(name, ir::ValueKind::Tensor));
   v->mutableType() = type;
   return graph.addNode(name, target, std::move(args), {ir::Argument::tensor(v)});
@@ -84,16 +83,11 @@ int firstUseThroughAliases(const ir::Value* v, int none, std::vector<ir::Node*>&
   return first;
 }
 
-namespace {
-
-/// A fresh value name: `base`, else base_1, base_2, ...
 std::string freshName(const ir::Graph& g, const std::string& base) {
   std::string name = base;
   for (int i = 1; g.findValue(name); ++i) name = base + "_" + std::to_string(i);
   return name;
 }
-
-}  // namespace
 
 bool isRandomOp(const std::string& target) {
   for (const char* word : {"rand", "bernoulli", "dropout", "normal", "uniform", "exponential", "multinomial",

@@ -62,6 +62,10 @@ Status commitRewrite(program::Program& program, const std::vector<ir::Node*>& or
                      const std::unordered_map<ir::Value*, ir::Value*>& replacement,
                      const std::unordered_set<const ir::Node*>& removed);
 
+/// A value name not yet in `g`: `base`, else base_1, base_2, ... (the one
+/// helper every pass uses to name what it adds).
+std::string freshName(const ir::Graph& g, const std::string& base);
+
 /// True for an op that draws random numbers (dropout, rand_like, ...): never
 /// recomputed or cloned.
 bool isRandomOp(const std::string& target);
