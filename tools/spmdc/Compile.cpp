@@ -249,7 +249,9 @@ void addCompileOptions(CLI::App* cmd, CompileArgs& c) {
   cmd->add_option("--mesh", c.mesh, "mesh shape, e.g. 8 or 2x4 (overrides the schema's)");
   cmd->add_flag("--replicate-unknown", c.replicateUnknown, "run ops without a sharding rule replicated");
   cmd->add_flag("--no-async", c.noAsync, "keep collectives synchronous");
-  cmd->add_option("--bucket-mb", c.bucketMb, "fuse all-reduces into buckets of this many MiB (0: off)");
+  cmd->add_option(
+      "--bucket-mb", c.bucketMb,
+      "fuse all-reduces, and fsdp's all-gathers and reduce-scatters, into buckets of this many MiB (0: off)");
   cmd->add_option("--optimizer", c.optimizer.kind, "append an optimizer update (train steps): sgd or adamw")
       ->check(CLI::IsMember({"sgd", "adamw"}));
   cmd->add_option("--lr", c.optimizer.lr, "learning rate");
