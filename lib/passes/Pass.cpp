@@ -124,6 +124,35 @@ Expected<ir::Node*> cloneNode(ir::Graph& g, const ir::Node& n,
   return c;
 }
 
+Status spliceClones(ir::Graph& graph, const std::vector<ir::Node*>& originals,
+                    const std::map<int, std::vector<ir::Node*>>& clonesBefore,
+                    const std::unordered_set<const ir::Node*>& forward,
+                    const std::unordered_map<ir::Value*, ir::Value*>& remap,
+                    const std::function<int(const ir::Value*)>& readersAfter) {
+  for (ir::Node* n : originals) {
+    if (forward.count(n)) continue;
+    std::vector<ir::NamedArgument> inputs = n->inputs();
+    bool changed = false;
+    for (ir::NamedArgument& a : inputs)
+      for (ir::Value*& v : a.arg.values) {
+        auto it = v ? remap.find(v) : remap.end();
+        if (it == remap.end() || n->index() <= readersAfter(v)) continue;
+        v = it->second;
+        changed = true;
+      }
+    if (changed) n->setInputs(std::move(inputs));
+  }
+  std::vector<ir::Node*> order;
+  for (ir::Node* n : originals) {
+    if (auto it = clonesBefore.find(n->index()); it != clonesBefore.end())
+      order.insert(order.end(), it->second.begin(), it->second.end());
+    order.push_back(n);
+  }
+  graph.setNodeOrder(order);
+  graph.rebuildUses();
+  return graph.verify();
+}
+
 void recordClone(program::Program& program, const ir::Node& original, const ir::Node& clone,
                  const std::string& why) {
   if (!ir::isCommunicating(original.target())) return;

@@ -8,6 +8,8 @@
 // program after a pass.
 #pragma once
 
+#include <functional>
+#include <map>
 #include <memory>
 #include <optional>
 #include <string_view>
@@ -76,6 +78,18 @@ bool isRandomOp(const std::string& target);
 Expected<ir::Node*> cloneNode(ir::Graph& graph, const ir::Node& n,
                               std::unordered_map<ir::Value*, ir::Value*>& remap, const std::string& suffix,
                               const std::string& mark);
+
+/// Splices clones into the program order and points the backward at them:
+/// `clonesBefore[i]` runs just before the original node of index i (in
+/// `originals`, the order the clones were made from); each node of
+/// `originals` outside `forward` whose index is past `readersAfter(v)`
+/// reads `remap[v]` instead of each `v` in `remap`. Then rebuilds uses and
+/// verifies. Shared by recompute and reshard-after-forward.
+Status spliceClones(ir::Graph& graph, const std::vector<ir::Node*>& originals,
+                    const std::map<int, std::vector<ir::Node*>>& clonesBefore,
+                    const std::unordered_set<const ir::Node*>& forward,
+                    const std::unordered_map<ir::Value*, ir::Value*>& remap,
+                    const std::function<int(const ir::Value*)>& readersAfter);
 
 /// Records the clone of a collective as its original is recorded (for
 /// reports), its consumer prefixed with `why` ("recompute of ").

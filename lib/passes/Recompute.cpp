@@ -226,25 +226,6 @@ std::set<int> recomputeSet(const std::vector<ir::Value*>& values, int r, const P
   return clone;
 }
 
-/// Makes each backward node after a region's forward read the recomputed
-/// values instead of the region's.
-void readRecomputed(const std::vector<ir::Node*>& nodes, const Plan& plan,
-                    const std::unordered_map<ir::Value*, ir::Value*>& remap) {
-  for (ir::Node* n : nodes) {
-    if (plan.forward.count(n)) continue;
-    std::vector<ir::NamedArgument> inputs = n->inputs();
-    bool changed = false;
-    for (ir::NamedArgument& a : inputs)
-      for (ir::Value*& v : a.arg.values) {
-        auto it = v ? remap.find(v) : remap.end();
-        if (it == remap.end() || n->index() <= plan.lastForward.at(plan.region.at(v->producer()))) continue;
-        v = it->second;
-        changed = true;
-      }
-    if (changed) n->setInputs(std::move(inputs));
-  }
-}
-
 /// The collectives of activations in recomputed regions that the backward
 /// reads through the recomputation (Save: their kept results) or that it
 /// runs again (Reissue: the cloned ones); their bytes and modeled time.
@@ -340,16 +321,10 @@ Status applyRecompute(program::Program& program, const RecomputePlan& recompute,
   }
   countCollectives(program, plan, needs, cloned, outputs, summary);
   if (remap.empty()) return Status::ok();
-  std::vector<ir::Node*> order;
-  for (ir::Node* n : originals) {
-    if (auto it = clonesBefore.find(n->index()); it != clonesBefore.end())
-      order.insert(order.end(), it->second.begin(), it->second.end());
-    order.push_back(n);
-  }
-  readRecomputed(originals, plan, remap);
-  g.setNodeOrder(order);
-  g.rebuildUses();
-  SPMD_RETURN_IF_ERROR(g.verify());
+  // Each backward node after a region's forward reads the recomputed values.
+  SPMD_RETURN_IF_ERROR(spliceClones(g, originals, clonesBefore, plan.forward, remap, [&](const ir::Value* v) {
+    return plan.lastForward.at(plan.region.at(v->producer()));
+  }));
   summary.savedBytesAfter = estimateSavedActivations(program).savedBytes;
   return Status::ok();
 }

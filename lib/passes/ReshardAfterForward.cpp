@@ -147,14 +147,15 @@ Status ReshardAfterForward::run(program::Program& program) {
   std::vector<ir::Node*> originals;
   for (const auto& n : g.nodes()) originals.push_back(n.get());
   std::map<int, std::vector<ir::Node*>> clonesBefore;  // node index -> clones run before it
-  std::vector<std::pair<int, std::unordered_map<ir::Value*, ir::Value*>>> remaps;  // (after index, remap)
+  std::unordered_map<ir::Value*, ir::Value*> remap;    // a chain's values -> their clones
+  std::unordered_map<const ir::Value*, int> after;     // a chain's values -> its last forward reader
   for (const GatherChain& chain : gatherChains(g, forward, params)) {
     auto [values, first] = backwardReads(g, chain, forward, outputs);
     if (first < 0) continue;
-    std::unordered_map<ir::Value*, ir::Value*> remap;
     for (ir::Node* n : needed(chain, values)) {
       SPMD_ASSIGN_OR_RETURN(ir::Node * c, cloneNode(g, *n, remap, "_rg", "spmd_regather"));
       clonesBefore[first].push_back(c);
+      for (const ir::Value* v : n->outputValues()) after[v] = chain.lastForward;
       if (n != chain.gather) continue;
       recordClone(program, *n, *c, "backward of ");
       ++summary_.gathers;
@@ -162,31 +163,10 @@ Status ReshardAfterForward::run(program::Program& program) {
       for (const program::CollectiveRecord& r : program.collectives)
         if (r.node == n->name()) summary_.movedBytes += r.bytesPerRank;
     }
-    remaps.emplace_back(chain.lastForward, std::move(remap));
   }
-  if (remaps.empty()) return Status::ok();
-  for (const auto& [after, remap] : remaps)
-    for (ir::Node* n : originals) {
-      if (forward.count(n) || n->index() <= after) continue;
-      std::vector<ir::NamedArgument> inputs = n->inputs();
-      bool changed = false;
-      for (ir::NamedArgument& a : inputs)
-        for (ir::Value*& v : a.arg.values)
-          if (auto it = v ? remap.find(v) : remap.end(); it != remap.end()) {
-            v = it->second;
-            changed = true;
-          }
-      if (changed) n->setInputs(std::move(inputs));
-    }
-  std::vector<ir::Node*> order;
-  for (ir::Node* n : originals) {
-    if (auto it = clonesBefore.find(n->index()); it != clonesBefore.end())
-      order.insert(order.end(), it->second.begin(), it->second.end());
-    order.push_back(n);
-  }
-  g.setNodeOrder(order);
-  g.rebuildUses();
-  return g.verify();
+  if (remap.empty()) return Status::ok();
+  return spliceClones(g, originals, clonesBefore, forward, remap,
+                      [&](const ir::Value* v) { return after.at(v); });
 }
 
 }  // namespace spmd::passes
