@@ -167,7 +167,7 @@ TEST_CASE("auto counts saving and re-issuing and takes the faster plan that fits
           tried.clear();
           std::string got;
           REQUIRE(passes::chooseRecompute(compiled->program, rules, budget, RecomputeCollectives::Save,
-                                          peakOf, got, false, {1000, plain->level})
+                                          peakOf, got, false, {1000, plain->level, std::nullopt})
                       .hasValue());
           CHECK(tried == std::vector<std::string>{std::to_string(*plain->level) + "s",
                                                   std::to_string(*plain->level - 1) + "s"});
