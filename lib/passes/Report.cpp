@@ -28,15 +28,15 @@ std::string ms(double seconds) {
   return buf;
 }
 
-const sharding::DeviceProfile& profileOf(const ReportExtras& e) {
-  return e.profile ? *e.profile : sharding::defaultDeviceProfile();
-}
-
 LayoutCost costOf(const program::Program& p, const ReportExtras& e) {
   return e.cost ? *e.cost : modelLayout(p, profileOf(e));
 }
 
 }  // namespace
+
+const sharding::DeviceProfile& profileOf(const ReportExtras& e) {
+  return e.profile ? *e.profile : sharding::defaultDeviceProfile();
+}
 
 std::string costJson(const LayoutCost& c, const std::string& profileName) {
   nlohmann::ordered_json j;

@@ -65,6 +65,9 @@ struct ReportExtras {
   std::optional<LayoutCost> cost;
 };
 
+/// The device profile the report prices with: `e.profile`, else the default.
+const sharding::DeviceProfile& profileOf(const ReportExtras& e);
+
 /// The "cost" object of a report: device_profile, modeled_step_ms,
 /// compute_ms, comm_ms, comm_ms_per_axis, collectives_per_axis,
 /// param_bytes_per_rank, peak_bytes_per_rank.

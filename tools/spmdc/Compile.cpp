@@ -174,8 +174,7 @@ namespace {
 // modelLayout's of the whole graph on one rank; the summary adds the bubble
 // and the bytes sent between stages.
 void addPipelineCost(const spmd::program::Program& p, spmd::passes::ReportExtras& extras) {
-  const auto& profile = extras.profile ? *extras.profile : spmd::sharding::defaultDeviceProfile();
-  spmd::autoshard::PipelinedCost c = spmd::autoshard::pipelinedCost(p, profile);
+  spmd::autoshard::PipelinedCost c = spmd::autoshard::pipelinedCost(p, spmd::passes::profileOf(extras));
   extras.cost = c.cost;
   char bubble[32];
   std::snprintf(bubble, sizeof bubble, "%.1f%%", 100 * c.bubble);
