@@ -346,6 +346,9 @@ def check_unbucketed(a, d, failures):
         failures.append("fsdp --bucket-mb 0: the step differs from the bucketed one")
 
 
+PEAK_RUNS = 4  # runs whose per-rank floor is the measured peak (check_reshard)
+
+
 def check_reshard(a, d, failures):
     """fsdp gathers each decoder layer's parameters again for the backward
     (FSDP2's reshard_after_forward=True, the reshard-after-forward pass):
@@ -372,9 +375,15 @@ def check_reshard(a, d, failures):
              "-o", prog, "-q", "--report", d / f"fsdp_{name}.report.json"])
         estimates[name] = json.loads((d / f"fsdp_{name}.report.json").read_text())["per_rank"]["peak_bytes_estimate"]
         gathers[name] = run([a.spmdc, "dump", prog]).stdout.count("= spmd.all_gather(")
-        run([a.spmd_run, "-n", 2, prog, "--inputs", d / "inputs.safetensors", "--output", d / f"{name}.st", "-q",
-             "--profile", prof])
-        peaks[name] = max(r["peak_bytes"] for r in json.loads(prof.read_text())["ranks"])
+        # A Gloo worker thread frees a collective's buffers a moment after
+        # the wait returns, so one run's peak can hold up to ~135 KB more
+        # (seen on CI); the floor of a few runs is the program's own peak.
+        runs = []
+        for _ in range(PEAK_RUNS):
+            run([a.spmd_run, "-n", 2, prog, "--inputs", d / "inputs.safetensors", "--output", d / f"{name}.st", "-q",
+                 "--profile", prof])
+            runs.append([r["peak_bytes"] for r in json.loads(prof.read_text())["ranks"]])
+        peaks[name] = max(min(rank) for rank in zip(*runs))
     print(f"fsdp reshard_after_forward true / false: {gathers['reshard']} / {gathers['kept']} all-gathers, "
           f"measured peak {peaks['reshard']:,} / {peaks['kept']:,} B per rank, estimate "
           f"{estimates['reshard']:,} / {estimates['kept']:,} B")
