@@ -7,10 +7,27 @@
 //     -> spmd.moe_experts(x=%x, indices=%i, weights=%w, w1=%a, w2=%b, w3=%c, axis="ep", experts=8)
 //
 // and spmdc.moe_experts_backward.default likewise. Unsharded nodes stay as
-// they are (spmd-run runs them on each rank's whole token set).
+// they are (spmd-run runs them on each rank's whole token set). Experts
+// whose FFN dim is split over another axis (tp inside the experts) need
+// nothing here: the kernels run on the local slice, their token results
+// pending sums over that axis (rules/moe.cpp). A forward node whose tokens
+// are replicated over some axes (tp) names them, so that only one rank of
+// each replica set counts its tokens in spmd-run's tokens per expert:
+//
+//   spmd.moe_experts(..., axis="ep", experts=8, replicas=["tp"])
 #include "passes/Expander.h"
 
 namespace spmd::passes::detail {
+
+Status Expander::countOnce(const ShardingSpec& tokens, std::vector<ir::NamedArgument>& args) const {
+  Argument replicas;
+  replicas.kind = Argument::Kind::Strings;
+  for (int64_t a = 0; a < mesh_.numAxes(); ++a)
+    if (mesh_.size(a) > 1 && !tokens.placements[static_cast<size_t>(a)].isShard())
+      replicas.strings.push_back(mesh_.axisNames()[static_cast<size_t>(a)]);
+  if (!replicas.strings.empty()) args.push_back({"replicas", std::move(replicas), false});
+  return Status::ok();
+}
 
 Status Expander::expertParallel(const ir::Node& n, const sharding::NodeSharding& ns, std::string& target,
                                 std::vector<ir::NamedArgument>& args) {
@@ -23,7 +40,7 @@ Status Expander::expertParallel(const ir::Node& n, const sharding::NodeSharding&
   int64_t axis = -1;
   for (int64_t a = 0; a < mesh_.numAxes(); ++a)
     if (spec.placements[static_cast<size_t>(a)].isShard(0)) axis = a;
-  if (axis < 0) return Status::ok();
+  if (axis < 0) return forward ? countOnce(ns.operands[0], args) : Status::ok();
   const ir::Dim& e = operands[w1]->type().sizes[0];
   // The planner splits the exchange factor evenly only; a layout that
   // reached here otherwise is a compiler bug, not the user's.
@@ -38,7 +55,7 @@ Status Expander::expertParallel(const ir::Node& n, const sharding::NodeSharding&
   target = forward ? "spmd.moe_experts" : "spmd.moe_experts_backward";
   args.push_back({"axis", stringArg(name), false});
   args.push_back({"experts", Argument::integer(e.value()), false});
-  return Status::ok();
+  return forward ? countOnce(ns.operands[0], args) : Status::ok();
 }
 
 }  // namespace spmd::passes::detail

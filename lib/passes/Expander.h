@@ -231,6 +231,10 @@ class Expander {
   // are split over a mesh axis becomes spmd.moe_experts(_backward) on it.
   Status expertParallel(const ir::Node& n, const sharding::NodeSharding& ns, std::string& target,
                         std::vector<ir::NamedArgument>& args);
+  // Appends `replicas` (the mesh axes over which a MoE node's tokens,
+  // laid out `tokens`, are replicated) to a forward MoE node's arguments,
+  // when there are any: one rank per replica set counts tokens per expert.
+  Status countOnce(const ShardingSpec& tokens, std::vector<ir::NamedArgument>& args) const;
   // Ring attention (ExpandRing.cpp): a ring attention node whose queries
   // are split by their length over a mesh axis becomes spmd.ring_attention
   // (_backward) on it.

@@ -119,11 +119,23 @@ Routing route(const Axis& ax, const at::Tensor& indices, int64_t experts) {
   return r;
 }
 
+/// The strings of a str[]? argument (none for None).
+std::vector<std::string> strings(const c10::IValue& list) {
+  std::vector<std::string> out;
+  if (list.isNone()) return out;
+  for (const c10::IValue& v : list.toListRef()) out.push_back(v.toStringRef());
+  return out;
+}
+
 /// Adds this rank's tokens per expert to its statistics (spmd-run's
-/// summary); nothing outside a distributed run.
-void countTokens(const std::vector<int64_t>& perExpert) {
+/// summary); nothing outside a distributed run, nor on a rank whose tokens
+/// another rank counts: one off coordinate 0 of an axis in `replicas`, the
+/// axes over which the tokens are replicated (tp inside the experts).
+void countTokens(const std::vector<int64_t>& perExpert, const std::vector<std::string>& replicas) {
   MeshComm* c = CollectiveScope::current();
   if (!c) return;
+  for (const std::string& name : replicas)
+    if (scopedAxis(name, "spmd.moe_experts").coord != 0) return;
   std::vector<int64_t>& total = c->stats().expertTokens;
   if (total.size() < perExpert.size()) total.resize(perExpert.size(), 0);
   for (size_t e = 0; e < perExpert.size(); ++e) total[e] += perExpert[e];
@@ -195,13 +207,14 @@ RowGrads expertsBackward(const at::Tensor& x, const at::Tensor& grad, const at::
 
 /// Forward on `ax`: dispatch, local experts, combine.
 at::Tensor forward(const Axis& ax, const at::Tensor& x, const at::Tensor& indices, const at::Tensor& weights,
-                   const at::Tensor& w1, const at::Tensor& w2, const at::Tensor& w3, int64_t experts) {
+                   const at::Tensor& w1, const at::Tensor& w2, const at::Tensor& w3, int64_t experts,
+                   const std::vector<std::string>& replicas) {
   TORCH_CHECK(x.dim() == 2 && w1.dim() == 3 && w2.dim() == 3 && w3.dim() == 3,
               "expected x [tokens, hidden] and stacked w1, w2, w3 [experts, ...]");
   TORCH_CHECK(w1.size(0) * ax.size == experts, "w1 holds ", w1.size(0), " experts, expected ",
               experts / ax.size);
   Routing r = route(ax, indices, experts);
-  countTokens(r.perExpert);
+  countTokens(r.perExpert, replicas);
   at::Tensor rows = exchange(ax, x.index_select(0, r.token), r.sendCounts, r.recvCounts);
   at::Tensor y = expertsForward(rows, r.recvLocal, w1, w2, w3);
   at::Tensor back = exchange(ax, y, r.recvCounts, r.sendCounts);
@@ -235,17 +248,17 @@ std::vector<at::Tensor> backward(const Axis& ax, const at::Tensor& grad, const a
   return {gradX, gradW.reshape(weights.sizes()), g.w1, g.w2, g.w3};
 }
 
-// Boxed kernels. Arguments: x, indices, weights, w1, w2, w3[, axis, experts].
+// Boxed kernels. Arguments: x, indices, weights, w1, w2, w3[, axis, experts], replicas.
 template <bool kSharded>
 void forwardKernel(Stack& s) {
   c10::InferenceMode normalTensors(false);  // c10d's threads write the exchanged buffers
-  constexpr size_t kArgs = kSharded ? 8 : 6;
+  constexpr size_t kArgs = kSharded ? 9 : 7;
   auto a = torch::jit::last(s, kArgs);
   Axis ax = kSharded ? scopedAxis(a[6].toStringRef(), "spmd.moe_experts") : Axis{};
   const at::Tensor& w1 = a[3].toTensor();
   int64_t experts = kSharded ? a[7].toInt() : w1.size(0);
   at::Tensor out = forward(ax, a[0].toTensor(), a[1].toTensor(), a[2].toTensor(), w1, a[4].toTensor(),
-                           a[5].toTensor(), experts);
+                           a[5].toTensor(), experts, strings(a[kArgs - 1]));
   torch::jit::drop(s, kArgs);
   s.emplace_back(std::move(out));
 }
@@ -268,10 +281,12 @@ void backwardKernel(Stack& s) {
 #define SPMD_MOE_ARGS "Tensor x, Tensor indices, Tensor weights, Tensor w1, Tensor w2, Tensor w3"
 #define SPMD_MOE_GRADS "(Tensor, Tensor, Tensor, Tensor, Tensor)"
 const LocalOpDef kMoeOps[] = {
-    {"spmdc.moe_experts.default", "spmdc::moe_experts(" SPMD_MOE_ARGS ") -> Tensor", forwardKernel<false>},
+    {"spmdc.moe_experts.default", "spmdc::moe_experts(" SPMD_MOE_ARGS ", str[]? replicas=None) -> Tensor",
+     forwardKernel<false>},
     {"spmdc.moe_experts_backward.default",
      "spmdc::moe_experts_backward(Tensor grad, " SPMD_MOE_ARGS ") -> " SPMD_MOE_GRADS, backwardKernel<false>},
-    {"spmd.moe_experts", "spmd::moe_experts(" SPMD_MOE_ARGS ", str axis, int experts) -> Tensor",
+    {"spmd.moe_experts",
+     "spmd::moe_experts(" SPMD_MOE_ARGS ", str axis, int experts, str[]? replicas=None) -> Tensor",
      forwardKernel<true>},
     {"spmd.moe_experts_backward",
      "spmd::moe_experts_backward(Tensor grad, " SPMD_MOE_ARGS ", str axis, int experts) -> " SPMD_MOE_GRADS,

@@ -28,6 +28,18 @@ Usage:
        ep_fsdp mesh 2x2 (fsdp, ep): tokens over both, experts over ep and
                their FFN dim over fsdp, every other weight over fsdp
                (gathered for use, gradients reduce-scattered), 4 workers
+       ep_tp   mesh 2x2 (ep, tp): tokens over ep, replicated over tp; the
+               experts over ep and their FFN dim over tp (w1, w3 S(1), w2
+               S(2): torchtitan's expert TP), attention under Megatron TP on
+               tp (q_proj column-wise, o_proj row-wise; k_proj and v_proj
+               replicated: the tiny configs have one key/value head, fewer
+               than tp, as Megatron replicates them), 4 workers; its
+               --report's tp all-reduces of [tokens, hidden] must equal
+               Megatron's formula (after attention and after the experts in
+               the forward, each block's input gradient in the backward), the
+               only other tp collectives being the routing weights' gradient
+               all-reduce (one [tokens, top-k] per layer) and all-gathers into
+               attention's batched matmuls (printed)
 
    and must match the original HF model in eager PyTorch: the loss and every
    gradient of one step, the losses of --steps AdamW steps and the
@@ -297,8 +309,16 @@ def schema(d, case, glob):
             params = [{"match": glob, "placements": {"ep": "S(0)", "fsdp": "S(1)"}, "gather": ["fsdp"]},
                       {"match": "*.weight", "placements": {"fsdp": "S(0)"}, "gather": True},
                       {"match": "*.bias", "placements": {"fsdp": "S(0)"}, "gather": True, "optional": True}]
+    elif case == "ep_tp":
+        stem = glob[:-1]  # "model.layers.*.block_sparse_moe.experts."
+        mesh, batch = {"shape": [2, 2], "axes": ["ep", "tp"]}, {"ep": "S(0)"}
+        params = [{"match": stem + "w[13]", "placements": {"ep": "S(0)", "tp": "S(1)"}},
+                  {"match": stem + "w2", "placements": {"ep": "S(0)", "tp": "S(2)"}},
+                  {"match": "*self_attn.q_proj.weight", "placements": {"tp": "S(0)"}},
+                  {"match": "*self_attn.q_proj.bias", "placements": {"tp": "S(0)"}, "optional": True},
+                  {"match": "*self_attn.o_proj.weight", "placements": {"tp": "S(1)"}}]
     else:
-        raise RuntimeError(f"unknown case {case!r} (ep2, ep4, dp_ep, ep_fsdp)")
+        raise RuntimeError(f"unknown case {case!r} (ep2, ep4, dp_ep, ep_fsdp, ep_tp)")
     s = {"version": 1, "mesh": mesh, "params": params,
          "inputs": [{"match": "*", "placements": batch}], "outputs": "replicate"}
     path = d / f"{case}.json"
@@ -332,15 +352,43 @@ def export_train(d, name, router):
 
 
 def compile_run(a, d, tag, schema_path, workers, extra=(), run_extra=()):
-    """Compiles d/model.pt2 and runs it; returns (outputs, spmd-run's stdout)."""
+    """Compiles d/model.pt2 (its --report d/<tag>.report.json) and runs it; returns (outputs, spmd-run's
+    stdout)."""
     from safetensors.torch import load_file
     prog, out = d / f"{tag}.spmd", d / f"{tag}.out.safetensors"
-    run([a.spmdc, "compile", d / "model.pt2", "--schema", schema_path, "-o", prog, "-q", *extra])
+    run([a.spmdc, "compile", d / "model.pt2", "--schema", schema_path, "-o", prog, "-q", "--report",
+         d / f"{tag}.report.json", *extra])
     dump = run([a.spmdc, "dump", prog]).stdout
     if "spmd.moe_experts(" not in dump:
         raise RuntimeError(f"{tag}: the program has no spmd.moe_experts exchange (experts not split over ep)")
     r = run([a.spmd_run, "-n", workers, prog, "--inputs", d / "inputs.safetensors", "--output", out, *run_extra])
     return load_file(str(out)), r.stdout
+
+
+def check_tp_bytes(tag, report, bad):
+    """ep_tp: --report's tp collectives against Megatron's formula (see the module's doc): the all-reduces of
+    [tokens, hidden] must be Megatron's, the others the routing weights' gradients ([tokens, top-k]); the
+    attention's all-gathers (its batch-and-heads views, split over ep and tp) are printed beside them."""
+    r = json.loads(Path(report).read_text())
+    tp = [c for c in r["collectives"] if c["mesh_axis"] == "tp"]
+    tokens, hidden, layers, ranks = BATCH * SEQ // 2, SIZE["hidden"], SIZE["layers"], 2
+    one = 2 * (ranks - 1) * tokens * hidden * 4 // ranks  # a ring all-reduce of [tokens, hidden] fp32
+    want = layers * 4 * one  # attention and experts, forward and backward, per layer
+    numel = lambda c: math.prod(c["shape"])  # noqa: E731
+    act = sum(c["bytes_per_rank"] for c in tp if c["kind"] == "all_reduce" and numel(c) == tokens * hidden)
+    routing = [c for c in tp if c["kind"] == "all_reduce" and c["shape"] == [tokens, 2]]
+    gathers = [c for c in tp if c["kind"] == "all_gather" and "bmm" in c["reason"]]
+    other = [c for c in tp if c not in routing and c not in gathers and
+             not (c["kind"] == "all_reduce" and numel(c) == tokens * hidden)]
+    got = sum(c["bytes_per_rank"] for c in tp)
+    print(f"{tag}: tp collectives {got:,} B per rank: all-reduces of [{tokens}, {hidden}] {act:,} B (Megatron's "
+          f"formula {want:,} B), routing weights' gradients {len(routing)} x [{tokens}, 2] "
+          f"{sum(c['bytes_per_rank'] for c in routing):,} B, attention all-gathers {len(gathers)} x "
+          f"{gathers[0]['shape'] if gathers else []} {sum(c['bytes_per_rank'] for c in gathers):,} B", flush=True)
+    if act != want or len(routing) != layers or other:
+        bad.append(f"{tag}: tp all-reduces of the tokens {act:,} B per rank, Megatron's formula {want:,} B; "
+                   f"{len(routing)} routing-weight gradients for {layers} layers; unexpected "
+                   f"{[(c['kind'], c['shape']) for c in other]}")
 
 
 def check_tokens(tag, summary, want, bad):
@@ -396,6 +444,8 @@ def check_train(a, work, name, cases, bad):
         tag = f"{name} train {case}"
         got, summary = compile_run(a, d, f"{case}_grad", path, workers)
         check_tokens(tag, summary, want_tokens, bad)
+        if case == "ep_tp":
+            check_tp_bytes(tag, d / f"{case}_grad.report.json", bad)
         names = [k[5:] for k in got if k.startswith("grad.")]
         worst = close(f"{tag} loss", got.get("loss"), loss, bad)
         for k, w in stack_like(want, names).items():

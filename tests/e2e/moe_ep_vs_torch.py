@@ -22,6 +22,15 @@ and each layout on 4 workers
     ep2     mesh 2x2 (dp, ep): tokens over both, experts over ep
     ep_fsdp mesh 2x2 (fsdp, ep): as ep2, every parameter also stored sharded
             over fsdp (experts on their other dim) and gathered before use
+    ep_tp   mesh 2x2 (ep, tp): tokens over ep, replicated over tp; the experts
+            over ep and their FFN dim over tp (torchtitan's expert TP: w1, w3
+            column-wise S(1), w2 row-wise S(2)); the experts' output is a
+            pending sum over tp. Its --report's tp collective bytes are set
+            beside Megatron's formula (an all-reduce of the tokens' [T, D] in
+            the forward and one of their gradient in the backward) and must
+            equal it plus the routing weights' gradient's all-reduce ([T, 2]).
+            --hidden-uneven H also runs ep_tp with an FFN dim H that
+            does not divide over tp (torch.chunk shards; loss and gradients)
 
 the compiled step (no optimizer) must give eager's loss and gradients, and
 spmd-run's tokens per expert (its summary) eager's routing counts, its
@@ -52,7 +61,7 @@ DIM, HIDDEN, EXPERTS, TOP_K, BATCH, SEQ = 16, 24, 8, 2, 4, 8
 ADAMW = dict(lr=1e-2, betas=(0.85, 0.95), eps=1e-7, weight_decay=0.1)
 
 
-def make_models(router, experts=EXPERTS):
+def make_models(router, experts=EXPERTS, hidden=HIDDEN):
     import torch
     import torch.nn.functional as F
     from torch import nn
@@ -63,9 +72,9 @@ def make_models(router, experts=EXPERTS):
             super().__init__()
             self.inp = nn.Linear(DIM, DIM)
             self.router = nn.Linear(DIM, experts)
-            self.w1 = nn.Parameter(torch.randn(experts, HIDDEN, DIM) * 0.2)
-            self.w2 = nn.Parameter(torch.randn(experts, DIM, HIDDEN) * 0.2)
-            self.w3 = nn.Parameter(torch.randn(experts, HIDDEN, DIM) * 0.2)
+            self.w1 = nn.Parameter(torch.randn(experts, hidden, DIM) * 0.2)
+            self.w2 = nn.Parameter(torch.randn(experts, DIM, hidden) * 0.2)
+            self.w3 = nn.Parameter(torch.randn(experts, hidden, DIM) * 0.2)
             self.out = nn.Linear(DIM, DIM)
 
         def experts(self, t, idx, w):
@@ -105,6 +114,10 @@ def schema(d, name):
     experts = {"match": "w[123]", "placements": {"ep": "S(0)"}}
     if name == "ep4":
         mesh, batch, params = {"shape": [4], "axes": ["ep"]}, {"ep": "S(0)"}, [experts]
+    elif name == "ep_tp":
+        mesh, batch = {"shape": [2, 2], "axes": ["ep", "tp"]}, {"ep": "S(0)"}
+        params = [{"match": "w[13]", "placements": {"ep": "S(0)", "tp": "S(1)"}},
+                  {"match": "w2", "placements": {"ep": "S(0)", "tp": "S(2)"}}]
     else:
         axis = "fsdp" if name == "ep_fsdp" else "dp"
         mesh, batch, params = {"shape": [2, 2], "axes": [axis, "ep"]}, {axis: "S(0)", "ep": "S(0)"}, [experts]
@@ -126,12 +139,12 @@ def run(cmd, ok=(0,)):
     return r
 
 
-def export(d, router, experts=EXPERTS):
+def export(d, router, experts=EXPERTS, hidden=HIDDEN):
     """Exports the step of the spmdc copy; returns (reference module, x, y, case folder)."""
     import torch.nn.functional as F
     import spmdc_export
-    ref, spmd, x, y = make_models(router, experts)
-    out = d / f"moe_{router}_{experts}"
+    ref, spmd, x, y = make_models(router, experts, hidden)
+    out = d / f"moe_{router}_{experts}_{hidden}"
     spmdc_export.export_train_step(spmd, (x,), str(out), loss_fn=F.mse_loss, targets=(y,))
     return ref, x, y, out
 
@@ -177,13 +190,22 @@ def torchtitan_bytes(idx, case):
     rank and sends back the results of the rows it received; the backward
     sends their gradients the same ways: 2 x (out + in) x DIM x 4 bytes."""
     ep = 4 if case == "ep4" else 2
+    # The ep groups, each a list of its ranks' batch rows by ep coordinate:
+    # dp x ep splits the batch over dp, then ep (row b at ep coordinate
+    # b % ep); ep x tp over ep alone (BATCH / ep rows each, tp replicas
+    # send the same).
+    if case == "ep_tp":
+        per = BATCH // ep
+        groups = [[list(range(c * per, (c + 1) * per)) for c in range(ep)]]
+    else:
+        groups = [[[b] for b in range(g * ep, (g + 1) * ep)] for g in range(BATCH // ep)]
     owner = (idx // (EXPERTS // ep)).reshape(BATCH, SEQ * TOP_K)  # the ep rank of each choice, by batch row
-    group = lambda b: [c for c in range(BATCH) if c // ep == b // ep]  # noqa: E731  (batch rows of b's ep group)
     sent = []
-    for b in range(BATCH):  # batch row b is the tokens of the rank at ep coordinate b % ep
-        out = int((owner[b] != b % ep).sum())
-        into = sum(int((owner[c] == b % ep).sum()) for c in group(b) if c != b)
-        sent.append(2 * (out + into) * DIM * 4)
+    for group in groups:
+        for c, rows in enumerate(group):
+            out = sum(int((owner[b] != c).sum()) for b in rows)
+            into = sum(int((owner[b] == c).sum()) for o, other in enumerate(group) if o != c for b in other)
+            sent.append(2 * (out + into) * DIM * 4)
     return max(sent)
 
 
@@ -211,6 +233,51 @@ def check_tokens(tag, summary, ref, x, bad, case):
         print(f"{tag}: {traffic} (eager routing, torchtitan's formula: {titan:,} B)")
 
 
+def megatron_tp_bytes(tokens, tp, layers=1, bytes_per=4):
+    """Megatron's tensor-parallel traffic per rank and step for `layers`
+    blocks whose row-parallel output is all-reduced ([tokens, DIM] in the
+    forward, Megatron's g) and whose input gradient likewise in the backward
+    (its f): a ring all-reduce sends 2 (tp - 1) / tp of the tensor."""
+    return layers * 2 * (2 * (tp - 1) * tokens * DIM * bytes_per // tp)
+
+
+def check_tp_bytes(tag, report, bad):
+    """--report's collective bytes on the tp axis against megatron_tp_bytes."""
+    r = json.loads(Path(report).read_text())
+    tp = [c for c in r["collectives"] if c["mesh_axis"] == "tp"]
+    got = sum(c["bytes_per_rank"] for c in tp)
+    tokens = BATCH * SEQ // 2
+    megatron = megatron_tp_bytes(tokens, 2)
+    # The experts op weighs each FFN output by its routing weight on the
+    # FFN's partial sums: the weights' gradient [tokens, top-k] is a partial
+    # sum over tp too, all-reduced once in the backward.
+    routing = 2 * (2 - 1) * tokens * TOP_K * 4 // 2
+    kinds = ", ".join(f"{c['kind']} {c['shape']} {c['bytes_per_rank']:,} B" for c in tp)
+    print(f"{tag}: tp collectives {got:,} B per rank ({kinds}); Megatron's formula {megatron:,} B + the routing "
+          f"weights' gradient {routing:,} B = {megatron + routing:,} B", flush=True)
+    if got != megatron + routing:
+        bad.append(f"{tag}: --report's tp collectives send {got:,} B per rank, Megatron's formula and the routing "
+                   f"weights' gradient {megatron + routing:,} B")
+
+
+def check_uneven(a, d, hidden, bad):
+    """ep_tp with an FFN dim of `hidden` that does not divide over tp: loss
+    and gradients of one step against eager (torch.chunk shards)."""
+    from safetensors.torch import load_file
+    import torch
+    ref, x, y, prog_dir = export(d, "balanced", hidden=hidden)
+    tag = f"uneven_ffn{hidden}_ep_tp"
+    prog, out = d / f"{tag}.spmd", d / f"{tag}.safetensors"
+    run([a.spmdc, "compile", prog_dir / "model.pt2", "--schema", schema(d, "ep_tp"), "-o", prog, "-q"])
+    run([a.spmd_run, "-n", 4, prog, "--inputs", prog_dir / "inputs.safetensors", "--output", out, "-q"])
+    got = load_file(str(out))
+    losses, grads, _ = eager(ref, x, y, 1)
+    worst = close(f"{tag} loss", got.get("loss"), torch.tensor(losses[0]), bad)
+    for k, g in grads.items():
+        worst = max(worst, close(f"{tag} grad.{k}", got.get(f"grad.{k}"), g, bad))
+    print(f"FFN dim {hidden} over tp 2 (uneven): loss and {len(grads)} gradients, worst rel err {worst:.2g}")
+
+
 def check_case(a, d, case, router, ref, x, y, prog_dir, bad):
     from safetensors.torch import load_file
     path = schema(d, case)
@@ -218,8 +285,10 @@ def check_case(a, d, case, router, ref, x, y, prog_dir, bad):
     model, inputs = prog_dir / "model.pt2", prog_dir / "inputs.safetensors"
     want_losses, want_grads, want_params = eager(ref, x, y, a.steps)
     # One step without optimizer: loss and gradients.
-    prog = d / f"{tag}_grad.spmd"
-    run([a.spmdc, "compile", model, "--schema", path, "-o", prog, "-q"])
+    prog, report = d / f"{tag}_grad.spmd", d / f"{tag}_report.json"
+    run([a.spmdc, "compile", model, "--schema", path, "-o", prog, "-q", "--report", report])
+    if case == "ep_tp":
+        check_tp_bytes(tag, report, bad)
     dump = run([a.spmdc, "dump", prog]).stdout
     if "spmd.moe_experts(" not in dump or "spmd.moe_experts_backward(" not in dump:
         bad.append(f"{tag}: the program has no spmd.moe_experts exchange (experts not split over ep)")
@@ -271,6 +340,9 @@ def main():
     ap.add_argument("--steps", type=int, default=3)
     ap.add_argument("--cases", default="ep4,ep2,ep_fsdp")
     ap.add_argument("--routers", default="balanced,one_expert,empty_ranks")
+    ap.add_argument("--hidden-uneven", type=int, default=0,
+                    help="also run ep_tp with this FFN dim (odd: uneven over tp 2)")
+    ap.add_argument("--no-refusal", action="store_true", help="skip the 6-experts-on-ep-4 refusal check")
     a = ap.parse_args()
     try:
         import safetensors  # noqa: F401
@@ -287,7 +359,10 @@ def main():
                 ref, x, y, prog_dir = export(d, router)
                 for case in a.cases.split(","):
                     check_case(a, d, case, router, ref, x, y, prog_dir, bad)
-            check_refusal(a, d, bad)
+            if a.hidden_uneven:
+                check_uneven(a, d, a.hidden_uneven, bad)
+            if not a.no_refusal:
+                check_refusal(a, d, bad)
         except RuntimeError as e:
             bad.append(str(e))
     for f in bad[:20]:

@@ -2,7 +2,10 @@
 // routed FFN against the same sum written with plain ATen per token, its
 // backward against autograd of that sum, and an expert index out of range
 // refused with the op's message (checked with one host copy of the
-// routing, not a min / max read back each).
+// routing, not a min / max read back each). Tensor parallelism inside the
+// experts: the kernels on slices of the FFN dim (w1, w3 by rows, w2 by
+// columns, uneven included) give partial results that sum to the whole
+// op's, and weight gradients that are the whole op's slices.
 #include <ATen/ATen.h>
 #include <torch/csrc/autograd/autograd.h>
 
@@ -46,6 +49,7 @@ at::Tensor reference(const Moe& m) {
 std::vector<c10::IValue> call(const char* target, std::vector<c10::IValue> stack) {
   const LocalOp* op = findMoeOp(target);
   REQUIRE(op != nullptr);
+  if (std::string(target) == "spmdc.moe_experts.default") stack.emplace_back();  // replicas=None
   op->kernel(stack);
   return stack;
 }
@@ -84,4 +88,33 @@ TEST_CASE("moe_experts: an expert index out of range is refused", "[runtime][moe
       CHECK_THAT(std::string(e.what_without_backtrace()), Catch::Contains("outside [0, 4)"));
     }
   }
+}
+
+TEST_CASE("moe_experts: FFN-dim slices (tp inside the experts) sum to the whole op", "[runtime][moe]") {
+  Moe m = example(/*tokens=*/7, /*experts=*/4, /*k=*/2, /*d=*/8, /*h=*/11);
+  auto whole = call("spmdc.moe_experts.default", {m.x, m.indices, m.weights, m.w1, m.w2, m.w3});
+  at::Tensor grad = at::randn_like(whole[0].toTensor());
+  auto wholeGrads =
+      call("spmdc.moe_experts_backward.default", {grad, m.x, m.indices, m.weights, m.w1, m.w2, m.w3});
+  // torch.chunk of 11 over 3 ranks: 4, 4, 3.
+  at::Tensor out = at::zeros_like(whole[0].toTensor()), gx = at::zeros_like(m.x),
+             gw = at::zeros_like(m.weights);
+  std::vector<at::Tensor> g1, g2, g3;
+  for (const auto& [start, len] : {std::pair<int64_t, int64_t>{0, 4}, {4, 4}, {8, 3}}) {
+    at::Tensor w1 = m.w1.narrow(1, start, len), w2 = m.w2.narrow(2, start, len),
+               w3 = m.w3.narrow(1, start, len);
+    out += call("spmdc.moe_experts.default", {m.x, m.indices, m.weights, w1, w2, w3})[0].toTensor();
+    auto g = call("spmdc.moe_experts_backward.default", {grad, m.x, m.indices, m.weights, w1, w2, w3});
+    gx += g[0].toTensor();
+    gw += g[1].toTensor();
+    g1.push_back(g[2].toTensor());
+    g2.push_back(g[3].toTensor());
+    g3.push_back(g[4].toTensor());
+  }
+  CHECK(at::allclose(out, whole[0].toTensor(), 1e-10, 1e-10));
+  CHECK(at::allclose(gx, wholeGrads[0].toTensor(), 1e-10, 1e-10));
+  CHECK(at::allclose(gw, wholeGrads[1].toTensor(), 1e-10, 1e-10));
+  CHECK(at::allclose(at::cat(g1, 1), wholeGrads[2].toTensor(), 1e-10, 1e-10));
+  CHECK(at::allclose(at::cat(g2, 2), wholeGrads[3].toTensor(), 1e-10, 1e-10));
+  CHECK(at::allclose(at::cat(g3, 1), wholeGrads[4].toTensor(), 1e-10, 1e-10));
 }
