@@ -46,12 +46,19 @@ Status Expander::expertParallel(const ir::Node& n, const sharding::NodeSharding&
   // reached here otherwise is a compiler bug, not the user's.
   SPMD_CHECK(e.isStatic() && e.value() % mesh_.size(axis) == 0);
   const std::string& name = mesh_.axisNames()[static_cast<size_t>(axis)];
+  std::string ffn;  // expert TP: the axes splitting w1's FFN dim
+  for (int64_t a = 0; a < mesh_.numAxes(); ++a)
+    if (spec.placements[static_cast<size_t>(a)].isShard(1))
+      ffn += (ffn.empty() ? "" : ", ") + mesh_.axisNames()[static_cast<size_t>(a)];
   if (in_.notes && forward)
     in_.notes->push_back("%" + n.name() + ": expert parallel over " + name + " (" +
                          std::to_string(e.value() / mesh_.size(axis)) +
                          " experts per rank): tokens and results exchanged by all-to-all with run-time "
                          "splits, forward and backward (not in the collective counts: the bytes depend on "
-                         "the routing; spmd-run reports tokens per expert)");
+                         "the routing; spmd-run reports tokens per expert)" +
+                         (ffn.empty() ? ""
+                                      : "; the experts' FFN dim split over " + ffn +
+                                            " (expert TP: their output a pending sum there)"));
   target = forward ? "spmd.moe_experts" : "spmd.moe_experts_backward";
   args.push_back({"axis", stringArg(name), false});
   args.push_back({"experts", Argument::integer(e.value()), false});
