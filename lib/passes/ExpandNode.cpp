@@ -117,6 +117,9 @@ Status Expander::localizeArgs(const ir::Node& n, const sharding::NodeSharding& n
     }
     return Status::ok();
   }
+  if (n.target() == "aten.native_group_norm.default" ||
+      n.target() == "aten.native_group_norm_backward.default")
+    return localizeGroupNorm(n, ns, args);
   const char* sizeArg = sizeArgOf(n.target());
   if (!sizeArg || ns.results.empty()) return Status::ok();
   const ir::Value* result = sharding::tensorResults(n)[0];
@@ -216,6 +219,43 @@ Status Expander::localizeSplit(const ir::Node& n, const sharding::NodeSharding& 
       if (a.values.size() < a.ints.size()) a.values.resize(a.ints.size(), nullptr);
       a.kind = Argument::Kind::SymInts;
       a.values[i] = size;
+    }
+  }
+  return Status::ok();
+}
+
+// native_group_norm and its backward take the sample count N (the rule
+// shards the samples of operand 0): a batch shard's own, torch.chunk's, so
+// the trailing ranks of an uneven split count fewer.
+//   aten.native_group_norm.default(%x, %w, %b, 8, 16, 256, 4, 1e-05)    (global x: f32[8, 16, 16, 16])
+//   aten.native_group_norm.default(%x, %w, %b, 4, 16, 256, 4, 1e-05)    (local on dp=2)
+//   aten.native_group_norm.default(%x, %w, %b, %local_size, ...)        (8 over 3: 3, 3, 2)
+Status Expander::localizeGroupNorm(const ir::Node& n, const sharding::NodeSharding& ns,
+                                   std::vector<ir::NamedArgument>& args) {
+  auto ops = sharding::tensorOperands(n);
+  if (ops.empty() || ns.operands.empty() || ops[0]->type().rank() < 1) return Status::ok();
+  const ShardingSpec& spec = ns.operands[0];
+  int64_t k = shardCount(spec, 0, mesh_);
+  if (k == 1) return Status::ok();
+  const ir::Dim& global = ops[0]->type().sizes[0];
+  ir::Dim local = localDim(global, spec, 0, mesh_);
+  for (auto& na : args) {
+    if (na.name != "N") continue;
+    Argument& a = na.arg;
+    ir::Value* sym = a.values.empty() ? nullptr : a.values[0];
+    if (sym) {  // a symbol of the export: its local form, as for a view's size
+      bool even = global.isStatic() ? global.value() % k == 0 : isEvenSymbolic(global, k);
+      SPMD_ASSIGN_OR_RETURN(a.values[0],
+                            even ? localSize(sym, k, n) : rankLocalSize(sym, spec, 0, local, n.metadata()));
+    } else if (local.isStatic()) {
+      a.ints.assign(1, local.value());
+    } else if (global.isStatic()) {  // uneven: each rank's own count
+      SPMD_ASSIGN_OR_RETURN(ir::Value * v, rankLocalSize(global.value(), spec, 0, local, n.metadata()));
+      a = Argument::symInt(v);
+    } else {
+      return Status::error("node %" + n.name() + " (" + n.target() + "): the sample count N is a literal " +
+                           std::to_string(a.ints.empty() ? 0 : a.ints[0]) + " but the batch " + global.str() +
+                           " is symbolic and sharded; replicate that batch");
     }
   }
   return Status::ok();

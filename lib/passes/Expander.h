@@ -191,6 +191,8 @@ class Expander {
                          std::vector<ir::NamedArgument>& args);
   Status localizeSplit(const ir::Node& n, const sharding::NodeSharding& ns,
                        std::vector<ir::NamedArgument>& args);
+  Status localizeGroupNorm(const ir::Node& n, const sharding::NodeSharding& ns,
+                           std::vector<ir::NamedArgument>& args);
   Expected<ir::Value*> localSize(ir::Value* globalSym, int64_t k, const ir::Node& n);
   // A SymInt computed at run time: this rank's size of dim `dim` (global
   // `size`, static) under `spec`; `local` is its symbolic form.

@@ -135,8 +135,15 @@ Status MeshComm::waitAll() {
 
 void MeshComm::release(c10::intrusive_ptr<c10d::Work>& work) const {
   if (!work || nccl_) return;
+  // A few yields cover a worker thread that is running; past them it is
+  // waiting for a core (more ranks than cores), which spinning would take.
   auto until = std::chrono::steady_clock::now() + std::chrono::milliseconds(20);
-  while (work.use_count() > 1 && std::chrono::steady_clock::now() < until) std::this_thread::yield();
+  for (int spins = 0; work.use_count() > 1 && std::chrono::steady_clock::now() < until; ++spins) {
+    if (spins < 64)
+      std::this_thread::yield();
+    else
+      std::this_thread::sleep_for(std::chrono::microseconds(50));
+  }
   work.reset();
 }
 

@@ -6,6 +6,7 @@
 //   mlp under dp on 3 ranks: batch 32 -> 11, 11, 10
 //   gpt_block under dp on 3 ranks: batch 4 -> 2, 2, 0 (an empty shard)
 //   llama under tp on 3 ranks: vocab 256 -> 86, 86, 84; FFN 128 -> 43, 43, 42
+//   a GroupNorm CNN under dp on 3 ranks: batch 8 -> 3, 3, 2 (native_group_norm's N per rank)
 #include "../pt2/ArchiveFixtures.h"
 #include "E2eUtil.h"
 #include "program/Dump.h"
@@ -86,6 +87,19 @@ TEST_CASE("uneven batches under dp: 32 over 3, 4 over 3 (an empty shard), 2 over
 TEST_CASE("uneven batches in train steps: the mean loss divides by the global batch", "[uneven]") {
   runCase({"mlp_train", "dp", {3}});
   runCase({"llama_train", "dp", {3}});
+}
+
+TEST_CASE("nn.GroupNorm shards its batch: native_group_norm's N is each rank's own count", "[uneven]") {
+  // pipe_cnn.PipeCNN (8 conv + nn.GroupNorm blocks), batch 8: 3, 3, 2 on 3
+  // ranks (N a per-rank size), 4 and 4 on 2 (N=4); eager's loss and gradients.
+  std::string uneven = runCase({"../pipeline/cnn_pipe_train", "dp", {3}});
+  CHECK_THAT(uneven, Catch::Contains(
+                         "aten.native_group_norm.default(input=%convolution, weight=%p_layers_0_norm_weight, "
+                         "bias=%p_layers_0_norm_bias, N=%local_size"));
+  std::string even = runCase({"../pipeline/cnn_pipe_train", "dp", {2}});
+  CHECK_THAT(even, Catch::Contains("N=4, C=8, HxW=256, group=4"));
+  for (const std::string* dump : {&uneven, &even})  // the batch stays sharded: nothing is gathered
+    CHECK_THAT(*dump, !Catch::Contains("spmd.all_gather"));
 }
 
 TEST_CASE("nested uneven batches: 32 over 3 then 2, and over 2 then 3", "[uneven]") {

@@ -9,9 +9,11 @@ testdata/pipeline/llama_pipe_train (8 Llama layers, batch 8 x 64) runs
 --steps AdamW steps under each cell below, by `spmd-run -n 4`, and in
 PyTorch on 4 Gloo processes (one mp.spawn for all cells) with the same
 stages as modules (PipelineStage, parameter names as in the model). By
-default (ctest's pipeline_mesh_vs_torch) the cells pp4-1f1b, ppdp-1f1b,
-ppfsdp-interleaved, pptp-1f1b, hf-ppfsdp-1f1b and cnn-pp4-1f1b: every
-mesh, 1F1B and interleaved 1F1B, all three models; --all runs all eleven:
+default (ctest's pipeline_mesh_vs_torch) the cells pp4-1f1b,
+ppfsdp-interleaved, hf-ppdp-gpipe, hf-ppfsdp-1f1b, hf-pptp-1f1b and
+cnn-ppdp-interleaved: every mesh (pp 4, pp x dp, pp x fsdp, pp x tp), every
+schedule (GPipe, 1F1B, interleaved 1F1B), all three models; --all runs all
+sixteen:
 
   pp4-1f1b / pp4-gpipe     mesh [4] pp: 4 stages of 2 layers, Schedule1F1B /
                            ScheduleGPipe, 4 microbatches;
@@ -29,14 +31,22 @@ mesh, 1F1B and interleaved 1F1B, all three models; --all runs all eleven:
   pptp-interleaved         sub-mesh, wq/wk/wv/w1/w3 ColwiseParallel, wo/w2
                            RowwiseParallel (Megatron); spmdc's rules shard the
                            same weights S(0) / S(1);
-  hf-ppfsdp-1f1b           testdata/pipeline/hf_llama_pipe_train (a transformers
-                           LlamaForCausalLM, 8 decoder layers, batch 4 x 16) on
-                           pp 2 x fsdp 2, 1F1B: each stage computes the rotary
-                           tables and causal mask as LlamaModel.forward does;
+  hf-ppdp-1f1b / -gpipe,   testdata/pipeline/hf_llama_pipe_train (a transformers
+  hf-ppfsdp-1f1b,          LlamaForCausalLM, 8 decoder layers, batch 4 x 16) on
+  hf-pptp-1f1b /           the same meshes: each stage computes the rotary
+  -interleaved             tables and causal mask as LlamaModel.forward does;
+                           under tp, torch's parallelize_module and spmdc's
+                           "tp_plan" both take transformers' base_model_tp_plan
+                           (q/k/v/gate/up colwise, o/down rowwise; 1 head of 2
+                           per rank);
   cnn-pp4-1f1b /           testdata/pipeline/cnn_pipe_train (pipe_cnn.PipeCNN: 8
-  cnn-pp4-gpipe            conv blocks with GroupNorm, a linear head, cross-
-                           entropy; batch 8 x 3 x 16 x 16) on pp 4, 2 blocks a
-                           stage, 4 microbatches, Schedule1F1B / ScheduleGPipe.
+  cnn-pp4-gpipe /          conv blocks with nn.GroupNorm, a linear head, cross-
+  cnn-ppdp-interleaved     entropy; batch 8 x 3 x 16 x 16) on pp 4, 2 blocks a
+                           stage, 4 microbatches, Schedule1F1B / ScheduleGPipe,
+                           and on pp 2 x dp 2 as 4 virtual stages
+                           (ScheduleInterleaved1F1B): the batch shards over dp
+                           and the microbatches (native_group_norm's N is each
+                           shard's count).
 
 Per cell, every step's loss (torch's: the mean of the last stage's
 microbatch losses, averaged over dp) and, after the last step, every
@@ -50,16 +60,18 @@ than one device's, and Adam amplifies that to up to 2.4e-5 after 3 steps
 (e2e_pipeline_rounding shows with SGD that this is rounding only).
 `|a - b| <= tol * max(1, |b|)` on losses, `||a - b|| <= tol ||b|| +
 1e-6 sqrt(n)` on tensors. The point-to-point traffic must also be
-PyTorch's: the sends and bytes all spmdc ranks send per step (every value
-read on another stage, per microbatch, from `spmdc dump`'s places, times
-the ranks of the other axis) equal every dist.isend of torch's 4
-processes in their last step (a pp x dp schema without "preset": "dp"
-replicates the batch over dp and fails here: twice the bytes).
+PyTorch's, rank by rank: the sends and bytes each spmdc rank sends per step
+(every value read on another stage, per microbatch, from `spmdc dump`'s
+places; virtual stage c on pipeline rank c mod pp, each of its copies on the
+other axis sending the same) equal every dist.isend of that torch process
+in its last step (a pp x dp schema without "preset": "dp" replicates the
+batch over dp and fails here: twice the bytes).
 
 Exit 0 when everything matches, 1 otherwise (also when torch is missing:
 nothing is skipped).
 """
 import argparse
+import json
 import sys
 import tempfile
 from pathlib import Path
@@ -72,6 +84,9 @@ LAYERS = 8
 TP_PLAN = {"wq": "col", "wk": "col", "wv": "col", "w1": "col", "w3": "col", "wo": "row", "w2": "row"}
 TP_RULES = [{"match": "*layers.*.w[qkv13].weight", "placements": {"tp": "S(0)"}},
             {"match": "*layers.*.w[o2].weight", "placements": {"tp": "S(1)"}}]
+# The HF Llama's: transformers' own base_model_tp_plan (lm_head replicated on both sides).
+HF_TP_PLAN = {"self_attn.q_proj": "col", "self_attn.k_proj": "col", "self_attn.v_proj": "col",
+              "self_attn.o_proj": "row", "mlp.gate_proj": "col", "mlp.up_proj": "col", "mlp.down_proj": "row"}
 
 HF_MODEL = pvt.ROOT / "testdata" / "pipeline" / "hf_llama_pipe_train"
 HF_CONFIG = dict(layers=8, hidden=32, heads=2, vocab=256, batch=4, seq=16)  # testdata/pipeline/export.py
@@ -87,18 +102,24 @@ CELLS = {
     "ppfsdp-interleaved": (2, "fsdp", "interleaved-1f1b", 2),
     "pptp-1f1b": (2, "tp", "1f1b", 2),
     "pptp-interleaved": (2, "tp", "interleaved-1f1b", 2),
+    "hf-ppdp-1f1b": (2, "dp", "1f1b", 2, "hf"),
+    "hf-ppdp-gpipe": (2, "dp", "gpipe", 2, "hf"),
     "hf-ppfsdp-1f1b": (2, "fsdp", "1f1b", 2, "hf"),
+    "hf-pptp-1f1b": (2, "tp", "1f1b", 2, "hf"),
+    "hf-pptp-interleaved": (2, "tp", "interleaved-1f1b", 2, "hf"),
     "cnn-pp4-1f1b": (4, None, "1f1b", 4, "cnn"),
     "cnn-pp4-gpipe": (4, None, "gpipe", 4, "cnn"),
+    "cnn-ppdp-interleaved": (2, "dp", "interleaved-1f1b", 2, "cnn"),
 }
-DEFAULT_CELLS = ["pp4-1f1b", "ppdp-1f1b", "ppfsdp-interleaved", "pptp-1f1b", "hf-ppfsdp-1f1b", "cnn-pp4-1f1b"]
+DEFAULT_CELLS = ["pp4-1f1b", "ppfsdp-interleaved", "hf-ppdp-gpipe", "hf-ppfsdp-1f1b", "hf-pptp-1f1b",
+                 "cnn-ppdp-interleaved"]
 
 
 def n_stages(pp, schedule):
     return pp * (2 if schedule == "interleaved-1f1b" else 1)
 
 
-def spmd_schema(pp, inner, schedule, microbatches):
+def spmd_schema(pp, inner, schedule, microbatches, kind="llama"):
     pipe = {"axis": "pp", "stages": pp, "schedule": schedule, "microbatches": microbatches}
     if schedule == "interleaved-1f1b":  # the layers split evenly over pp x 2 stages
         pipe["virtual_stages"] = 2
@@ -108,7 +129,10 @@ def spmd_schema(pp, inner, schedule, microbatches):
     schema = {"version": 1, "mesh": {"shape": [2, 2], "axes": ["pp", axis]}, "pipeline": pipe}
     if inner in ("dp", "fsdp"):  # without a preset, the dp axis would replicate the batch
         schema["preset"] = inner
-    if inner == "tp":
+    if inner == "tp" and kind == "hf":  # transformers' plan, as the model's config gives it
+        plan = json.loads((HF_MODEL / "tp_plan.json").read_text())["base_model_tp_plan"]
+        schema["tp_plan"] = plan
+    elif inner == "tp":
         schema["params"] = TP_RULES
     return schema
 
@@ -119,10 +143,34 @@ STATES = {}
 
 
 def state_of(model_dir):
-    import torch
     if model_dir.name not in STATES:
-        STATES[model_dir.name] = torch.export.load(str(model_dir / "model.pt2")).state_dict
+        STATES[model_dir.name] = read_weights(model_dir / "model.pt2")
     return STATES[model_dir.name]
+
+
+def read_weights(pt2):
+    """The exported program's state_dict, read from the archive's weight
+    files (torch.export.load would also rebuild the graph: 10 s for the HF
+    Llama under load); torch.export.load's when a weight is pickled or not
+    a dense, contiguous tensor."""
+    import zipfile
+    import torch
+    dtypes = {5: torch.int64, 6: torch.float16, 7: torch.float32, 12: torch.bool, 13: torch.bfloat16}  # serde's
+    with zipfile.ZipFile(pt2) as z:
+        names = {n.split("/data/weights/", 1)[1]: n for n in z.namelist() if "/data/weights/" in n}
+        config = json.loads(z.read(names["model_weights_config.json"]))["config"]
+        state = {}
+        for fqn, w in config.items():
+            meta = w["tensor_meta"]
+            sizes, strides = ([d.get("as_int") for d in meta[k]] for k in ("sizes", "strides"))
+            if w["use_pickle"] or meta["dtype"] not in dtypes or meta["storage_offset"].get("as_int") != 0 or \
+                    None in sizes or strides != list(torch.empty(sizes).stride()):
+                return torch.export.load(str(pt2)).state_dict
+            data = bytearray(z.read(names[w["path_name"]]))
+            dtype = dtypes[meta["dtype"]]
+            t = torch.frombuffer(data, dtype=dtype) if data else torch.empty(0, dtype=dtype)
+            state[fqn] = t[:torch.Size(sizes).numel()].reshape(sizes)
+    return state
 
 
 def load_hf():
@@ -216,10 +264,14 @@ def model_of(cell):
     return m, chunk, (inputs["input.0"], inputs["input.1"]), d
 
 
-def apply_tp(chunk, tp_mesh):
+def apply_tp(chunk, tp_mesh, kind):
+    """Megatron TP of each layer of `chunk` on `tp_mesh` (parallelize_module;
+    the HF layers' attention views its heads as -1, so it runs on the local
+    heads as transformers' own tp_plan does)."""
     from torch.distributed.tensor.parallel import ColwiseParallel, RowwiseParallel, parallelize_module
     for name, layer in chunk.model.layers.items():
-        plan = {k: ColwiseParallel() if v == "col" else RowwiseParallel() for k, v in TP_PLAN.items()}
+        styles = HF_TP_PLAN if kind == "hf" else TP_PLAN
+        plan = {k: ColwiseParallel() if v == "col" else RowwiseParallel() for k, v in styles.items()}
         parallelize_module(layer, tp_mesh, plan)
 
 
@@ -262,7 +314,7 @@ def run_cell(cell, rank, steps):
         example = examples[c]
         mod = chunks[c]
         if inner == "tp":
-            apply_tp(mod, inner_mesh)
+            apply_tp(mod, inner_mesh, model_kind(cell))
         if inner == "fsdp":
             from torch.distributed.fsdp import fully_shard
             mod = fully_shard(mod, mesh=inner_mesh, reshard_after_forward=False)
@@ -344,8 +396,7 @@ def torch_cells(cells, steps, d):
             if r["inner_rank"] == 0:
                 params.update(r["params"])
                 grads.update(r["grads"])
-        sent = [sum(r["sent"][0] for r in rs), sum(r["sent"][1] for r in rs)]
-        merged[cell] = (losses, params, grads, sent)
+        merged[cell] = (losses, params, grads, [r["sent"] for r in rs])  # sends and bytes per rank
     return merged
 
 
@@ -371,13 +422,26 @@ def spmd_cell(a, cell, steps, d):
     """spmdc's run of `cell`: (losses, params, grads, sends per step)."""
     from safetensors.torch import load_file
     pp, inner, schedule, microbatches = CELLS[cell][:4]
-    losses, params, dump = pvt.spmd_run(a, model_of(cell)[3], spmd_schema(pp, inner, schedule, microbatches), cell,
+    losses, params, dump = pvt.spmd_run(a, model_of(cell)[3],
+                                        spmd_schema(pp, inner, schedule, microbatches, model_kind(cell)), cell,
                                         steps, WORLD, d)
     outputs = load_file(str(d / f"{cell}.out.safetensors"))
     grads = {k[len("grad."):]: v for k, v in outputs.items() if k.startswith("grad.")}
-    sends, size = pvt.p2p_per_step(dump, microbatches)
-    sent = [sends * (WORLD // pp), size * (WORLD // pp)]  # each stage's copies on the other axis
-    return losses, params, grads, sent
+    return losses, params, grads, sends_per_rank(dump, pp, microbatches)
+
+
+def sends_per_rank(dump, pp, microbatches):
+    """[sends, bytes] each of spmdc's world ranks sends per step, from the
+    program: virtual stage c runs on pipeline rank c mod pp, world rank =
+    pipeline rank x (ranks of the other axis) + rank among them, and each of
+    a stage's ranks sends what the program's places say."""
+    by_stage = pvt.p2p_by_stage(dump, microbatches)
+    inner = WORLD // pp
+    per_pp = [[0, 0] for _ in range(pp)]
+    for stage, (count, size) in by_stage.items():
+        per_pp[stage % pp][0] += count
+        per_pp[stage % pp][1] += size
+    return [list(per_pp[r // inner]) for r in range(WORLD)]
 
 
 def check_cell(cell, spmd, torch_result, want):
@@ -397,6 +461,10 @@ def check_cell(cell, spmd, torch_result, want):
     failures += pvt.compare(f"{cell}: spmdc vs eager", spmd[0], spmd[1], losses, params, 1e-5, 1e-4)
     failures += pvt.compare(f"{cell}: spmdc gradients vs eager", spmd[0], spmd[2], losses, grads, 1e-5, 1e-4)
     return failures
+
+
+def fmt_sent(per_rank):
+    return " ".join(f"{c}/{b:,}B" for c, b in per_rank)
 
 
 def main():
@@ -422,13 +490,12 @@ def main():
             t = torch_results[cell]
             failures += check_cell(cell, spmd, t, eager_reference(cell, a.steps))
             t_sent = None if isinstance(t, str) else t[3]
-            if t_sent is not None and (spmd[3] != t_sent or t_sent[0] == 0):
-                failures.append(f"{cell}: spmdc's ranks send {spmd[3][0]} tensors, {spmd[3][1]:,} B per step; "
-                                f"torch.distributed.pipelining's {t_sent[0]}, {t_sent[1]:,} B")
+            if t_sent is not None and (spmd[3] != t_sent or sum(c for c, _ in t_sent) == 0):
+                failures.append(f"{cell}: spmdc's ranks send (tensors, bytes) {fmt_sent(spmd[3])} per step; "
+                                f"torch.distributed.pipelining's {fmt_sent(t_sent)}")
             print(f"{cell}: losses spmdc {['%.6f' % x for x in spmd[0]]} torch "
-                  f"{t if isinstance(t, str) else ['%.6f' % x for x in t[0]]}; sends per step spmdc "
-                  f"{spmd[3][0]} ({spmd[3][1]:,} B) torch {t_sent and t_sent[0]} "
-                  f"({t_sent and format(t_sent[1], ',')} B)")
+                  f"{t if isinstance(t, str) else ['%.6f' % x for x in t[0]]}; sends per step and rank spmdc "
+                  f"{fmt_sent(spmd[3])} torch {t_sent and fmt_sent(t_sent)}")
     for f in failures:
         print("FAIL", f)
     print("pipeline_mesh_vs_torch:", "ok" if not failures else f"{len(failures)} failures")

@@ -215,6 +215,13 @@ def p2p_per_step(dump, microbatches=MICROBATCHES):
     """Sends and bytes one rank of each of spmdc's stages sends per step:
     every value read on another stage, once per (value, stage) and
     microbatch."""
+    by_stage = p2p_by_stage(dump, microbatches)
+    return [sum(c for c, _ in by_stage.values()), sum(b for _, b in by_stage.values())]
+
+
+def p2p_by_stage(dump, microbatches=MICROBATCHES):
+    """{stage: [sends, bytes]} one rank of each of spmdc's (virtual) stages
+    sends per step, as p2p_per_step counts them."""
     import re
     place, users, size = {}, {}, {}
     dtypes = {"f32": 4, "i64": 8, "bf16": 2, "f16": 2, "i32": 4, "b8": 1}
@@ -230,15 +237,16 @@ def p2p_per_step(dump, microbatches=MICROBATCHES):
             place[name], size[name] = at, n * dtypes.get(dt, 4)
         for u in re.findall(r"%(\w+)", args):
             users.setdefault(u, set()).add(at)
-    count, total = 0, 0
+    sent = {}
     for v, ats in users.items():
         src = place.get(v, "")
         if src[:1] not in ("F", "B"):
             continue
         dests = {at[1:] for at in ats if at[:1] in ("F", "B") and at[1:] != src[1:]}
-        count += len(dests)
-        total += len(dests) * size[v]
-    return [count * microbatches, total * microbatches]
+        mine = sent.setdefault(int(src[1:]), [0, 0])
+        mine[0] += len(dests) * microbatches
+        mine[1] += len(dests) * size[v] * microbatches
+    return sent
 
 
 def eager_steps(model, args, steps):

@@ -14,7 +14,8 @@
 //
 // Training-mode batch norm computes batch statistics: batch and spatial dims
 // need replication (no cross-rank Welford here); only channels pass through.
-// Group norm passes samples through only.
+// Group norm passes samples through only (native_group_norm's literal N
+// becomes each rank's own sample count in the expansion).
 #include "sharding/rules/Helpers.h"
 
 namespace spmd::sharding {
@@ -160,6 +161,40 @@ Expected<OpShardingRule> groupNormRule(const ir::Node& node) {
   return b.replicateRest().build();
 }
 
+// native_group_norm(input[N, C, ...], weight?, bias?, N, C, HxW, group, eps)
+//   -> (out[N, C, ...], mean[N, group], rstd[N, group]): samples pass
+// through (the expansion rewrites the literal N to the rank's own count,
+// Expander::localizeGroupNorm); channels and space stay whole.
+Expected<OpShardingRule> nativeGroupNormRule(const ir::Node& node) {
+  RuleBuilder b(node);
+  if (b.numOperands() < 1 || b.numResults() != 3 || b.operandShape(0).size() < 2 ||
+      b.resultShape(1).size() != 2 || b.resultShape(2).size() != 2)
+    return Status::error(
+        "native_group_norm rule: expected an input [N, C, ...] and results out, mean [N, group], "
+        "rstd [N, group]");
+  int64_t n = b.operandShape(0)[0];
+  if (n != 1) place(b, b.factor(n), {0}, {0, 1, 2}, 0);
+  return b.replicateRest().build();
+}
+
+// native_group_norm_backward(grad_out, input, mean, rstd, weight?, N, C,
+// HxW, group, output_mask) -> (grad_input?, grad_weight?, grad_bias?): the
+// samples pass through to grad_input; grad_weight and grad_bias sum over
+// them (a reduction factor: pending on a batch shard).
+Expected<OpShardingRule> nativeGroupNormBackwardRule(const ir::Node& node) {
+  RuleBuilder b(node);
+  int mean = operandIndex(node, "mean"), rstd = operandIndex(node, "rstd");
+  if (b.numOperands() < 2 || mean < 0 || rstd < 0 || b.operandShape(0).size() < 2 ||
+      b.operandShape(1) != b.operandShape(0) || b.operandShape(mean).size() != 2 ||
+      b.operandShape(rstd).size() != 2)
+    return Status::error(
+        "native_group_norm backward rule: expected grad_out and input [N, C, ...], mean and "
+        "rstd [N, group]");
+  int64_t n = b.operandShape(0)[0];
+  if (n != 1) place(b, b.factor(n, FactorKind::Reduction), {0, 1, mean, rstd}, {resultIndex(node, 0)}, 0);
+  return b.linear(Linearity::Each, {0}).replicateRest().build();
+}
+
 }  // namespace
 
 void registerNormRules(RuleRegistry& r) {
@@ -185,10 +220,8 @@ void registerNormRules(RuleRegistry& r) {
   r.add("aten.native_batch_norm.default", trainable);
   r.add("aten.native_batch_norm_backward.default",
         [](const ir::Node& n) { return batchNormBackwardRule(n, "train"); });
-  // native_group_norm(input, weight, bias, N, C, HxW, group, eps) and its
-  // backward take the global N, C and HxW: a shard would not match them.
-  r.add({"aten.native_group_norm.default", "aten.native_group_norm_backward.default"},
-        [](const ir::Node& n) { return RuleBuilder(n).replicateRest().build(); });
+  r.add("aten.native_group_norm.default", nativeGroupNormRule);
+  r.add("aten.native_group_norm_backward.default", nativeGroupNormBackwardRule);
   r.add("aten.native_layer_norm.default", layerNormRule);
   r.add("aten.native_layer_norm_backward.default", layerNormBackwardRule);
 }
