@@ -76,7 +76,7 @@ int runCalibrate(const DistributedOptions& d, const CalibrateOptions& c, std::os
                                     {"--axes", c.axes},
                                     {"--bind-addr", d.bindAddr}})
     if (!value.empty()) cfg.workerArgv.insert(cfg.workerArgv.end(), {flag, value});
-  if (c.quick) cfg.workerArgv.push_back("--calibrate-quick");
+  if (c.quick) cfg.workerArgv.emplace_back("--calibrate-quick");
   if (int code = launchFailure(launch::launchWorkers(cfg, out, err), err)) return code;
   if (d.nodeRank != 0) return 0;  // rank 0, on node 0, measured for everyone
   auto profile = readFile(scratch.path + "/profile.json");

@@ -43,6 +43,7 @@ void copyRegion(const at::Tensor& global, const at::Tensor& local, const std::ve
 
 std::vector<int64_t> sizesOf(const std::vector<sharding::Chunk>& region) {
   std::vector<int64_t> out;
+  out.reserve(region.size());
   for (const auto& c : region) out.push_back(c.size);
   return out;
 }

@@ -439,7 +439,7 @@ struct Carrier {
 std::optional<Carrier> carrierOf(const at::Tensor& x) {
   if (x.is_complex())
     return Carrier{at::view_as_real(x.resolve_conj()).contiguous(),
-                   [](at::Tensor t) { return at::view_as_complex(t.contiguous()); }};
+                   [](const at::Tensor& t) { return at::view_as_complex(t.contiguous()); }};
   at::ScalarType want;
   switch (x.scalar_type()) {
     case at::kBool:
@@ -454,12 +454,12 @@ std::optional<Carrier> carrierOf(const at::Tensor& x) {
       break;
     case at::kUInt64:
       return Carrier{x.contiguous().view(at::kLong),
-                     [](at::Tensor t) { return t.contiguous().view(at::kUInt64); }};
+                     [](const at::Tensor& t) { return t.contiguous().view(at::kUInt64); }};
     default:
       return std::nullopt;
   }
   at::ScalarType type = x.scalar_type();
-  return Carrier{x.to(want), [type](at::Tensor t) { return t.to(type); }};
+  return Carrier{x.to(want), [type](const at::Tensor& t) { return t.to(type); }};
 }
 
 // A kernel on a carried dtype runs synchronously on its carrier. NArgs: the

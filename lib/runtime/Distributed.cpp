@@ -280,9 +280,9 @@ int runDistributed(const DistributedOptions& o, std::ostream& out, std::ostream&
   if (!o.inputs.empty()) cfg.workerArgv.insert(cfg.workerArgv.end(), {"--inputs", o.inputs});
   if (!output.empty()) cfg.workerArgv.insert(cfg.workerArgv.end(), {"--output", output});
   if (!o.bindAddr.empty()) cfg.workerArgv.insert(cfg.workerArgv.end(), {"--bind-addr", o.bindAddr});
-  if (o.quiet) cfg.workerArgv.push_back("--quiet");
+  if (o.quiet) cfg.workerArgv.emplace_back("--quiet");
   cfg.workerArgv.insert(cfg.workerArgv.end(), {"--cuda-graph", o.cudaGraph});
-  if (o.allowTf32) cfg.workerArgv.push_back("--allow-tf32");
+  if (o.allowTf32) cfg.workerArgv.emplace_back("--allow-tf32");
   for (const std::string& lib : o.opLibraries)
     cfg.workerArgv.insert(cfg.workerArgv.end(), {"--load-library", lib});
   auto result = launch::launchWorkers(cfg, out, err);
@@ -308,7 +308,8 @@ int runDistributed(const DistributedOptions& o, std::ostream& out, std::ostream&
                 withCommas(maxBytes).c_str());
   if (!o.quiet) out << line;
   if (!o.quiet && !stats.empty()) out << memoryLine(stats, o.predictPeakBytes ? o.predictPeakBytes(p) : 0);
-  if (!o.quiet) out << expertTokensLine(stats, std::max(o.steps, 1) * std::max(o.repeat, 1));
+  if (!o.quiet)
+    out << expertTokensLine(stats, static_cast<int64_t>(std::max(o.steps, 1)) * std::max(o.repeat, 1));
   if (!verifying || o.nodeRank != 0) return 0;
   return verifyOutputs(o, output, out, err);
 }
@@ -403,7 +404,7 @@ int runWorker(const DistributedOptions& o, std::ostream& err) {
   if (!o.statsDir.empty()) {
     std::ofstream f(o.statsDir + "/rank" + std::to_string(env->rank));
     // Per execution: the counters add up over --steps and --repeat.
-    int64_t runs = std::max(o.steps, 1) * std::max(o.repeat, 1);
+    int64_t runs = static_cast<int64_t>(std::max(o.steps, 1)) * std::max(o.repeat, 1);
     const RankMemory& m = r->memory;
     f << r->stats.bytesSent / runs << " " << r->stepSeconds << " " << m.stateBytes << " " << m.peakBytes
       << " " << m.rssGrowthBytes << " " << m.reservedBytes << " " << r->loadSeconds << "\n";

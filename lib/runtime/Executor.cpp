@@ -52,7 +52,7 @@ std::string operatorText(const c10::OperatorName& n) {
 
 }  // namespace
 
-Expected<Executor> Executor::prepare(const ir::Graph& graph, ExecutorOptions options) {
+Expected<Executor> Executor::prepare(const ir::Graph& graph, const ExecutorOptions& options) {
   Executor ex;
   ex.device_ = options.device;
   SPMD_ASSIGN_OR_RETURN(ex.checker_, InputChecker::create(graph, options.ranges, options.device));
@@ -70,7 +70,7 @@ Expected<Executor> Executor::prepare(const ir::ExportedProgram& program, c10::De
   ExecutorOptions options;
   options.device = device;
   options.ranges = program.ranges;
-  return prepare(program.graph, std::move(options));
+  return prepare(program.graph, options);
 }
 
 Status Executor::prepareGraph(const ir::Graph& graph) {

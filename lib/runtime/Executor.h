@@ -50,7 +50,7 @@ class Executor {
   /// Prepares `graph`. Errors name the node: "node %mm_3 (aten.mm.default):
   /// <what>" (unknown operator, missing required argument, argument the
   /// schema does not have, argument of the wrong kind, return count).
-  static Expected<Executor> prepare(const ir::Graph& graph, ExecutorOptions options = {});
+  static Expected<Executor> prepare(const ir::Graph& graph, const ExecutorOptions& options = {});
   /// Prepares `program`'s graph with its symbol ranges.
   static Expected<Executor> prepare(const ir::ExportedProgram& program, c10::Device device = c10::kCPU);
 
