@@ -17,6 +17,7 @@
 #include "runtime/BuildInfo.h"
 #include "runtime/CollectiveOps.h"
 #include "sharding/CostModel.h"
+#include "support/FirstLine.h"
 #include "support/Strings.h"
 
 namespace spmd::runtime {
@@ -189,8 +190,7 @@ Expected<Calibration> measureMachine(MeshComm& comm, const c10::Device& device, 
       if (comm.mesh().size(a) > 1) c.axes.push_back(measureAxis(comm, a, plan, device, quick, ranksPerNode));
   } catch (const std::exception& e) {
     std::string what = e.what();
-    return Status::error("rank " + std::to_string(comm.rank()) +
-                         ": calibration failed: " + what.substr(0, what.find('\n')));
+    return Status::error("rank " + std::to_string(comm.rank()) + ": calibration failed: " + firstLine(what));
   }
   for (AxisFigures& ax : c.axes) {
     std::vector<std::pair<double, double>> points;

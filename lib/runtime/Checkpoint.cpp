@@ -14,6 +14,7 @@
 #include <nlohmann/json.hpp>
 
 #include "support/File.h"
+#include "support/FirstLine.h"
 
 namespace spmd::runtime {
 namespace {
@@ -119,7 +120,7 @@ Status guarded(F f) {
     return f();
   } catch (const std::exception& e) {
     std::string what = e.what();
-    return Status::error(what.substr(0, what.find('\n')));
+    return Status::error(firstLine(what));
   }
 }
 
@@ -245,7 +246,7 @@ Status saveCheckpoint(const std::string& dir, const program::Program& program, i
     prune(dir, saver, step, store);
   } catch (const std::exception& e) {
     std::string what = e.what();
-    return Status::error(dir + ": cannot save the checkpoint: " + what.substr(0, what.find('\n')));
+    return Status::error(dir + ": cannot save the checkpoint: " + firstLine(what));
   }
   return Status::ok();
 }
@@ -270,9 +271,8 @@ Status agreeOnResume(c10d::Store& store, int64_t rank, int64_t world, const Stat
     }
   } catch (const std::exception& e) {
     std::string what = e.what();
-    return Status::error(
-        "rank " + std::to_string(rank) +
-        ": waiting for the other ranks to load the checkpoint: " + what.substr(0, what.find('\n')));
+    return Status::error("rank " + std::to_string(rank) +
+                         ": waiting for the other ranks to load the checkpoint: " + firstLine(what));
   }
   return Status::ok();
 }

@@ -7,6 +7,7 @@
 
 #include "support/Checksum.h"
 #include "support/File.h"
+#include "support/FirstLine.h"
 
 namespace spmd::runtime {
 namespace {
@@ -197,7 +198,7 @@ Expected<CheckpointIndex> parseCheckpointIndex(const std::string& text, const st
     j = json::parse(text);
   } catch (const std::exception& e) {
     std::string what = e.what();
-    return Status::error(path + ": not a checkpoint index: " + what.substr(0, what.find('\n')));
+    return Status::error(path + ": not a checkpoint index: " + firstLine(what));
   }
   auto index = parseIndexJson(j);
   if (!index) return index.status().withContext(path);

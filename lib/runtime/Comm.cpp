@@ -11,6 +11,8 @@
 #include "runtime/CommNccl.h"
 #endif
 
+#include "support/FirstLine.h"
+
 namespace spmd::runtime {
 namespace {
 
@@ -63,7 +65,7 @@ Expected<std::unique_ptr<MeshComm>> MeshComm::create(const c10::intrusive_ptr<c1
   } catch (const std::exception& e) {
     std::string what = e.what();
     return Status::error("rank " + std::to_string(rank) +
-                         ": cannot set up the process groups: " + what.substr(0, what.find('\n')));
+                         ": cannot set up the process groups: " + firstLine(what));
   }
   comm->nccl_ = options.nccl;
   return comm;
@@ -114,7 +116,7 @@ Expected<at::Tensor> MeshComm::wait(const at::Tensor& handle) {
     return p.finish ? p.finish() : handle;
   } catch (const std::exception& e) {
     std::string what = e.what();
-    return Status::error("collective failed: " + what.substr(0, what.find('\n')));
+    return Status::error("collective failed: " + firstLine(what));
   }
 }
 
@@ -127,7 +129,7 @@ Status MeshComm::waitAll() {
       if (p.work) p.work->wait();
     } catch (const std::exception& e) {
       std::string what = e.what();
-      return Status::error("collective failed: " + what.substr(0, what.find('\n')));
+      return Status::error("collective failed: " + firstLine(what));
     }
   }
   return Status::ok();
@@ -169,7 +171,7 @@ Status MeshComm::failed() {
       if (!done) return Status::error("collective failed: it had not completed when its step ended");
     } catch (const std::exception& e) {
       std::string what = e.what();
-      return Status::error("collective failed: " + what.substr(0, what.find('\n')));
+      return Status::error("collective failed: " + firstLine(what));
     }
   }
   return Status::ok();

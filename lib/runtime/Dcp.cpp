@@ -20,6 +20,7 @@
 #include "runtime/DcpInternal.h"
 #include "runtime/TypeMap.h"
 #include "support/File.h"
+#include "support/FirstLine.h"
 #include "support/Strings.h"
 
 namespace spmd::runtime {
@@ -61,7 +62,7 @@ class ChunkReader {
       out = v.toTensor();
     } catch (const std::exception& e) {
       std::string m = e.what();
-      return Status::error(what + ": a chunk that does not load (" + m.substr(0, m.find('\n')) + ")");
+      return Status::error(what + ": a chunk that does not load (" + firstLine(m) + ")");
     }
     SPMD_ASSIGN_OR_RETURN(c10::ScalarType dtype, toC10ScalarType(t.dtype));
     if (out.scalar_type() != dtype || out.sizes() != c10::IntArrayRef(c.sizes))

@@ -21,6 +21,7 @@
 #include "runtime/DcpInternal.h"
 #include "runtime/TypeMap.h"
 #include "support/File.h"
+#include "support/FirstLine.h"
 
 namespace spmd::runtime {
 namespace {
@@ -213,7 +214,7 @@ Status guarded(F f) {
     return f();
   } catch (const std::exception& e) {
     std::string what = e.what();
-    return Status::error(what.substr(0, what.find('\n')));
+    return Status::error(firstLine(what));
   }
 }
 
@@ -283,7 +284,7 @@ Status saveDcpCheckpoint(const std::string& dir, const program::Program& program
     if (!done.empty()) return Status::error(dir + ": DCP checkpoint not saved: " + done);
   } catch (const std::exception& e) {
     std::string what = e.what();
-    return Status::error(dir + ": cannot save the DCP checkpoint: " + what.substr(0, what.find('\n')));
+    return Status::error(dir + ": cannot save the DCP checkpoint: " + firstLine(what));
   }
   return Status::ok();
 }

@@ -15,6 +15,7 @@
 #include "runtime/MoeOps.h"
 #include "runtime/RingAttentionOps.h"
 #include "serialize/ToText.h"
+#include "support/FirstLine.h"
 
 #include <ATen/core/Tensor.h>
 #include <c10/core/DeviceGuard.h>
@@ -43,8 +44,6 @@ Expected<c10::OperatorName> operatorName(std::string_view target) {
       std::string(target.substr(0, first)) + "::" + std::string(target.substr(first + 1, last - first - 1)),
       overload);
 }
-
-std::string firstLine(const std::string& s) { return s.substr(0, s.find('\n')); }
 
 std::string operatorText(const c10::OperatorName& n) {
   return n.overload_name.empty() ? n.name : n.name + "." + n.overload_name;

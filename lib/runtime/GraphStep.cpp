@@ -4,6 +4,8 @@
 // eager path alone.
 #include "runtime/GraphStep.h"
 
+#include "support/FirstLine.h"
+
 #include <ATen/ATen.h>
 
 #include <string>
@@ -110,7 +112,7 @@ Expected<TensorMap> capture(GraphStep::Impl& s, ProgramRunner& runner, MeshComm&
     std::string what = e.what();
     s.graph.reset();
     return Status::error("capturing the step as a CUDA graph failed (run with --cuda-graph off): " +
-                         what.substr(0, what.find('\n')));
+                         firstLine(what));
   }
   if (!out) {
     s.graph.reset();

@@ -1,6 +1,8 @@
 // Shared by spmd-run's launcher modes (see LaunchSupport.h).
 #include "runtime/LaunchSupport.h"
 
+#include "support/FirstLine.h"
+
 #include <unistd.h>
 
 #include <torch/csrc/distributed/c10d/TCPStore.hpp>
@@ -52,7 +54,7 @@ Expected<c10::intrusive_ptr<c10d::Store>> openRendezvousStore(const launch::Work
   } catch (const std::exception& e) {
     std::string what = e.what();
     return Status::error("rank " + std::to_string(env.rank) + ": rendezvous at " + env.masterAddr + ":" +
-                         std::to_string(env.masterPort) + " failed: " + what.substr(0, what.find('\n')));
+                         std::to_string(env.masterPort) + " failed: " + firstLine(what));
   }
 }
 

@@ -22,6 +22,7 @@
 #include "runtime/Runner.h"
 #include "runtime/TypeMap.h"
 #include "runtime/Weights.h"
+#include "support/FirstLine.h"
 
 namespace spmd::runtime {
 namespace {
@@ -261,7 +262,7 @@ class StageRunner {
     } catch (const std::exception& e) {
       std::string what = e.what();
       return Status::error("receiving %" + s.key + " from stage " + std::to_string(s.stage) +
-                           " failed: " + what.substr(0, what.find('\n')));
+                           " failed: " + firstLine(what));
     }
     return buf[0];
   }
@@ -313,8 +314,7 @@ class StageRunner {
     } catch (const std::exception& e) {
       std::string what = e.what();
       sends_.clear();
-      return Status::error("stage " + std::to_string(stage_) +
-                           ": a send failed: " + what.substr(0, what.find('\n')));
+      return Status::error("stage " + std::to_string(stage_) + ": a send failed: " + firstLine(what));
     }
     sends_.clear();
     return Status::ok();
@@ -453,7 +453,7 @@ Expected<double> shareLoss(const program::Program& p, MeshComm& comm, double los
       comm.pipelineGroup().recv(buf, static_cast<int>(owner), tag)->wait();
   } catch (const std::exception& e) {
     std::string what = e.what();
-    return Status::error("sharing the loss failed: " + what.substr(0, what.find('\n')));
+    return Status::error("sharing the loss failed: " + firstLine(what));
   }
   return buf[0].item<double>();
 }
@@ -569,8 +569,7 @@ Expected<RankResult> runPipelineRank(const program::LoadedProgram& lp, int64_t r
     synchronizeDevice(options.device);
   } catch (const std::exception& e) {
     std::string what = e.what();
-    return Status::error("rank " + std::to_string(rank) +
-                         ": gathering outputs failed: " + what.substr(0, what.find('\n')));
+    return Status::error("rank " + std::to_string(rank) + ": gathering outputs failed: " + firstLine(what));
   }
   result.stats = comm->stats();
   return result;

@@ -11,6 +11,7 @@
 #include <utility>
 
 #include "runtime/TypeMap.h"
+#include "support/FirstLine.h"
 
 namespace spmd::runtime {
 namespace {
@@ -93,7 +94,7 @@ Expected<TensorMap> loadRankWeights(const program::LoadedProgram& program, int64
       out.emplace(w.fqn, device.is_cpu() ? t : t.to(device));
     } catch (const c10::Error& e) {
       std::string what = e.what_without_backtrace();
-      return Status::error(program.path() + ": weight '" + w.fqn + "': " + what.substr(0, what.find('\n')));
+      return Status::error(program.path() + ": weight '" + w.fqn + "': " + firstLine(what));
     } catch (const std::exception& e) {  // std::bad_alloc and the like
       return Status::error(program.path() + ": weight '" + w.fqn + "': " + e.what());
     }

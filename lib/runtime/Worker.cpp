@@ -24,6 +24,7 @@
 #include "runtime/TypeMap.h"
 #include "runtime/Weights.h"
 #include "sharding/SymbolicShard.h"
+#include "support/FirstLine.h"
 #include "support/Strings.h"
 
 namespace spmd::runtime {
@@ -316,8 +317,7 @@ Expected<RankResult> runRankOn(const program::LoadedProgram& lp, int64_t rank,
     SPMD_RETURN_IF_ERROR(where(comm->failed()));
   } catch (const std::exception& e) {
     std::string what = e.what();
-    return Status::error("rank " + std::to_string(rank) +
-                         ": gathering outputs failed: " + what.substr(0, what.find('\n')));
+    return Status::error("rank " + std::to_string(rank) + ": gathering outputs failed: " + firstLine(what));
   }
   result.stats = comm->stats();
   return result;

@@ -41,7 +41,8 @@ namespace {
 struct Candidate {
   std::vector<Placement> operands;
   std::vector<Placement> results;
-  int factor = -1;  // the sharded factor, -1 for none
+  int factor = -1;       // the sharded factor, -1 for none
+  int64_t subsplit = 1;  // factor's strided split (its rows) on this axis
   double cost = 0;
   bool passThrough = false;  // a pending sum passed on, not reduced here
 };
@@ -105,6 +106,7 @@ class NodePlanner {
     out_.operands.assign(operands_.size(), ShardingSpec{std::vector<Placement>(axes)});
     out_.results.assign(results_.size(), ShardingSpec{std::vector<Placement>(axes)});
     axisFactor_.assign(axes, -1);
+    axisSubsplit_.assign(axes, 1);
     operandBytes_.reserve(operands_.size());
     for (size_t i = 0; i < operands_.size(); ++i)
       operandBytes_.push_back(localBytes(*operands_[i], current_[i], mesh_));
@@ -122,6 +124,7 @@ class NodePlanner {
       for (size_t i = 0; i < results_.size(); ++i)
         out_.results[i].placements[static_cast<size_t>(a)] = best->results[i];
       axisFactor_[static_cast<size_t>(a)] = best->factor;
+      axisSubsplit_[static_cast<size_t>(a)] = best->subsplit;
     }
     return std::move(out_);  // the rule text is added by propagate(), for the chosen pass only
   }
@@ -301,19 +304,28 @@ class NodePlanner {
       const Factor& fac = rule_.factors[static_cast<size_t>(f)];
       if (fac.kind == FactorKind::NeedReplication || n == 1) return;
       int64_t already = 1;
+      bool plainBefore = true;  // earlier axes took contiguous blocks of f
       for (int64_t e = 0; e < a; ++e)
-        if (axisFactor_[static_cast<size_t>(e)] == f) already *= mesh_.size(e);
+        if (axisFactor_[static_cast<size_t>(e)] == f) {
+          already *= mesh_.size(e);
+          plainBefore = plainBefore && axisSubsplit_[static_cast<size_t>(e)] == 1;
+        }
       bool even = fac.size % (already * n * subsplit) == 0;
       // Uneven: torch.chunk of the factor, or of each of its subsplit rows.
       // An exchange factor's dims differ in size: only even splits.
       if (!even && (fac.exchange || fac.size % subsplit != 0 || !unevenOk(f))) return;
-      if (subsplit != 1 && already != 1) return;  // nested strided shards are not supported
+      // A strided split nested under earlier axes' contiguous split of f
+      // (batch on dp, heads on tp, the two merged for a bmm): the local
+      // factor is f / already, split in its subsplit rows as a fresh one
+      // would be. Only even splits, and not under an earlier strided one.
+      if (subsplit != 1 && already != 1 && (!even || !plainBefore)) return;
       if (fac.exchange && (already != 1 || !exchangeAsked(f, a))) return;
       bool reduction = fac.kind == FactorKind::Reduction;
       Candidate c;
       c.operands.reserve(operands_.size());
       c.results.reserve(results_.size());
       c.factor = f;
+      c.subsplit = subsplit;
       bool ok = true;
       for (size_t i = 0; i < operands_.size() && ok; ++i) {
         auto p = placementOf(rule_.operands[i], c.factor, rule_, subsplit);
@@ -383,6 +395,7 @@ class NodePlanner {
   const std::vector<ir::Value*>& results_;
   NodeSharding out_;
   std::vector<int> axisFactor_;
+  std::vector<int64_t> axisSubsplit_;  // the chosen candidate's subsplit per decided axis
   // localBytes of each operand in its current layout, and of each result
   // in the layout the axes decided so far give it.
   std::vector<int64_t> operandBytes_, resultBytes_;

@@ -5,6 +5,7 @@
 #include <vector>
 
 #include "../TestCatch.h"
+#include "support/FirstLine.h"
 #include "support/Strings.h"
 #include "support/Version.h"
 
@@ -25,3 +26,14 @@ TEST_CASE("joined separates items, with nothing around them") {
 }
 
 TEST_CASE("kVersion is CMake's project version") { CHECK(std::string(kVersion) == SPMD_PROJECT_VERSION); }
+
+TEST_CASE("firstLine picks the first line with text, trimmed") {
+  CHECK(firstLine("node failed\nException raised from x") == "node failed");
+  // c10 messages may start with a newline: the line after it, not "".
+  CHECK(firstLine("\nindex 9 is out of bounds for dimension 0 with size 4\nException raised from") ==
+        "index 9 is out of bounds for dimension 0 with size 4");
+  CHECK(firstLine("  \r\n\t\n  shape mismatch \r\nmore") == "shape mismatch");
+  CHECK(firstLine("one line") == "one line");
+  CHECK(firstLine("") == "");
+  CHECK(firstLine("\n \n\t") == "");
+}

@@ -32,6 +32,7 @@
 #include "runtime/Runner.h"
 #include "runtime/TensorIO.h"
 #include "runtime/Verify.h"
+#include "support/FirstLine.h"
 #include "support/Log.h"
 #include "support/Strings.h"
 #include "support/Version.h"
@@ -301,7 +302,7 @@ int main(int argc, char** argv) {
     return worker ? runtime::runWorker(d, std::cerr) : runtime::runDistributed(d, std::cout, std::cerr);
   } catch (const std::exception& e) {
     std::string what = e.what();
-    std::cerr << "error: " << what.substr(0, what.find('\n')) << "\n";
+    std::cerr << "error: " << firstLine(what) << "\n";
     return 1;
   }
 }
