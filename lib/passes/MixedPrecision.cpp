@@ -2,12 +2,15 @@
 #include "passes/MixedPrecision.h"
 
 #include <algorithm>
+#include <functional>
 #include <map>
 #include <unordered_map>
+#include <unordered_set>
 
 #include <nlohmann/json.hpp>
 
 #include "passes/Pass.h"
+#include "sharding/Placement.h"
 #include "sharding/Propagation.h"
 
 namespace spmd::passes {
@@ -63,21 +66,23 @@ const ir::Node* firstReader(const ir::Value* v, const ir::Node* except) {
 // the anchor right before the cast's first reader, which reads it. The cast
 // stays where the step traced it (at its start): bucket-shard-collectives
 // issues a gather one bucket ahead, and its input must exist by then.
-void gatherAfterCast(ir::Graph& g, ir::Node* cast) {
+// Returns the parameter so gathered, or nullptr.
+const ir::Value* gatherAfterCast(ir::Graph& g, ir::Node* cast) {
   ir::Value* anchored = cast->inputValues().empty() ? nullptr : cast->inputValues()[0];
   ir::Node* anchor = anchored ? anchored->producer() : nullptr;
   if (anchor == nullptr || anchor->target() != "aten.alias.default" ||
       !anchor->metadata().other.count(std::string(sharding::kLayoutKey)) || anchored->users().size() != 1)
-    return;
+    return nullptr;
   ir::Value* param = anchor->inputValues()[0];
   ir::Value* casted = cast->outputValues()[0];
   const ir::Node* reader = firstReader(casted, nullptr);
-  if (reader == nullptr) return;
+  if (reader == nullptr) return nullptr;
   g.replaceUses({{anchored, param}}, [&](const ir::Node& n) { return &n != cast; });
   g.replaceUses({{casted, anchored}}, [&](const ir::Node& n) { return &n == anchor; });
   g.replaceUses({{param, casted}}, [&](const ir::Node& n) { return &n != anchor; });
   anchored->mutableType().dtype = casted->type().dtype;
   moveBefore(g, {anchor}, reader);
+  return param;
 }
 
 // Reads gradient `grad` of `param` through a layout anchor at the value of
@@ -99,6 +104,46 @@ Status reduceIn(ir::Graph& g, ir::Value* grad, const ir::Value* param, ir::Scala
   g.replaceUses({{v, a}}, [&](const ir::Node& u) { return &u == n; });
   if (reader != nullptr) moveBefore(g, {n}, reader);
   return Status::ok();
+}
+
+// Runs each gradient's casts (to reduce_dtype, then to float32) right after
+// the value they read is made. The traced step has them all at its end (the
+// parameter casts that produce them come first in the forward, so autograd
+// runs their backward last). For a gathered (fsdp) parameter each whole
+// param_dtype gradient then lived until the end of the backward, a term no
+// sharding shrinks; cast at once, it dies at once, and its reduce-scatter
+// (placed after the cast) starts as the layer's backward ends, as FSDP2's
+// post-backward hook does. Only those, and only where the whole
+// param_dtype gradient is larger than its reduced shard (bf16 over f32: more
+// than 2 shards): otherwise the early cast gains nothing and its float32
+// copies would meet the backward's activations.
+void castGradientsWhenReady(ir::Graph& g, const std::vector<ir::Value*>& grads) {
+  std::unordered_map<const ir::Node*, std::vector<ir::Node*>> after;  // producer -> its casts, in order
+  std::unordered_set<const ir::Node*> moved;
+  for (ir::Value* grad : grads) {
+    std::vector<ir::Node*> chain;
+    for (ir::Value* v = grad;
+         v->producer() && v->producer()->target() == kCast && v->producer()->inputValues().size() == 1;
+         v = v->producer()->inputValues()[0])
+      chain.push_back(v->producer());
+    for (auto it = chain.rbegin(); it != chain.rend(); ++it) {
+      const ir::Node* producer = (*it)->inputValues()[0]->producer();
+      if (producer == nullptr || moved.count(*it)) break;  // reads a graph input: stays
+      after[producer].push_back(*it);
+      moved.insert(*it);
+    }
+  }
+  if (moved.empty()) return;
+  std::vector<ir::Node*> order;
+  std::function<void(ir::Node*)> emit = [&](ir::Node* n) {
+    order.push_back(n);
+    auto it = after.find(n);
+    if (it == after.end()) return;
+    for (ir::Node* cast : it->second) emit(cast);
+  };
+  for (const auto& n : g.nodes())
+    if (!moved.count(n.get())) emit(n.get());
+  g.setNodeOrder(order);
 }
 
 }  // namespace
@@ -141,16 +186,36 @@ Status MixedPrecision::run(ir::ExportedProgram& program, GraphPassContext& conte
   std::vector<ir::Node*> casts;
   for (const auto& n : g.nodes())
     if (castPolicy(*n)) casts.push_back(n.get());
-  for (ir::Node* cast : casts) gatherAfterCast(g, cast);
+  std::unordered_set<const ir::Value*> gathered;
+  for (ir::Node* cast : casts)
+    if (const ir::Value* param = gatherAfterCast(g, cast)) gathered.insert(param);
   std::map<std::string, const ir::Value*> params;
   for (const auto& in : program.signature.inputs)
     if (in.kind == ir::InputKind::Parameter && in.value) params[in.target] = in.value;
   ir::ScalarType reduce = *dtypeOf(exported->reduceDtype);
+  std::vector<std::pair<ir::Value*, const ir::Value*>> grads;  // (gradient, its parameter)
   for (const auto& out : program.signature.outputs) {
     auto it = params.find(out.target);
-    if (out.kind != ir::OutputKind::GradientToParameter || !out.arg.value() || it == params.end()) continue;
-    SPMD_RETURN_IF_ERROR(reduceIn(g, out.arg.value(), it->second, reduce));
+    if (out.kind == ir::OutputKind::GradientToParameter && out.arg.value() && it != params.end())
+      grads.emplace_back(out.arg.value(), it->second);
   }
+  std::unordered_map<const ir::Value*, int64_t> shards;  // pieces each input is stored in
+  for (size_t i = 0; context.placements && i < program.signature.inputs.size(); ++i) {
+    const auto& in = program.signature.inputs[i];
+    if (in.value == nullptr || i >= context.placements->inputs.size()) continue;
+    int64_t n = 1;
+    for (size_t d = 0; d < in.value->type().sizes.size(); ++d)
+      n *= sharding::shardCount(context.placements->inputs[i], static_cast<int64_t>(d),
+                                context.placements->mesh);
+    shards[in.value] = n;
+  }
+  const int64_t paramSize = ir::elementSize(*dtypeOf(exported->paramDtype));
+  std::vector<ir::Value*> gradValues;
+  for (const auto& [grad, param] : grads)
+    if (gathered.count(param) && paramSize * shards[param] > ir::elementSize(reduce))
+      gradValues.push_back(grad);
+  castGradientsWhenReady(g, gradValues);
+  for (const auto& [grad, param] : grads) SPMD_RETURN_IF_ERROR(reduceIn(g, grad, param, reduce));
   return g.verify();
 }
 

@@ -59,6 +59,15 @@ class Pool {
     return stats_;
   }
 
+  int64_t releaseCached() {
+    std::lock_guard<std::mutex> lock(mutex_);
+    int64_t released = stats_.cachedBytes;
+    for (const Block& b : cached_) ::munmap(b.data, b.bytes);
+    cached_.clear();
+    stats_.cachedBytes = 0;
+    return released;
+  }
+
  private:
   struct Block {
     void* data;
@@ -162,5 +171,7 @@ void* takePooled(size_t bytes) { return pool().take(bytes); }
 bool givePooled(void* p) { return pool().give(p); }
 
 GatherPoolStats gatherPoolStats() { return pool().stats(); }
+
+int64_t releaseCachedGatherBlocks() { return pool().releaseCached(); }
 
 }  // namespace spmd::runtime

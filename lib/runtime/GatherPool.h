@@ -41,6 +41,11 @@ struct GatherPoolStats {
 };
 GatherPoolStats gatherPoolStats();
 
+/// Unmaps every cached (freed) block: the process's resident memory falls
+/// to its live tensors. For the end of a run, when no step reuses them.
+/// Returns the bytes released.
+int64_t releaseCachedGatherBlocks();
+
 /// For the metering CPU allocator (MemoryMeter.cpp): a pooled block of at
 /// least `bytes` (throws std::bad_alloc), and returning one (false when `p`
 /// is not the pool's).

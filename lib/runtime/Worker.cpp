@@ -300,10 +300,14 @@ Expected<RankResult> runRankOn(const program::LoadedProgram& lp, int64_t rank,
   result.loadSeconds = loadSeconds;
   result.memory = memory.figures();  // before gathering outputs
   // The weights are not read again: rank 0 gathers the whole outputs (a
-  // billion-parameter model's gradients) in the room they held.
+  // billion-parameter model's gradients) in the room they held, and every
+  // rank hands their pages (and each output shard's once sent) back to the
+  // system: the 1.1 B mixed step at tp 4 held 3 GB per idle rank beside rank
+  // 0's 4.4 GB of gathered gradients.
   updates.clear();
   runner = Status::error("released after the last step");
   weights.clear();
+  releaseCachedGatherBlocks();
   try {
     for (size_t i = 0; i < names.size() && i < p.outputs.size(); ++i) {
       if (names[i].empty()) continue;
@@ -312,6 +316,8 @@ Expected<RankResult> runRankOn(const program::LoadedProgram& lp, int64_t rank,
       at::Tensor g = toGlobal(it->second, p.outputs[i].spec, p.outputs[i].globalType, *comm);
       outputs->erase(it);  // its shard: rank 0 then holds the whole outputs, not the shards beside them
       if (rank == 0) result.outputs.emplace(names[i], g.cpu());
+      g = at::Tensor();
+      releaseCachedGatherBlocks();
     }
     synchronizeDevice(options.device);
     SPMD_RETURN_IF_ERROR(where(comm->failed()));

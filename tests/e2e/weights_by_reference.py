@@ -11,10 +11,12 @@ Usage:
 CI runs it twice: at these defaults (about 100k parameters) and at
 --layers 8 --hidden 768 --vocab 32000 --shard-size 50MB (91M parameters,
 183 MB in bf16). At 1.1 B parameters (TinyLlama's shape; docs/WEIGHTS.md
-has the figures; about 10 GB at peak, one process group at a time):
---layers 22 --hidden 2048 --intermediate 5632 --heads 32 --kv-heads 4
---vocab 32000 --batch 2 --fsdp-ranks 8 --shard-size 1GB --checks layouts,mixed
---mixed-layout tp2
+has the figures; one process group at a time): --layers 22 --hidden 2048
+--intermediate 5632 --heads 32 --kv-heads 4 --vocab 32000 --batch 2
+--fsdp-ranks 8 --shard-size 1GB --checks layouts (about 10 GB at peak), and
+the same with --batch 4 --checks mixed --mixed-layout fsdp4,tp4 (the batch
+must divide over fsdp's 4 ranks: 2 rows over 4 replicate the step, and
+every rank then holds every whole gradient)
 
 A LlamaForCausalLM (random weights, seed 0) is written with
 save_pretrained in bfloat16, sharded into several safetensors files with an
@@ -45,7 +47,9 @@ index, in a temporary folder deleted afterwards. Then:
    --mixed-precision bf16) under fsdp at 2 (or each of --mixed-layout's, with
    each run's measured peak per rank) against PyTorch FSDP2 with
    MixedPrecisionPolicy(bf16, float32) on Gloo over the same checkpoint:
-   loss within 5e-3, every gradient within 2e-2 (check_mixed).
+   loss within 5e-3, every gradient within 2e-2 (check_mixed); the
+   step's estimated peak less weights falls by at least 5% from fsdp 2
+   to fsdp 4 (check_estimate_scales).
 6. Bad input (needs "layouts"), each refused with exit code 2 and one line naming the file
    and the tensor, before any worker computes (no output file): a
    truncated file, a file rewritten by save_pretrained with other weights,
@@ -244,6 +248,7 @@ def check_mixed(a, d, ckpt, failures):
               + ", ".join(f"{r['peak_bytes'] / 2**30:.2f}" for r in ranks) + " GiB, RSS growth "
               + ", ".join(f"{r['rss_growth_bytes'] / 2**30:.2f}" for r in ranks) + " GiB")
         outs[layout] = out
+    check_estimate_scales(a, d, exp, failures)
     ref = mp.fsdp2_reference(exp, 0, ckpt=ckpt, batch=a.batch)  # after spmd-run: one at a time in memory
     found, over_all = [], {}
     for layout, out in outs.items():
@@ -260,6 +265,30 @@ def check_mixed(a, d, ckpt, failures):
     if over_all:
         found += beside_float32(ckpt, exp, outs, ref, over_all)
     failures += found
+
+
+def check_estimate_scales(a, d, exp, failures):
+    """The mixed step's estimated peak per rank, less its weights, is at
+    least 5% lower under fsdp at 4 than at 2 (both compiled, not run; the
+    batch divides over 4): gradients and activations are sharded, only the
+    root's whole embedding gradient is not. It was equal (within 256 B) at
+    91M and 1.1 B parameters while
+    every layer's whole bf16 gradient lived until the end of the backward
+    (mixed-precision's castGradientsWhenReady casts it, and so
+    reduce-scatters it, as soon as it is made)."""
+    dynamic = {}
+    for n in (2, 4):
+        sfile, rep = d / f"estimate.fsdp{n}.json", d / f"estimate.fsdp{n}.report.json"
+        sfile.write_text(json.dumps(MIXED_LAYOUTS[f"fsdp{n}"][1]))
+        run([a.spmdc, "compile", exp / "model.pt2", "--schema", sfile, "--mixed-precision", "bf16", "-o",
+             d / f"estimate.fsdp{n}.spmd", "-q", "--report", rep])
+        r = json.loads(rep.read_text())["per_rank"]
+        dynamic[n] = r["peak_bytes_estimate"] - r["param_bytes"]
+    print(f"  mixed step's estimate less weights per rank: fsdp 2 {dynamic[2]:,} B, fsdp 4 {dynamic[4]:,} B "
+          f"({dynamic[4] / dynamic[2]:.3f}x)")
+    if a.batch % 4 == 0 and not dynamic[4] <= 0.95 * dynamic[2]:
+        failures.append(f"mixed precision: the estimate less weights falls by under 5% from fsdp 2 to 4 "
+                        f"({dynamic[2]:,} B, {dynamic[4]:,} B)")
 
 
 def beside_float32(ckpt, exp, outs, ref, over_all):
