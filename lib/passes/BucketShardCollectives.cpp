@@ -13,7 +13,10 @@
 // group's second set. Within a
 // group, members go together in program order up to the bucket size; a
 // gradient bucket also closes when a member's result is needed before the
-// next member is ready (as bucket-collectives does for all-reduces).
+// next member is ready (as bucket-collectives does for all-reduces); a
+// gather bucket at a weight it already gathers (recompute's re-gather for
+// the backward: in the forward's bucket it would be gathered in the
+// forward and held until the backward).
 //
 // Placement: a gather bucket is unpacked right before its first member was
 // used, and issued one bucket ahead (where the bucket before is unpacked),
@@ -231,12 +234,19 @@ class ShardBucketer {
 
   // Splits one key's members (program order) into buckets by size and, for
   // gradients, by when their results are needed.
+  // True when a member of gather bucket `b` gathers stored weight `w`.
+  static bool gathers(const Bucket& b, const ir::Value* w) {
+    return std::any_of(b.members.begin(), b.members.end(),
+                       [&](const ir::Node* m) { return storedWeight(m->inputValues()[0]) == w; });
+  }
+
   void split(const std::vector<ir::Node*>& list, bool gradients, std::vector<Bucket>& out) {
     Bucket b;
     for (ir::Node* c : list) {
       int64_t bytes = bytesOf(gradients ? c->inputValues()[0]->type() : c->outputValues()[0]->type());
       bool fits =
-          b.members.empty() || (b.bytes + bytes <= limit_ && (!gradients || readyAt_[c] < b.closeBefore));
+          b.members.empty() || (b.bytes + bytes <= limit_ && (!gradients || readyAt_[c] < b.closeBefore) &&
+                                (gradients || !gathers(b, storedWeight(c->inputValues()[0]))));
       if (!fits) {
         out.push_back(std::move(b));
         b = Bucket{};

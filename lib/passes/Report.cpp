@@ -124,23 +124,27 @@ Result resultOf(const ir::Node& n, bool contiguous) {
 }
 
 // Bytes a collective allocates beside its operands and result, as runtime
-// CollectiveOps calls c10d: while it runs, an all-gather's backend stages
-// the gathered tensor once more (and, synchronous off dim 0, the rows are
-// copied out once more); a reduce-scatter off dim 0 scatters from a
-// transposed copy, which its work holds until the wait (`untilWait`); on
-// dim 0 Gloo's reduce-scatter reduces a copy of its input, made and freed
-// during the call (measured: the 91M mixed step at fsdp 2 peaked one
-// embedding gradient above the estimate; NCCL reduces in place, so there
-// this is an upper bound).
-int64_t collectiveScratch(const ir::Node& c, bool& untilWait) {
-  untilWait = c.target() == ir::kReduceScatter && !onLeadingDim(c, "dim");
+// CollectiveOps calls c10d's Gloo backend: during its own node (`during`)
+// and until its wait (`untilWait`). An all-gather's backend stages the
+// gathered tensor once more (and, synchronous off dim 0, the rows are
+// copied out once more). A reduce-scatter's backend all-reduces a copy of
+// its input (ProcessGroupGloo::reduce_scatter_tensor_coalesced), freed when
+// that all-reduce completes: with ranks in step, within the node (on a slow
+// link as late as the wait); off dim 0 it scatters from a transposed copy,
+// which its work holds until the wait.
+struct Scratch {
+  int64_t during = 0;
+  int64_t untilWait = 0;
+};
+
+Scratch collectiveScratch(const ir::Node& c) {
   const ir::Value* self = selfOf(c);
-  if (self == nullptr || c.outputValues().empty()) return 0;
-  if (c.target() == ir::kReduceScatter) return bytesOf(*self);
-  if (c.target() != ir::kAllGather) return 0;
+  if (self == nullptr || c.outputValues().empty()) return {};
+  if (c.target() == ir::kReduceScatter) return {bytesOf(*self), onLeadingDim(c, "dim") ? 0 : bytesOf(*self)};
+  if (c.target() != ir::kAllGather) return {};
   int64_t out = bytesOf(*c.outputValues()[0]);
   bool copied = intArg(c, "async", 0) == 0 && (!onLeadingDim(c, "dim") || intArg(c, "split_factor", 1) != 1);
-  return copied ? 2 * out : out;
+  return {copied ? 2 * out : out, 0};
 }
 
 }  // namespace
@@ -175,12 +179,13 @@ std::vector<LiveRange> liveRanges(const ir::ExportedProgram& program) {
     if (c != nullptr && selfOf(*c) &&
         (c->target() == ir::kAllGather || (c->target() == ir::kReduceScatter && onLeadingDim(*c, "dim"))))
       use(selfOf(*c), n->index());
-    bool untilWait = false;
-    if (int64_t bytes = collectiveScratch(*n, untilWait); bytes > 0) {
+    const Scratch sc = collectiveScratch(*n);
+    if (sc.during > 0) scratch.push_back({n->outputValues()[0], n->index(), n->index(), sc.during, true});
+    if (sc.untilWait > 0) {
       int end = n->index();
       for (const ir::Node* u : n->outputValues()[0]->users())
-        if (untilWait && u->target() == ir::kWait) end = std::max(end, u->index());
-      scratch.push_back({n->outputValues()[0], n->index(), end, bytes, true});
+        if (u->target() == ir::kWait) end = std::max(end, u->index());
+      scratch.push_back({n->outputValues()[0], n->index(), end, sc.untilWait, true});
     }
   }
   for (const auto& o : g.outputs())
