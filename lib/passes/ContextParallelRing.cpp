@@ -466,10 +466,13 @@ Status rewriteFused(Inserter& ins, ir::Node& n, std::vector<RingValues>& pins) {
     args.push_back({"lse", ins.current(*n.input("logsumexp")), false});
   }
   args.push_back({"scale", Argument::floating(scale), false});
-  args.push_back({"causal",
-                  Argument::boolean(causal != nullptr && !causal->ints.empty() && causal->ints[0] != 0),
-                  false});
-  if (ir::Value* m = tensorInput(n, "attn_mask")) args.push_back({"mask", Argument::tensor(m), false});
+  // A mask that is the causal one (transformers builds it from positions) becomes the flag, as in
+  // rewriteEager: the kernels skip what it masks, and the load-balanced split applies.
+  ir::Value* mask = tensorInput(n, "attn_mask");
+  bool isCausal = causal != nullptr && !causal->ints.empty() && causal->ints[0] != 0;
+  if (!isCausal && isCausalMask(mask, qs[2], ks[2])) isCausal = true, mask = nullptr;
+  args.push_back({"causal", Argument::boolean(isCausal), false});
+  if (mask != nullptr) args.push_back({"mask", Argument::tensor(mask), false});
   auto old = n.outputValues();
   std::vector<ir::TensorType> types;
   if (backward) {

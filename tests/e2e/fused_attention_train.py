@@ -26,7 +26,11 @@ SwiGLU, F.scaled_dot_product_attention is_causal=True), batch 2, sequence
    every gradient match eager's (rel 1e-5 on each tensor's max), and the
    parameters after one AdamW step (spmdc compile --optimizer adamw) match
    torch.optim.AdamW's (norm of the difference <= 1e-5 of the norm); the
-   TP program runs the fused op on 2 of the 4 heads per rank.
+   TP program runs the fused op on 2 of the 4 heads per rank;
+4. transformers' LlamaForCausalLM (SDPA, which passes its causal mask as
+   attn_mask) exported fused (sequence 16), ring attention at cp 2: the
+   mask is read as causal (the compile says load-balanced) and the loss
+   and gradients match eager's (1e-5).
 
 Exit 1 on any failure.
 """
@@ -188,6 +192,30 @@ def check_layout(a, d, name, lay, want_params, failures):
           f"AdamW params rel err {worst_p:.2g}, {fused} fused / {rings} ring attention ops", flush=True)
 
 
+def check_hf_ring(a, d, failures):
+    """transformers' LlamaForCausalLM (SDPA, its causal mask passed as attn_mask) exported fused: ring
+    attention at cp 2 must read the mask as causal (load-balanced) and match eager."""
+    from spmdc_export import hf
+    torch.manual_seed(0)
+    m = hf.build("llama", train=True, layers=LAYERS, hidden=D, heads=HEADS, vocab=cp_llama.VOCAB, batch=B, seq=16)
+    case = d / "hf"
+    core.export_train_step(m.module, m.inputs, case, loss_fn=m.loss_fn, targets=m.targets, strict=False)
+    if json.loads((case / "meta.json").read_text())["fused_attentions"] != LAYERS:
+        failures.append("hf llama: the default export holds no fused attention")
+    ring = cp_llama.schema({"cp": 2})
+    ring["context_parallel"]["rotate"] = "ring"
+    (d / "hf_ring.json").write_text(json.dumps(ring))
+    r = run([a.spmdc, "compile", case / "model.pt2", "--schema", d / "hf_ring.json", "-o", d / "hf_ring.spmd"])
+    if "load-balanced" not in r.stdout + r.stderr:
+        failures.append(f"hf llama ring: the compile does not say load-balanced (the causal mask not read):\n"
+                        f"{r.stdout}{r.stderr}")
+    out = d / "hf_ring.out.safetensors"
+    run([a.spmd_run, "-n", 2, d / "hf_ring.spmd", "--inputs", case / "inputs.safetensors", "--output", out, "-q"])
+    worst, bad = cp_llama.compare(out, case / "expected.safetensors", tol=1e-5)
+    failures.extend(f"hf llama ring: {b}" for b in bad)
+    print(f"hf llama (SDPA, fused) ring cp 2, load-balanced: loss+grads rel err {worst:.2g}", flush=True)
+
+
 def main():
     import argparse
     ap = argparse.ArgumentParser()
@@ -206,6 +234,10 @@ def main():
                 check_layout(a, d, name, lay, want_params, failures)
             except RuntimeError as e:
                 failures.append(f"{name}: {e}")
+        try:
+            check_hf_ring(a, d, failures)
+        except RuntimeError as e:
+            failures.append(f"hf llama ring: {e}")
     for f in failures:
         print("FAIL:", f)
     return 1 if failures else 0
