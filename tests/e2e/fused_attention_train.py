@@ -32,7 +32,8 @@ SwiGLU, F.scaled_dot_product_attention is_causal=True), batch 2, sequence
    mask is read as causal (the compile says load-balanced) and the loss
    and gradients match eager's (1e-5).
 
-Exit 1 on any failure.
+Exit 1 on any failure; 77 (a skip, which CI turns into a failure) when
+everything else passed but transformers is missing for case 4.
 """
 import copy
 import json
@@ -235,11 +236,19 @@ def main():
             except RuntimeError as e:
                 failures.append(f"{name}: {e}")
         try:
-            check_hf_ring(a, d, failures)
+            import transformers  # noqa: F401
+        except ImportError:
+            transformers = None
+        try:
+            if transformers is not None:
+                check_hf_ring(a, d, failures)
         except RuntimeError as e:
             failures.append(f"hf llama ring: {e}")
     for f in failures:
         print("FAIL:", f)
+    if not failures and transformers is None:
+        print("fused_attention_train: the Hugging Face case skipped: transformers is not installed")
+        return 77
     return 1 if failures else 0
 
 
