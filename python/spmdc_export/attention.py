@@ -1,21 +1,22 @@
 """How a train step's scaled_dot_product_attention reaches the joint graph.
 
-"fused" (the default) keeps the fused CPU kernel and its backward:
+"fused" (opt-in: --attention fused) keeps the fused CPU kernel and its backward:
 
     _scaled_dot_product_flash_attention_for_cpu(q, k, v, ...) -> (out, logsumexp [b, h, L])
     _scaled_dot_product_flash_attention_for_cpu_backward(dout, q, k, v, out, logsumexp, ...)
 
 so the step saves out and the log-sum-exp, as eager does, not the
-[b, h, L, S] scores and probabilities. "math" traces sdpa's math backend
-(matmul, softmax, matmul, differentiated op by op): what every export did
-before, and what an op without a fused kernel on the target device needs.
+[b, h, L, S] scores and probabilities. "math" (the default) traces sdpa's
+math backend (matmul, softmax, matmul, differentiated op by op), which
+runs on any device.
 
 Why a decomposition table: torch's Core ATen table (what make_fx and
 _export_forward_backward apply) decomposes the fused forward into math ops
 but keeps the fused backward, handing it the attention probabilities as its
 logsumexp, so the q, k and v gradients come out wrong (torch 2.14.1). The
 fused mode takes the forward out of the table; `check` then proves that
-every fused backward reads a fused forward's own logsumexp.
+every fused backward reads a fused forward's own logsumexp (the export
+refuses the step otherwise).
 """
 import contextlib
 import operator

@@ -364,19 +364,15 @@ def _joint_program(module, inputs, strict, say, loss=None, precision=None, atten
 
 
 def _attention_joint(module, inputs, strict, say, loss, precision, attention):
-    """_joint_program with sdpa traced as `attention` says (None: "fused",
-    else "math" with a note); ExportError where "fused" was asked for and
-    this torch cannot keep it. Returns (program, route, mode)."""
-    mode = attention or "fused"
+    """_joint_program with sdpa traced as `attention` says (None: "math");
+    ExportError where "fused" was asked for and this torch cannot keep it.
+    Returns (program, route, mode)."""
+    mode = attention or "math"
     program, route = _joint_program(module, inputs, strict, say, loss, precision, mode)
     reason = sdpa.check(program.graph) if mode == "fused" else None
-    if reason is None:
-        return program, route, mode
-    if attention == "fused":
+    if reason is not None:
         raise ExportError(f"--attention fused: {reason}; export the step with --attention math")
-    say(f"attention traced by its math path (--attention math): {reason}")
-    program, route = _joint_program(module, inputs, strict, say, loss, precision, "math")
-    return program, route, "math"
+    return program, route, mode
 
 
 def _untie(module, say):
@@ -414,10 +410,10 @@ def export_train_step(module, example_inputs, out_dir, loss_fn=None, targets=(),
     reduce_dtype) traces the step in mixed precision as FSDP2 runs it
     (precision.py): expected.safetensors then holds that step's eager loss
     and float32 gradients and meta.json its "mixed_precision". attention
-    ("fused" or "math", attention.py) is how scaled_dot_product_attention
-    is traced: None takes "fused" and falls back to "math" with a note
-    where this torch cannot keep the fused backward's logsumexp; "fused"
-    then raises ExportError. meta.json's "attention" says which, and
+    ("fused" or "math", attention.py; None is "math") is how
+    scaled_dot_product_attention is traced; "fused" raises ExportError
+    where this torch cannot keep the fused backward's logsumexp
+    (attention.check). meta.json's "attention" says which, and
     "fused_attentions" how many fused forwards the step holds. Returns
     the joint ExportedProgram."""
     check_torch()

@@ -452,15 +452,11 @@ def export_train_step(module, example_inputs, out_dir, ckpt, loss_fn, targets=()
     real = fakify(module, mode, entries)
     fake_inputs = tuple(mode.from_tensor(t) for t in inputs + targets)
     mp = (precision, len(inputs)) if precision is not None else None
-    mode = attention or "fused"
+    mode = attention or "math"
     program, reason = joint.trace_joint(module, fake_inputs, torch.zeros(()), mp, mode)
     why = sdpa.check(program.graph) if program is not None and mode == "fused" else None
-    if why is not None and attention == "fused":
-        raise ExportError(f"--attention fused: {why}; export the step with --attention math")
     if why is not None:
-        say(f"attention traced by its math path (--attention math): {why}")
-        mode = "math"
-        program, reason = joint.trace_joint(module, fake_inputs, torch.zeros(()), mp, mode)
+        raise ExportError(f"--attention fused: {why}; export the step with --attention math")
     if program is None and precision is not None:
         raise ExportError(f"--mixed-precision: the step cannot be traced in one pass ({reason})")
     if program is None:

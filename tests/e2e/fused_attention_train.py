@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
-"""Train steps with fused attention (spmdc_export --train --attention fused,
-the default) against eager PyTorch.
+"""Train steps with fused attention (spmdc_export --train --attention fused)
+against eager PyTorch.
 
 Usage:
     fused_attention_train.py SPMDC SPMD_RUN
@@ -9,11 +9,11 @@ Model: cp_llama.py's Llama (2 layers, hidden 64, 4 heads, RoPE, RMSNorm,
 SwiGLU, F.scaled_dot_product_attention is_causal=True), batch 2, sequence
 64, random weights (seed 0). Checked:
 
-1. the export keeps the fused CPU kernel: meta.json says "attention":
-   "fused", the joint graph holds one
+1. --attention fused keeps the fused CPU kernel: meta.json says
+   "attention": "fused", the joint graph holds one
    aten._scaled_dot_product_flash_attention_for_cpu and one _backward per
    layer, no aten._softmax, and every backward reads its forward's
-   logsumexp; "--attention math" gives the softmax graph instead;
+   logsumexp; the default (math) gives the softmax graph instead;
 2. the guard can fail: the joint make_fx traces with torch's own Core ATen
    table (the fused forward decomposed, the fused backward fed the
    probabilities as its logsumexp) is flagged by attention.check, and its
@@ -26,7 +26,9 @@ SwiGLU, F.scaled_dot_product_attention is_causal=True), batch 2, sequence
    every gradient match eager's (rel 1e-5 on each tensor's max), and the
    parameters after one AdamW step (spmdc compile --optimizer adamw) match
    torch.optim.AdamW's (norm of the difference <= 1e-5 of the norm); the
-   TP program runs the fused op on 2 of the 4 heads per rank;
+   TP program runs the fused op on 2 of the 4 heads per rank; the
+   compiler's peak per rank (--report, the fused backward's scratch
+   included) is within 10% of spmd-run's measured one (--profile);
 4. transformers' LlamaForCausalLM (SDPA, which passes its causal mask as
    attn_mask) exported fused (sequence 16), ring attention at cp 2: the
    mask is read as causal (the compile says load-balanced) and the loss
@@ -75,7 +77,7 @@ def export(d, mode, failures):
     ep = core.export_train_step(m, (tokens, labels), d, attention=mode)
     meta = json.loads((d / "meta.json").read_text())
     ops = meta["ops"]
-    want = mode or "fused"
+    want = mode or "math"
     fused = ops.get(attention.FORWARD, 0), ops.get(attention.BACKWARD, 0)
     if meta["attention"] != want:
         failures.append(f"export {mode}: meta.json says attention {meta['attention']}, want {want}")
@@ -156,10 +158,17 @@ def check_layout(a, d, name, lay, want_params, failures):
     sfile, mesh, n = lay
     case = d / "fused"
     prog, out = d / f"{name}.spmd", d / f"{name}.out.safetensors"
-    run([a.spmdc, "compile", case / "model.pt2", "--schema", sfile, "-o", prog, "-q"])
-    run([a.spmd_run, "-n", n, prog, "--inputs", case / "inputs.safetensors", "--output", out, "-q"])
+    rep, prof = d / f"{name}.report.json", d / f"{name}.prof.json"
+    run([a.spmdc, "compile", case / "model.pt2", "--schema", sfile, "-o", prog, "-q", "--report", rep])
+    run([a.spmd_run, "-n", n, prog, "--inputs", case / "inputs.safetensors", "--output", out, "-q",
+         "--profile", prof])
     worst, bad = cp_llama.compare(out, case / "expected.safetensors", tol=1e-5)
     failures.extend(f"{name}: {b}" for b in bad)
+    # The compiler's peak (the fused backward's scratch included) against spmd-run's measured one.
+    predicted = json.loads(rep.read_text())["per_rank"]["peak_bytes_estimate"]
+    measured = max(r["peak_bytes"] for r in json.loads(prof.read_text())["ranks"])
+    if abs(measured - predicted) > 0.1 * measured:
+        failures.append(f"{name}: predicted peak {predicted:,} B, measured {measured:,} B (more than 10% apart)")
     aprog, aout = d / f"{name}_adamw.spmd", d / f"{name}_adamw.out.safetensors"
     run([a.spmdc, "compile", case / "model.pt2", "--schema", sfile, "-o", aprog, "-q", "--optimizer", "adamw",
          "--lr", ADAMW["lr"], "--betas", *ADAMW["betas"], "--eps", ADAMW["eps"], "--weight-decay",
@@ -189,7 +198,8 @@ def check_layout(a, d, name, lay, want_params, failures):
         if not any("_scaled_dot_product_flash_attention_for_cpu.default" in line and line.startswith(f"%") and
                    local in line for line in dump.splitlines()):
             failures.append(f"tp: no fused attention over {local} (the local heads) in the program")
-    print(f"{name:5} ({n} rank{'s' if n > 1 else ''}): loss+grads rel err {worst:.2g}, "
+    print(f"{name:5} ({n} rank{'s' if n > 1 else ''}): loss+grads rel err {worst:.2g}, peak {measured:,} B "
+          f"(predicted {predicted / measured - 1:+.1%}), "
           f"AdamW params rel err {worst_p:.2g}, {fused} fused / {rings} ring attention ops", flush=True)
 
 
@@ -200,9 +210,10 @@ def check_hf_ring(a, d, failures):
     torch.manual_seed(0)
     m = hf.build("llama", train=True, layers=LAYERS, hidden=D, heads=HEADS, vocab=cp_llama.VOCAB, batch=B, seq=16)
     case = d / "hf"
-    core.export_train_step(m.module, m.inputs, case, loss_fn=m.loss_fn, targets=m.targets, strict=False)
+    core.export_train_step(m.module, m.inputs, case, loss_fn=m.loss_fn, targets=m.targets, strict=False,
+                           attention="fused")
     if json.loads((case / "meta.json").read_text())["fused_attentions"] != LAYERS:
-        failures.append("hf llama: the default export holds no fused attention")
+        failures.append("hf llama: the --attention fused export holds no fused attention")
     ring = cp_llama.schema({"cp": 2})
     ring["context_parallel"]["rotate"] = "ring"
     (d / "hf_ring.json").write_text(json.dumps(ring))
@@ -226,8 +237,8 @@ def main():
     failures = []
     with tempfile.TemporaryDirectory(prefix="spmdc-fused-") as tmp:
         d = Path(tmp)
-        ref, inputs = export(d / "fused", None, failures)
-        export(d / "math", "math", failures)
+        ref, inputs = export(d / "fused", "fused", failures)
+        export(d / "math", None, failures)
         check_guard(failures)
         want_params = adamw_reference(ref, inputs)
         for name, lay in layouts(d).items():
