@@ -128,7 +128,47 @@ class Inserter {
     return v[0];
   }
 
+  /// `x` (contiguous) copied into the memory layout of `like` (same sizes,
+  /// static strides): permuted into that layout's dim order, made
+  /// contiguous, permuted back. The fused CPU kernels return their
+  /// outputs as [b, s, h, d] in memory; the graph's views rely on it.
+  Expected<ir::Value*> restride(const ir::Node& anchor, ir::Value* x, const ir::TensorType& like,
+                                const std::string& base) {
+    const size_t r = like.sizes.size();
+    std::vector<int64_t> order(r);
+    for (size_t i = 0; i < r; ++i) order[i] = static_cast<int64_t>(i);
+    for (const ir::Dim& d : like.strides)
+      if (!d.isStatic()) return Status::error("ring attention: " + base + ": a symbolic stride");
+    std::stable_sort(order.begin(), order.end(), [&](int64_t a, int64_t b) {
+      return like.strides[static_cast<size_t>(a)].value() > like.strides[static_cast<size_t>(b)].value();
+    });
+    std::vector<int64_t> back(r);
+    for (size_t i = 0; i < r; ++i) back[static_cast<size_t>(order[i])] = static_cast<int64_t>(i);
+    ir::TensorType t = x->type();
+    for (size_t i = 0; i < r; ++i) t.sizes[i] = x->type().sizes[static_cast<size_t>(order[i])];
+    t.strides = contiguousStrides(t.sizes);
+    SPMD_ASSIGN_OR_RETURN(
+        auto p, add(anchor, "aten.permute.default",
+                    {{"self", Argument::tensor(x), false}, {"dims", Argument::integers(order), false}}, {t},
+                    base + "_perm"));
+    SPMD_ASSIGN_OR_RETURN(ir::Value * c, contiguous(anchor, p[0], base + "_c"));
+    SPMD_ASSIGN_OR_RETURN(
+        auto v,
+        add(anchor, "aten.permute.default",
+            {{"self", Argument::tensor(c), false}, {"dims", Argument::integers(back), false}}, {like}, base));
+    return v[0];
+  }
+
   void replace(ir::Value* from, ir::Value* to) { replace_[from] = to; }
+
+  /// `a` with a value replaced so far by its replacement: a fused
+  /// backward's logsumexp is its (rewritten) forward's result.
+  Argument current(const Argument& a) const {
+    Argument out = a;
+    if (ir::Value* v = a.value(); v != nullptr)
+      if (auto it = replace_.find(v); it != replace_.end()) out = Argument::tensor(it->second);
+    return out;
+  }
 
   /// Rewires the replaced values' readers, orders the new nodes, erases
   /// the nodes nothing reads any more.
@@ -422,25 +462,35 @@ Status rewriteFused(Inserter& ins, ir::Node& n, std::vector<RingValues>& pins) {
   args.push_back({"key", Argument::tensor(k), false});
   args.push_back({"value", Argument::tensor(v), false});
   if (backward) {
-    args.push_back({"out", *n.input("out"), false});
-    args.push_back({"lse", *n.input("logsumexp"), false});
+    args.push_back({"out", ins.current(*n.input("out")), false});
+    args.push_back({"lse", ins.current(*n.input("logsumexp")), false});
   }
   args.push_back({"scale", Argument::floating(scale), false});
-  args.push_back({"causal",
-                  Argument::boolean(causal != nullptr && !causal->ints.empty() && causal->ints[0] != 0),
-                  false});
-  if (ir::Value* m = tensorInput(n, "attn_mask")) args.push_back({"mask", Argument::tensor(m), false});
+  // A mask that is the causal one (transformers builds it from positions) becomes the flag, as in
+  // rewriteEager: the kernels skip what it masks, and the load-balanced split applies.
+  ir::Value* mask = tensorInput(n, "attn_mask");
+  bool isCausal = causal != nullptr && !causal->ints.empty() && causal->ints[0] != 0;
+  if (!isCausal && isCausalMask(mask, qs[2], ks[2])) isCausal = true, mask = nullptr;
+  args.push_back({"causal", Argument::boolean(isCausal), false});
+  if (mask != nullptr) args.push_back({"mask", Argument::tensor(mask), false});
   auto old = n.outputValues();
   std::vector<ir::TensorType> types;
   if (backward) {
-    for (size_t i = 0; i < 3; ++i) types.push_back(old.at(i)->type());
+    for (size_t i = 0; i < 3; ++i) types.push_back(typeOf(old.at(i)->type(), staticSizes(*old.at(i))));
   } else {
-    types.push_back(old.at(0)->type());
+    types.push_back(typeOf(old.at(0)->type(), staticSizes(*old.at(0))));
     std::vector<int64_t> lse = {qs[0], qs[1], qs[2]};
     types.push_back(old.size() > 1 ? old[1]->type() : typeOf(q->type(), lse, ir::ScalarType::Float));
   }
   SPMD_ASSIGN_OR_RETURN(auto made, ins.add(n, backward ? kRingBackward : kRing, args, types, "ring"));
-  for (size_t i = 0; i < old.size() && i < made.size(); ++i) ins.replace(old[i], made[i]);
+  for (size_t i = 0; i < old.size() && i < made.size(); ++i) {
+    ir::Value* out =
+        made[i];  // the ring kernels return contiguous tensors; the graph may want the fused layout
+    if (!isContiguous(old[i]->type())) {
+      SPMD_ASSIGN_OR_RETURN(out, ins.restride(n, out, old[i]->type(), made[i]->name() + "_layout"));
+    }
+    ins.replace(old[i], out);
+  }
   if (!backward) pins.push_back({q, k, v});
   return Status::ok();
 }

@@ -147,6 +147,19 @@ Scratch collectiveScratch(const ir::Node& c) {
   return {copied ? 2 * out : out, 0};
 }
 
+// Bytes the fused CPU attention backward allocates beside its operands and
+// results while it runs, as ATen's kernel does (torch 2.14.1, measured by
+// torch.profiler): a float accumulator for grad_query and contiguous copies
+// of grad_out, out and a grad-sized buffer, four query-sized tensors. The
+// forward's per-thread blocks are a few query rows (left out). Still short
+// of the kernel's own peak on a Hugging Face llama step (docs/DECISIONS.md,
+// "Fused attention in train steps").
+int64_t attentionScratch(const ir::Node& n) {
+  if (n.target() != "aten._scaled_dot_product_flash_attention_for_cpu_backward.default") return 0;
+  const ir::Argument* q = n.input("query");
+  return q != nullptr && q->value() != nullptr ? 4 * bytesOf(*q->value()) : 0;
+}
+
 }  // namespace
 
 std::vector<LiveRange> liveRanges(const ir::ExportedProgram& program) {
@@ -187,6 +200,8 @@ std::vector<LiveRange> liveRanges(const ir::ExportedProgram& program) {
         if (u->target() == ir::kWait) end = std::max(end, u->index());
       scratch.push_back({n->outputValues()[0], n->index(), end, sc.untilWait, true});
     }
+    if (int64_t bytes = attentionScratch(*n); bytes > 0)
+      scratch.push_back({n->outputValues()[0], n->index(), n->index(), bytes, true});
   }
   for (const auto& o : g.outputs())
     for (ir::Value* v : o.values)

@@ -34,7 +34,8 @@ struct LiveRange {
   int first = 0;
   int last = 0;
   int64_t bytes = 0;  ///< local bytes (symbolic sizes at their hint)
-  /// A collective's own staging buffer (`value` is the collective's result).
+  /// An op's own scratch buffer (a collective's staging, the fused attention
+  /// backward's copies; `value` is the op's first result).
   bool staging = false;
 };
 

@@ -49,6 +49,19 @@ std::string operatorText(const c10::OperatorName& n) {
   return n.overload_name.empty() ? n.name : n.name + "." + n.overload_name;
 }
 
+/// An error where `op` cannot run on `device`: the fused CPU attention
+/// kernels of a train step exported with --attention fused have only CPU
+/// (and Meta) kernels in LibTorch up to 2.14; the export names the fix.
+Status checkDeviceKernel(const c10::OperatorHandle& op, const c10::Device& device) {
+  const std::string& name = op.operator_name().name;
+  if (!device.is_cuda() || name.rfind("aten::_scaled_dot_product_flash_attention_for_cpu", 0) != 0 ||
+      op.hasKernelForDispatchKey(c10::DispatchKey::CUDA))
+    return Status::ok();
+  return Status::error("the linked LibTorch " TORCH_VERSION
+                       " has no CUDA kernel for this fused CPU attention; re-export the train step with "
+                       "`python -m spmdc_export ... --train --attention math` to run it on a GPU");
+}
+
 }  // namespace
 
 Expected<Executor> Executor::prepare(const ir::Graph& graph, const ExecutorOptions& options) {
@@ -131,6 +144,7 @@ Status Executor::prepareNode(const ir::Node& node, const std::vector<int>& lastU
     auto handle = c10::Dispatcher::singleton().findSchema(name);
     if (!handle)
       return Status::error("the linked LibTorch " TORCH_VERSION " has no operator " + operatorText(name));
+    SPMD_RETURN_IF_ERROR(checkDeviceKernel(*handle, device_));
     SPMD_RETURN_IF_ERROR(planArguments(node, handle->schema()));
     step.op = *handle;
     schema = &handle->schema();

@@ -172,6 +172,12 @@ def parse(argv):
                          "float32 for the optimizer (python/spmdc_export/precision.py)")
     ap.add_argument("--reduce-dtype", metavar="DTYPE",
                     help="with --mixed-precision: the gradients' reduction dtype (default float32)")
+    ap.add_argument("--attention", choices=("fused", "math"),
+                    help="with --train: how F.scaled_dot_product_attention enters the step: 'math' (default) "
+                         "traces matmul, softmax, matmul, saving the [batch, heads, seq, seq] probabilities; "
+                         "'fused' keeps the fused CPU kernel and its backward, saving the output and log-sum-exp "
+                         "as eager does (about 10x less activation memory at sequence 2048; CPU only: the op "
+                         "has no CUDA kernel). See docs/DECISIONS.md")
     ap.add_argument("--target", action="append", default=[], metavar="EXPR",
                     help="with --loss: a target tensor, as --example-input")
     ap.add_argument("--dynamic-batch", action="store_true",
@@ -212,8 +218,8 @@ def parse(argv):
                  "give a factory or --hf NAME, not both")
     if a.hf and (a.example_input or a.target or a.loss):
         ap.error("--hf models make their own inputs and loss; leave out --example-input, --target and --loss")
-    if (a.loss or a.torch_joint) and not a.train:
-        ap.error("--loss and --torch-joint are for --train")
+    if (a.loss or a.torch_joint or a.attention) and not a.train:
+        ap.error("--loss, --torch-joint and --attention are for --train")
     if (a.mixed_precision or a.reduce_dtype) and not a.train:
         ap.error("--mixed-precision and --reduce-dtype are for --train")
     if a.reduce_dtype and not a.mixed_precision:
@@ -331,6 +337,7 @@ def export_ref(a, module, inputs, targets, loss_fn):
         expected = hfref.expected_train_step(a.checkpoint.root, a.model_dtype, inputs, targets, loss_fn, attn,
                                              policy) if a.expected else None
         return hfref.export_train_step(module, inputs, a.out, a.checkpoint, loss_fn, targets, log=note,
+                                       attention=a.attention,
                                        expected=expected, precision=policy)
     expected = hfref.expected_outputs(a.checkpoint.root, a.model_dtype, inputs, attn) if a.expected else None
     dynamic = dynamic_batch(module, inputs) if a.dynamic_batch else None
@@ -358,7 +365,7 @@ def export(a, module, inputs, targets, loss_fn):
     if a.train:
         return core.export_train_step(module, inputs, a.out, loss_fn=loss_fn, targets=targets, strict=strict,
                                       untie=True, log=note, fast=not a.torch_joint, precision=mixed_policy(a),
-                                      moe=a.moe)
+                                      moe=a.moe, attention=a.attention)
     dynamic = dynamic_batch(module, inputs) if a.dynamic_batch else None
     return core.export(module, inputs, a.out, dynamic_shapes=dynamic, decompose=not a.no_decompose, strict=strict,
                        log=note, moe=a.moe)

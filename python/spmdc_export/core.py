@@ -18,6 +18,7 @@ import os
 import torch
 from safetensors.torch import save_file
 
+from . import attention as sdpa
 from . import fixups, joint
 from . import precision as mixed
 
@@ -51,22 +52,6 @@ def _joint_exporter():
             f"a train step needs torch.export.experimental._export_forward_backward, which torch "
             f"{torch.__version__} does not have ({e}); use torch 2.6 to 2.14") from None
     return _export_forward_backward
-
-
-def _math_attention():
-    """A context in which scaled_dot_product_attention takes its math path.
-    On torch 2.14 (at least) the joint graph of an sdpa on the CPU decomposes
-    the forward into math ops but keeps the fused backward,
-    _scaled_dot_product_flash_attention_for_cpu_backward, and hands it the
-    attention probabilities as its logsumexp: the q, k and v gradients come
-    out wrong. With the math backend the backward is derived from the math
-    ops and matches eager."""
-    import contextlib
-    try:
-        from torch.nn.attention import SDPBackend, sdpa_kernel
-    except ImportError:
-        return contextlib.nullcontext()
-    return sdpa_kernel([SDPBackend.MATH])
 
 
 def _leaves(out):
@@ -328,13 +313,12 @@ def _eager_step(module, inputs, loss_fn, say):
     return expected, unfreeze
 
 
-def _fast_joint(module, inputs, loss, say, precision=None):
+def _fast_joint(module, inputs, loss, say, precision=None, attention="fused"):
     """joint.trace_joint's program, or None (with a note why) where torch's
     route must trace it. A mixed-precision step (precision: (Policy, model
     inputs)) has only this route: ExportError with the reason."""
     try:
-        with _math_attention():
-            program, reason = joint.trace_joint(module, inputs, loss, precision)
+        program, reason = joint.trace_joint(module, inputs, loss, precision, attention)
     except Exception as e:  # noqa: BLE001  (torch's route reports its own errors)
         program, reason = None, (str(e).strip().splitlines() or [type(e).__name__])[0]
     if program is None and precision is not None:
@@ -345,22 +329,23 @@ def _fast_joint(module, inputs, loss, say, precision=None):
     return program
 
 
-def _joint_program(module, inputs, strict, say, loss=None, precision=None):
+def _joint_program(module, inputs, strict, say, loss=None, precision=None, attention="fused"):
     """The joint forward+backward program of module(*inputs): traced in one
     pass (joint.py) when `loss` (the eager loss) is given and it can be, else
     by torch.export (its Python-only ops replaced first), with the usual cause
     of torch's failures named. A mixed-precision step (precision: (Policy,
-    model inputs)) is traced in one pass only. Returns (program, route)."""
+    model inputs)) is traced in one pass only. attention: attention.MODES.
+    Returns (program, route)."""
     if precision is not None and (loss is None or strict):
         raise ExportError("--mixed-precision: the step is traced in one pass only; leave out --torch-joint "
                           "and strict export")
     if loss is not None and not strict:
-        program = _fast_joint(module, inputs, loss, say, precision)
+        program = _fast_joint(module, inputs, loss, say, precision, attention)
         if program is not None:
             return program, "make_fx"
     joint_export = _joint_exporter()
     try:
-        with _math_attention():
+        with sdpa.context(attention):
             ep = _aten_only(torch.export.export(module, inputs, **_export_kwargs(strict=strict)), say)
             joint = joint_export(ep)
     except ExportError:
@@ -378,6 +363,18 @@ def _joint_program(module, inputs, strict, say, loss=None, precision=None):
     return joint, "torch.export"
 
 
+def _attention_joint(module, inputs, strict, say, loss, precision, attention):
+    """_joint_program with sdpa traced as `attention` says (None: "math");
+    ExportError where "fused" was asked for and this torch cannot keep it.
+    Returns (program, route, mode)."""
+    mode = attention or "math"
+    program, route = _joint_program(module, inputs, strict, say, loss, precision, mode)
+    reason = sdpa.check(program.graph) if mode == "fused" else None
+    if reason is not None:
+        raise ExportError(f"--attention fused: {reason}; export the step with --attention math")
+    return program, route, mode
+
+
 def _untie(module, say):
     """untie_parameters with a note per name; returns the undo."""
     try:
@@ -391,7 +388,7 @@ def _untie(module, say):
 
 
 def export_train_step(module, example_inputs, out_dir, loss_fn=None, targets=(), note="", strict=None,
-                      untie=False, log=None, fast=True, precision=None, moe="experts"):
+                      untie=False, log=None, fast=True, precision=None, moe="experts", attention=None):
     """Exports one training step as the joint forward+backward graph
     (torch.export.experimental._export_forward_backward): its outputs are the
     loss, then one gradient per parameter. Without loss_fn, module(*inputs)
@@ -412,8 +409,13 @@ def export_train_step(module, example_inputs, out_dir, loss_fn=None, targets=(),
     precision.Policy, or a param dtype name such as "bf16" with a float32
     reduce_dtype) traces the step in mixed precision as FSDP2 runs it
     (precision.py): expected.safetensors then holds that step's eager loss
-    and float32 gradients and meta.json its "mixed_precision". Returns the
-    joint ExportedProgram."""
+    and float32 gradients and meta.json its "mixed_precision". attention
+    ("fused" or "math", attention.py; None is "math") is how
+    scaled_dot_product_attention is traced; "fused" raises ExportError
+    where this torch cannot keep the fused backward's logsumexp
+    (attention.check). meta.json's "attention" says which, and
+    "fused_attentions" how many fused forwards the step holds. Returns
+    the joint ExportedProgram."""
     check_torch()
     _check_module(module)
     inputs = _as_inputs(example_inputs)
@@ -423,6 +425,8 @@ def export_train_step(module, example_inputs, out_dir, loss_fn=None, targets=(),
     if loss_fn is not None and not callable(loss_fn):
         raise ExportError(f"loss_fn must be callable, not {type(loss_fn).__name__}")
     _joint_exporter()
+    if attention is not None and attention not in sdpa.MODES:
+        raise ExportError(f"attention must be one of {', '.join(sdpa.MODES)}, not {attention!r}")
     experts_op = _moe_experts_op(moe)
     if isinstance(precision, str):
         try:
@@ -452,12 +456,14 @@ def export_train_step(module, example_inputs, out_dir, loss_fn=None, targets=(),
         if mp is not None:
             expected = mixed.eager_step(module, inputs, n_model, precision)
             fixups.restore_buffers(buffers)
-        joint, route = _joint_program(module, inputs, strict, say, expected["loss"] if fast else None, mp)
+        joint, route, mode = _attention_joint(module, inputs, strict, say, expected["loss"] if fast else None, mp,
+                                              attention)
     finally:
         module.train(was_training)
         fixups.undo_all(undos)
         fixups.restore_buffers(buffers)
-    meta = {"kind": "train_step_joint", "joint_route": route, "note": note, "notes": notes}
+    meta = {"kind": "train_step_joint", "joint_route": route, "note": note, "notes": notes, "attention": mode,
+            "fused_attentions": sdpa.count(joint.graph)}
     if precision is not None:
         meta["mixed_precision"] = precision.as_dict()
     save_case(out_dir, joint, inputs, expected, meta)

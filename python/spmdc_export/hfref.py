@@ -36,6 +36,7 @@ import json
 import os
 import re
 
+from . import attention as sdpa
 from . import fixups, hf
 from .core import ExportError
 
@@ -421,7 +422,7 @@ def export(module, example_inputs, out_dir, ckpt, dynamic_shapes=None, decompose
 
 
 def export_train_step(module, example_inputs, out_dir, ckpt, loss_fn, targets=(), log=None, expected=None,
-                      precision=None):
+                      precision=None, attention=None):
     """Exports one train step of build(train=True)'s module by reference:
     the joint program of loss_fn(module(*inputs), *targets), traced in one
     pass (joint.trace_joint) on fake parameters; tied parameters are untied
@@ -431,7 +432,8 @@ def export_train_step(module, example_inputs, out_dir, ckpt, loss_fn, targets=()
     grad.<fqn>) is written when given. precision (a precision.Policy)
     traces the step in mixed precision as core.export_train_step does (the
     module's parameters are its float32 masters; meta.json records the
-    policy). Returns the joint ExportedProgram."""
+    policy). attention: as core.export_train_step's. Returns the joint
+    ExportedProgram."""
     import torch
     from torch._subclasses.fake_tensor import FakeTensorMode
     from . import core, joint
@@ -449,16 +451,20 @@ def export_train_step(module, example_inputs, out_dir, ckpt, loss_fn, targets=()
     mode = FakeTensorMode()
     real = fakify(module, mode, entries)
     fake_inputs = tuple(mode.from_tensor(t) for t in inputs + targets)
-    with core._math_attention():
-        mp = (precision, len(inputs)) if precision is not None else None
-        program, reason = joint.trace_joint(module, fake_inputs, torch.zeros(()), mp)
+    mp = (precision, len(inputs)) if precision is not None else None
+    mode = attention or "math"
+    program, reason = joint.trace_joint(module, fake_inputs, torch.zeros(()), mp, mode)
+    why = sdpa.check(program.graph) if program is not None and mode == "fused" else None
+    if why is not None:
+        raise ExportError(f"--attention fused: {why}; export the step with --attention math")
     if program is None and precision is not None:
         raise ExportError(f"--mixed-precision: the step cannot be traced in one pass ({reason})")
     if program is None:
         raise ExportError(f"--train by reference: this step needs torch.export's joint route ({reason}), which "
                           f"is not supported by reference yet; export it with its weights instead")
     settle(program, real, entries)
-    meta = {"kind": "train_step_joint", "joint_route": "make_fx", "note": "", "notes": notes}
+    meta = {"kind": "train_step_joint", "joint_route": "make_fx", "note": "", "notes": notes, "attention": mode,
+            "fused_attentions": sdpa.count(program.graph)}
     if precision is not None:
         meta["mixed_precision"] = precision.as_dict()
     _save(out_dir, program, inputs + targets, expected, meta, ckpt, entries, module)

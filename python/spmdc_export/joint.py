@@ -33,6 +33,7 @@ from torch.export.graph_signature import (ExportGraphSignature, InputKind, Input
 from torch.func import functional_call
 from torch.utils import _pytree as pytree
 
+from . import attention as sdpa
 from . import fixups
 from . import precision as mixed
 
@@ -54,11 +55,10 @@ def input_names(module, n):
     return names[:n]
 
 
-def _trace(module, inputs, trainable, precision=None):
+def _trace(module, inputs, trainable, precision=None, attention="fused"):
     """make_fx of one step: (params, buffers, *inputs) -> (loss, *grads).
     precision: (precision.Policy, number of model inputs) for a mixed-
-    precision step (precision.py), or None."""
-    from torch._decomp import core_aten_decompositions
+    precision step (precision.py), or None. attention: attention.MODES."""
     from torch.fx.experimental.proxy_tensor import make_fx
 
     params = dict(module.named_parameters())
@@ -77,9 +77,9 @@ def _trace(module, inputs, trainable, precision=None):
     if "record_stack_traces" in inspect.signature(make_fx).parameters:
         kw["record_stack_traces"] = True  # explain's source lines; the torch route keeps only FX's
     handles = _module_stacks(module)
-    try:
-        with torch.fx.traceback.preserve_node_meta():  # seq_nr: which forward op a backward op belongs to
-            gm = make_fx(step, decomposition_table=core_aten_decompositions(), tracing_mode="fake", **kw)(
+    try:  # preserve_node_meta: seq_nr, which forward op a backward op belongs to
+        with torch.fx.traceback.preserve_node_meta(), sdpa.context(attention):
+            gm = make_fx(step, decomposition_table=sdpa.decompositions(attention), tracing_mode="fake", **kw)(
                 params, buffers, *inputs)
     finally:
         for h in handles:
@@ -235,19 +235,20 @@ def _call_graph(inputs, loss, names):
     return [ModuleCallEntry(fqn="", signature=sig)]
 
 
-def trace_joint(module, inputs, loss, precision=None):
+def trace_joint(module, inputs, loss, precision=None, attention="fused"):
     """(ExportedProgram, None) for the joint program of module(*inputs) in
     train mode, traced once; (None, reason) where it would differ from
     torch.export's. `loss` is an eager loss of the same step (its pytree
     spec becomes the program's out_spec). precision: (precision.Policy,
     number of model inputs) traces the step in mixed precision, the policy
-    recorded on the parameters' casts."""
+    recorded on the parameters' casts. attention ("fused" or "math",
+    attention.py) is how scaled_dot_product_attention is traced."""
     shared = fixups.shared_parameters(module)
     if shared:  # before the trace: it is the expensive part
         return None, f"parameters share a tensor ({', '.join(shared[0])})"
     trainable = [k for k, p in module.named_parameters() if p.requires_grad]
     names = input_names(module, len(inputs))
-    gm = _trace(module, inputs, trainable, precision)
+    gm = _trace(module, inputs, trainable, precision, attention)
     _outplace(gm)
     for node in list(gm.graph.nodes):  # an element of a multi-output op that came out None (convolution_backward)
         if node.target is operator.getitem and not node.users and "val" not in node.meta:

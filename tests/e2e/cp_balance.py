@@ -11,8 +11,9 @@ hidden 64, 4 heads, 2 layers; expected.safetensors: eager PyTorch's loss
 and gradients, or logits):
 
 - sdpa_causal: train step of a Llama with F.scaled_dot_product_attention(
-  is_causal=True), decomposed in the joint graph (the causal mask built from
-  aranges, which the ring pass recognizes: the ring op's causal flag);
+  is_causal=True), decomposed in the joint graph (spmdc_export's default
+  --attention math: the causal mask built from aranges, which the ring pass
+  recognizes: the ring op's causal flag);
 - fused_causal_infer: its logits, aten.scaled_dot_product_attention kept
   (causal flag);
 - eager_causal: its train step with eager attention and the mask

@@ -13,8 +13,9 @@ train step (loss and gradients, no optimizer) is measured:
 - eager PyTorch on one CPU thread, the model as written (its
   F.scaled_dot_product_attention runs the fused CPU kernel, which never
   holds the scores) and with the matmul-softmax-matmul attention (the
-  pattern an exported train step holds: torch.export's joint graph
-  decomposes SDPA, so this is the math spmd-run runs);
+  pattern a train step exported with the default --attention math holds,
+  so this is the math spmd-run runs; scripts/bench_attention.py measures
+  --attention fused);
 - spmd-run of the spmdc program on 1 worker and with context parallelism
   at cp 2 and cp 4: "rotate": "ring" (the compile must say ring attention,
   load-balanced: the causal head-tail split, on by default) and, beside

@@ -18,8 +18,8 @@ loss and gradients):
 - eager_full: the same with the eager pattern and no mask;
 - fused_causal_infer / fused_full_infer: the sdpa Llama's logits
   (inference), exported without decompositions so that the graph keeps
-  aten.scaled_dot_product_attention (a train step's joint graph always
-  decomposes it into the eager pattern); the causal one exercises the
+  aten.scaled_dot_product_attention (a train step holds the eager pattern,
+  or with --attention fused the CPU flash pair); the causal one exercises the
   explicit mask of global positions.
 
 Each is compiled with context parallelism at cp 2 and 4, and at dp 2 x cp 2
@@ -146,7 +146,10 @@ def export(name, d, seq=S, batch=B):
     if name == "hf_llama":
         from spmdc_export import hf
         m = hf.build("llama", train=True, layers=LAYERS, hidden=D, heads=HEADS, vocab=VOCAB, batch=batch, seq=seq)
-        core.export_train_step(m.module, m.inputs, d, loss_fn=m.loss_fn, targets=m.targets, strict=False)
+        # --attention math (the default, said here): transformers' SDPA traced as the eager pattern (the mask
+        # built from positions), what this model stands for; the fused pair is fused_attention_train.py's.
+        core.export_train_step(m.module, m.inputs, d, loss_fn=m.loss_fn, targets=m.targets, strict=False,
+                               attention="math")
         return
     attn, causal = {"sdpa_causal": ("sdpa", True), "sdpa_full": ("sdpa", False), "eager_full": ("eager", False),
                     "eager_causal": ("eager", True),

@@ -12,7 +12,8 @@ gradients):
 - hf_llama: transformers LlamaForCausalLM train step (eager attention: the
   joint graph's matmul, causal mask from positions, softmax, matmul);
 - sdpa_causal: a Llama with F.scaled_dot_product_attention(is_causal=True),
-  train step (decomposed into the eager pattern by the joint graph);
+  train step (decomposed into the eager pattern by the joint graph:
+  spmdc_export's default --attention math);
 - sdpa_full: the same with is_causal=False (no mask: every block computed);
 - fused_causal_infer: its logits, the graph keeping the fused
   aten.scaled_dot_product_attention (is_causal -> the ring's causal flag:

@@ -73,8 +73,9 @@ class TwoInputs(nn.Module):
 
 
 class Attention(nn.Module):
-    """Causal self-attention through F.scaled_dot_product_attention, whose
-    joint graph torch gets wrong unless the export takes the math path."""
+    """Causal self-attention through F.scaled_dot_product_attention: a train
+    step takes the math path (--attention math, the default; --attention
+    fused keeps the fused CPU kernel and its backward)."""
 
     def __init__(self, d=32, heads=4):
         super().__init__()

@@ -121,3 +121,42 @@ output %full user_output
   REQUIRE(out.hasValue());
   CHECK(at::equal((*out)[0].toTensor(), at::full({2}, 1.5)));
 }
+
+TEST_CASE("a fused CPU attention is refused on a CUDA device, naming the node and the re-export") {
+  // What `spmdc_export --train` writes by default (--attention fused): the
+  // CPU kernel and its backward, which LibTorch has no CUDA kernel for.
+  ir::ExportedProgram p = programFromText(R"(
+input %q: f32[1, 2, 4, 8] user_input
+input %k: f32[1, 2, 4, 8] user_input
+input %v: f32[1, 2, 4, 8] user_input
+%attn: f32[1, 2, 4, 8], %lse: f32[1, 2, 4] = aten._scaled_dot_product_flash_attention_for_cpu.default(query=%q, key=%k, value=%v, dropout_p=0.0, is_causal=true)
+output %attn user_output
+)");
+  ExecutorOptions cuda;
+  cuda.device = c10::Device(c10::kCUDA, 0);
+  auto op =
+      c10::Dispatcher::singleton().findSchema({"aten::_scaled_dot_product_flash_attention_for_cpu", ""});
+  REQUIRE(op.has_value());
+  Expected<Executor> onGpu = Executor::prepare(p.graph, cuda);
+  if (op->hasKernelForDispatchKey(c10::DispatchKey::CUDA)) {  // a LibTorch that has one: nothing to refuse
+    CHECK(onGpu.hasValue());
+  } else {
+    REQUIRE_FALSE(onGpu.hasValue());
+    const std::string& msg = onGpu.status().message();
+    INFO(msg);
+    CHECK(msg.find("node %attn (aten._scaled_dot_product_flash_attention_for_cpu.default)") !=
+          std::string::npos);
+    CHECK(msg.find("no CUDA kernel") != std::string::npos);
+    CHECK(msg.find("--attention math") != std::string::npos);
+  }
+  // On the CPU it prepares and runs as eager's kernel.
+  Expected<Executor> onCpu = Executor::prepare(p.graph);
+  INFO(onCpu.status().message());
+  REQUIRE(onCpu.hasValue());
+  at::Tensor q = at::randn({1, 2, 4, 8}), k = at::randn({1, 2, 4, 8}), v = at::randn({1, 2, 4, 8});
+  Expected<std::vector<c10::IValue>> out = onCpu->run({q, k, v});
+  INFO(out.status().message());
+  REQUIRE(out.hasValue());
+  at::Tensor want = std::get<0>(at::_scaled_dot_product_flash_attention_for_cpu(q, k, v, 0.0, true));
+  CHECK(at::equal((*out)[0].toTensor(), want));
+}
