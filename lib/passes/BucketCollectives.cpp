@@ -42,14 +42,17 @@ std::string keyOf(const ir::Node& n) {
 
 class Bucketer {
  public:
-  Bucketer(program::Program& p, int64_t bucketBytes) : p_(p), g_(p.graph.graph), limit_(bucketBytes) {}
+  Bucketer(program::Program& p, int64_t bucketBytes, const BucketCollectives::Group& group)
+      : p_(p), g_(p.graph.graph), limit_(bucketBytes), group_(group) {}
 
   Status run() {
     for (const auto& n : g_.nodes()) {
       if (n->target() != ir::kAllReduce || n->outputValues().size() != 1) continue;
       const ir::Value* x = n->inputValues()[0];
       if (!x->type().isStatic()) continue;
-      candidates_[keyOf(*n)].push_back(n.get());
+      std::optional<std::string> group = group_ ? group_(*n) : std::string();
+      if (!group) continue;
+      candidates_[*group + "|" + keyOf(*n)].push_back(n.get());
     }
     for (auto& [key, list] : candidates_) SPMD_RETURN_IF_ERROR(bucketize(list));
     if (removed_.empty()) return Status::ok();
@@ -181,6 +184,7 @@ class Bucketer {
   program::Program& p_;
   ir::Graph& g_;
   int64_t limit_;
+  const BucketCollectives::Group& group_;
   std::map<std::string, std::vector<ir::Node*>> candidates_;
   std::unordered_map<const ir::Node*, std::vector<ir::Node*>> emitAt_;
   std::unordered_set<const ir::Node*> placed_;
@@ -194,7 +198,7 @@ class Bucketer {
 
 Status BucketCollectives::run(program::Program& program) {
   if (bucketBytes_ <= 0) return Status::ok();
-  return Bucketer(program, bucketBytes_).run();
+  return Bucketer(program, bucketBytes_, group_).run();
 }
 
 }  // namespace spmd::passes

@@ -1,6 +1,9 @@
 // The passes spmdc runs after expansion (one class per file; see Pass.h).
 #pragma once
 
+#include <functional>
+#include <optional>
+
 #include "passes/Pass.h"
 #include "passes/Recompute.h"
 
@@ -34,10 +37,14 @@ class DeadCodeElimination : public Pass {
 };
 
 /// Fuses all-reduces on one axis into buckets of up to `bucketBytes`
-/// (BucketCollectives.cpp); 0 disables it.
+/// (BucketCollectives.cpp); 0 disables it. With `group`, only the
+/// all-reduces it gives a group (a key) are candidates, and a bucket holds
+/// one group's (a pipelined program: one stage's optimizer step).
 class BucketCollectives : public Pass {
  public:
-  explicit BucketCollectives(int64_t bucketBytes) : bucketBytes_(bucketBytes) {}
+  using Group = std::function<std::optional<std::string>(const ir::Node&)>;
+  explicit BucketCollectives(int64_t bucketBytes, Group group = nullptr)
+      : bucketBytes_(bucketBytes), group_(std::move(group)) {}
   std::string_view name() const override { return "bucket-collectives"; }
   std::string_view description() const override {
     return "fuse all-reduces on one mesh axis into buckets (concatenate, all-reduce once, split)";
@@ -46,6 +53,7 @@ class BucketCollectives : public Pass {
 
  private:
   int64_t bucketBytes_;
+  Group group_;
 };
 
 /// The module group bucket-shard-collectives buckets a parameter in: its FQN

@@ -5,6 +5,7 @@
 #include <chrono>
 #include <cstdio>
 #include <optional>
+#include <unordered_set>
 
 #include "passes/ContextParallelCost.h"
 #include "passes/Expand.h"
@@ -189,6 +190,30 @@ Expected<CompileResult> compileOne(pt2::Archive& archive, const schema::Placemen
                                    const CompileOptions& options, const PipelineSetup* pipeline);
 }  // namespace
 
+namespace {
+
+// bucket-collectives on a pipelined program: the all-reduces of each
+// stage's optimizer step (the gradients' reductions over dp after their
+// accumulation over the microbatches), one stage's per bucket; not those
+// over the microbatch axis (the accumulations themselves), nor the loss's
+// (the pipeline finds its forward from the loss).
+Status bucketStepReductions(program::Program& p, const program::PipelinePlan& plan, int64_t bucketBytes) {
+  std::unordered_set<const ir::Value*> losses;
+  for (const auto& o : p.graph.signature.outputs)
+    if (o.kind == ir::OutputKind::LossOutput && o.arg.value()) losses.insert(o.arg.value());
+  BucketCollectives pass(bucketBytes, [&](const ir::Node& n) -> std::optional<std::string> {
+    const program::PipelinePlace& place = plan.places[static_cast<size_t>(n.index())];
+    const ir::Argument* axis = n.input("axis");
+    if (place.phase != program::PipelinePlace::Phase::Step || !axis || axis->strings.empty() ||
+        axis->strings[0] == plan.microbatchAxis || losses.count(n.outputValues()[0]))
+      return std::nullopt;
+    return std::to_string(place.stage);
+  });
+  return pass.run(p).withContext("pass bucket-collectives");
+}
+
+}  // namespace
+
 Expected<CompileResult> compile(pt2::Archive& archive, const schema::PlacementSchema& schema,
                                 const CompileOptions& options) {
   if (schema.contextParallel && schema.contextParallel->rotate == "auto")
@@ -202,11 +227,19 @@ Expected<CompileResult> compile(pt2::Archive& archive, const schema::PlacementSc
   inner.bucketBytes = 0;
   inner.async = false;
   // Moving data across microbatches is not possible (they run at different
-  // times): only the accumulations the outputs force may cross that axis.
-  inner.cost.setAxisLink(setup.microbatchIndex, {1e3, 1e3});
+  // times): only the accumulations the outputs force may cross that axis,
+  // and they come first (a gradient is accumulated, then reduced over dp
+  // once per step, as DDP and FSDP2 under torch.distributed.pipelining).
+  inner.cost.setAxisLink(setup.microbatchIndex, {1e3, 1e3, true});
   SPMD_ASSIGN_OR_RETURN(CompileResult r, compileOne(archive, setup.inner, inner, &setup));
   auto plan = pipeline::planPipeline(r.program, setup.request);
   if (!plan) return plan.status().withContext(archive.path);
+  if (options.bucketBytes > 0) {  // each stage's step reduces its gradients in buckets, once per step
+    SPMD_RETURN_IF_ERROR(
+        bucketStepReductions(r.program, *plan, options.bucketBytes).withContext(archive.path));
+    plan = pipeline::planPipeline(r.program, setup.request);
+    if (!plan) return plan.status().withContext(archive.path);
+  }
   r.program.pipeline = std::move(*plan);
   SPMD_RETURN_IF_ERROR(pipeline::verifyPipeline(r.program).withContext(archive.path));
   r.notes.push_back(pipelineNote(r.program));

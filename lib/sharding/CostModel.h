@@ -55,6 +55,10 @@ struct LinkCost {
   double alphaSeconds = 10e-6;
   /// Bytes per second each rank can send.
   double bytesPerSecond = 100e9;
+  /// A partial on this axis is reduced before any step on another axis
+  /// (a pipeline's microbatch axis: its all-reduce is the gradient
+  /// accumulation, and a step before it would run once per microbatch).
+  bool reduceFirst = false;
 };
 
 /// Alpha-beta cost of collectives, with one LinkCost per mesh axis.

@@ -152,8 +152,10 @@ class Planner {
  public:
   Planner(const std::vector<int64_t>& shape, int64_t elementBytes, const Mesh& mesh, const CostModel& cost,
           const ShardingSpec& from, const ShardingSpec& to);
-  /// The cheapest plan; `from` and `to` must be normalized.
-  ReshardPlan run();
+  /// The cheapest plan; `from` and `to` must be normalized. With `ordered`,
+  /// only plans that reduce every reduceFirst axis before stepping on any
+  /// other (none when there are no such plans).
+  std::optional<ReshardPlan> run(bool ordered);
 
  private:
   struct Node {
@@ -165,6 +167,8 @@ class Planner {
   };
   /// The kind and cost of setting `axis` of `s` to `q`, when one valid step does.
   std::optional<std::pair<CollectiveKind, double>> edge(const State& s, size_t axis, Code q) const;
+  /// Whether a reduceFirst axis other than `axis` still waits for its reduction in `s`.
+  bool waitsForReduction(const State& s, size_t axis) const;
   bool dividesEvenly(const State& s) const;
   /// Bytes of the largest rank's tensor in layout `s` (rank 0's: torch.chunk
   /// gives the leading ranks the full chunks), which collectives pad to.
@@ -188,6 +192,7 @@ class Planner {
   const CostModel& cost_;
   State from_, to_;
   bool evenOnly_ = true;                    // from and to divide evenly: so must every state between
+  bool ordered_ = false;                    // run(true): reduceFirst axes reduce before the others
   std::vector<std::vector<Code>> options_;  // candidate codes per axis
   std::vector<double> cheapest_;            // lower bound of a collective per axis
 };
@@ -268,7 +273,16 @@ std::optional<std::pair<CollectiveKind, double>> Planner::edge(const State& s, s
   return std::pair{*kind, cost_.cost(*kind, a, mesh_.size(a), in, out)};
 }
 
-ReshardPlan Planner::run() {
+bool Planner::waitsForReduction(const State& s, size_t axis) const {
+  for (size_t b = 0; b < s.size(); ++b)
+    if (b != axis && cost_.axisLink(static_cast<int64_t>(b)).reduceFirst &&
+        decode(codeAt(s, b)).isPartial() && !decode(codeAt(to_, b)).isPartial())
+      return true;
+  return false;
+}
+
+std::optional<ReshardPlan> Planner::run(bool ordered) {
+  ordered_ = ordered;
   std::vector<Node> nodes{{from_, 0.0, 0, -1, false}};
   std::unordered_map<State, size_t> index{{from_, 0}};
   using Entry = std::tuple<double, int64_t, size_t>;  // (cost + heuristic, steps, node)
@@ -289,7 +303,7 @@ ReshardPlan Planner::run() {
     State state = nodes[cur].state;
     for (size_t a = 0; a < options_.size(); ++a)
       for (Code q : options_[a]) {
-        if (q == codeAt(state, a)) continue;
+        if (q == codeAt(state, a) || (ordered_ && waitsForReduction(state, a))) continue;
         auto e = edge(state, a, q);
         if (!e) continue;
         State next = state;
@@ -307,7 +321,7 @@ ReshardPlan Planner::run() {
         queue.emplace(cost + heuristic(next), steps, it->second);
       }
   }
-  SPMD_CHECK(found);
+  if (!found) return std::nullopt;
   ReshardPlan plan;
   for (auto n = static_cast<int64_t>(goal); nodes[static_cast<size_t>(n)].parent >= 0;
        n = nodes[static_cast<size_t>(n)].parent) {
@@ -417,7 +431,12 @@ Expected<ReshardPlan> planReshard(const std::vector<int64_t>& globalShape, int64
   SPMD_RETURN_IF_ERROR(checkShardable(globalShape, *fromNorm, mesh).withContext(what));
   SPMD_RETURN_IF_ERROR(checkShardable(globalShape, *toNorm, mesh).withContext(what));
   if (*fromNorm == *toNorm) return ReshardPlan{};
-  return Planner(globalShape, elementBytes, mesh, cost, *fromNorm, *toNorm).run();
+  Planner planner(globalShape, elementBytes, mesh, cost, *fromNorm, *toNorm);
+  // A reduceFirst axis's reduction comes first where some plan allows it.
+  if (auto plan = planner.run(true)) return std::move(*plan);
+  std::optional<ReshardPlan> plan = planner.run(false);
+  SPMD_CHECK(plan.has_value());
+  return std::move(*plan);
 }
 
 }  // namespace spmd::sharding

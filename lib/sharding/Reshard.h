@@ -84,7 +84,9 @@ struct ReshardPlan {
 /// does not divide evenly (checkShardable): the message names dim, size and
 /// axis. Plain shards may split unevenly (torch.chunk); steps then move the
 /// largest rank's bytes (collectives pad to the chunk). Identical specs give
-/// an empty plan with cost 0.
+/// an empty plan with cost 0. A partial on an axis whose link is reduceFirst
+/// (and that `to` does not keep partial) is reduced before any step on
+/// another axis, unless no plan can do that.
 Expected<ReshardPlan> planReshard(const std::vector<int64_t>& globalShape, int64_t elementBytes,
                                   const ShardingSpec& from, const ShardingSpec& to, const Mesh& mesh,
                                   const CostModel& cost = CostModel());

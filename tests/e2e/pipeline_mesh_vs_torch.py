@@ -72,6 +72,7 @@ nothing is skipped).
 """
 import argparse
 import json
+import subprocess
 import sys
 import tempfile
 from pathlib import Path
@@ -111,6 +112,8 @@ CELLS = {
     "cnn-pp4-gpipe": (4, None, "gpipe", 4, "cnn"),
     "cnn-ppdp-interleaved": (2, "dp", "interleaved-1f1b", 2, "cnn"),
 }
+# Cells whose dp gradient buckets are checked (check_buckets).
+BUCKET_CELLS = ["hf-ppdp-gpipe", "hf-ppdp-1f1b", "ppdp-1f1b", "ppdp-interleaved"]
 DEFAULT_CELLS = ["pp4-1f1b", "ppfsdp-interleaved", "hf-ppdp-gpipe", "hf-ppfsdp-1f1b", "hf-pptp-1f1b",
                  "cnn-ppdp-interleaved"]
 
@@ -427,7 +430,7 @@ def spmd_cell(a, cell, steps, d):
                                         steps, WORLD, d)
     outputs = load_file(str(d / f"{cell}.out.safetensors"))
     grads = {k[len("grad."):]: v for k, v in outputs.items() if k.startswith("grad.")}
-    return losses, params, grads, sends_per_rank(dump, pp, microbatches)
+    return losses, params, grads, sends_per_rank(dump, pp, microbatches), dump
 
 
 def sends_per_rank(dump, pp, microbatches):
@@ -442,6 +445,58 @@ def sends_per_rank(dump, pp, microbatches):
         per_pp[stage % pp][0] += count
         per_pp[stage % pp][1] += size
     return [list(per_pp[r // inner]) for r in range(WORLD)]
+
+
+def step_reductions(dump, axis="dp"):
+    """{kind: count} of the collectives over `axis` in the optimizer steps
+    (placed @S<stage>), and of those elsewhere (key "other")."""
+    import re
+    counts = {}
+    for m in re.finditer(r"= spmd\.(\w+)\(.*axis=\"" + axis + r"\".*@(\S+)", dump):
+        key = m.group(1) if m.group(2).startswith("S") else "other"
+        counts[key] = counts.get(key, 0) + 1
+    return counts
+
+
+def check_buckets(a, cell, spmd, d):
+    """A pp x dp program reduces its gradients over dp as DDP does under
+    torch.distributed.pipelining: accumulated over the microbatches first,
+    then all-reduced once per step in buckets (one per stage here: the
+    default 25 MiB holds a stage's gradients), no all-gather or reduce-
+    scatter; with --bucket-mb 0, one all-reduce per parameter, and the
+    same losses, gradients and weights, bit for bit."""
+    pp, inner, schedule, microbatches = CELLS[cell][:4]
+    model, failures = model_of_dir(cell), []
+    schema = spmd_schema(pp, inner, schedule, microbatches, model_kind(cell))
+    bucketed = step_reductions(spmd[4])
+    plain_prog = pvt.spmd_compile(a, model, schema, cell + "-nobucket", d, ("--bucket-mb", "0"))
+    plain_dump = subprocess.run([a.spmdc, "dump", plain_prog], check=True, capture_output=True,
+                                text=True).stdout
+    plain = step_reductions(plain_dump)
+    params = sum(1 for line in plain_dump.splitlines() if line.startswith("input ") and " parameter " in line)
+    stages = n_stages(pp, schedule)
+    if set(bucketed) - {"all_reduce", "other"} or bucketed.get("all_reduce") != stages + 1:
+        failures.append(f"{cell}: the steps reduce over dp with {bucketed}; want {stages} buckets (one per "
+                        f"stage) and the loss's all-reduce, no all-gather or reduce-scatter")
+    if plain.get("all_reduce", 0) <= bucketed.get("all_reduce", 0) + 2 * params // 3:
+        failures.append(f"{cell}: --bucket-mb 0 reduces over dp with {plain}, bucketed {bucketed}: want one "
+                        f"all-reduce per parameter ({params}) against a few")
+    report = d / f"{cell}.report.json"
+    pvt.spmd_compile(a, model, schema, cell + "-report", d, ("--report", report))
+    reasons = [c.get("reason", "") for c in json.loads(report.read_text())["collectives"]]
+    if sum("bucket of" in r for r in reasons) != stages:  # the report names each bucket
+        failures.append(f"{cell}: --report lists {sum('bucket of' in r for r in reasons)} buckets, want {stages}")
+    log, out = d / f"{cell}-nobucket.log", d / f"{cell}-nobucket.out.safetensors"
+    subprocess.run([a.spmd_run, "-n", str(WORLD), plain_prog, "--inputs", model / "inputs.safetensors",
+                    "--steps", "3", "--loss-log", log, "--output", out, "-q"], check=True)
+    from safetensors.torch import load_file
+    losses = [json.loads(line)["loss"] for line in log.read_text().splitlines()]
+    mine, theirs = load_file(str(d / f"{cell}.out.safetensors")), load_file(str(out))
+    differ = [k for k in mine if k not in theirs or not mine[k].equal(theirs[k])]
+    if losses != spmd[0] or differ or set(theirs) != set(mine):
+        failures.append(f"{cell}: buckets change the results: losses {spmd[0]} vs {losses}, outputs {differ[:3]}")
+    print(f"{cell}: dp reductions per step bucketed {bucketed}, --bucket-mb 0 {plain}")
+    return failures
 
 
 def check_cell(cell, spmd, torch_result, want):
@@ -489,6 +544,8 @@ def main():
             spmd = spmd_cell(a, cell, a.steps, d)
             t = torch_results[cell]
             failures += check_cell(cell, spmd, t, eager_reference(cell, a.steps))
+            if cell in BUCKET_CELLS:
+                failures += check_buckets(a, cell, spmd, d)
             t_sent = None if isinstance(t, str) else t[3]
             if t_sent is not None and (spmd[3] != t_sent or sum(c for c, _ in t_sent) == 0):
                 failures.append(f"{cell}: spmdc's ranks send (tensors, bytes) {fmt_sent(spmd[3])} per step; "

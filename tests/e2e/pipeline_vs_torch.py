@@ -355,14 +355,15 @@ def torch_interleaved(steps, d):
     return r1["losses"], {**r0["params"], **r1["params"]}, orders
 
 
-def spmd_compile(a, model, schema_json, tag, d):
-    """Compiles `model` under `schema_json` with AdamW; returns the program's path."""
+def spmd_compile(a, model, schema_json, tag, d, extra=()):
+    """Compiles `model` under `schema_json` with AdamW (and `extra` spmdc
+    arguments); returns the program's path."""
     schema, prog = d / f"{tag}.json", d / f"{tag}.spmd"
     schema.write_text(json.dumps(schema_json))
     b1, b2 = HP["betas"]
     subprocess.run([a.spmdc, "compile", model / "model.pt2", "--schema", schema, "-o", prog, "--optimizer",
                     "adamw", "--lr", str(HP["lr"]), "--betas", str(b1), str(b2), "--eps", str(HP["eps"]),
-                    "--weight-decay", str(HP["weight_decay"])], check=True, stdout=subprocess.DEVNULL)
+                    "--weight-decay", str(HP["weight_decay"]), *extra], check=True, stdout=subprocess.DEVNULL)
     return prog
 
 

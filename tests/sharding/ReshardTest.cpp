@@ -208,6 +208,23 @@ TEST_CASE("a hierarchical all-reduce of a large tensor costs less than two flat 
   CHECK(big.cost < 2 * flat.cost(K::AllReduce, 0, 2, int64_t{4096} * 4096 * 4, int64_t{4096} * 4096 * 4));
 }
 
+TEST_CASE("a reduceFirst axis (a pipeline's microbatches) is reduced before any other step", "[reshard]") {
+  Mesh mesh = *Mesh::create({2, 2}, {"mb", "dp"});
+  CostModel cm;
+  cm.setAxisLink(0, {1e3, 1e3});  // moving bytes over mb costs the most: reduce-scatter dp first
+  ReshardPlan halved = plan({64, 32}, spec({"P", "P"}), spec({"R", "R"}), mesh, cm);
+  CHECK(kinds(halved) == std::vector<K>{K::ReduceScatter, K::AllReduce, K::AllGather});
+  cm.setAxisLink(0, {1e3, 1e3, true});  // accumulate first, then one all-reduce over dp
+  ReshardPlan ordered = plan({64, 32}, spec({"P", "P"}), spec({"R", "R"}), mesh, cm);
+  REQUIRE(kinds(ordered) == std::vector<K>{K::AllReduce, K::AllReduce});
+  CHECK(ordered.steps[0].axis == 0);
+  ReshardPlan fsdp = plan({64, 32}, spec({"P", "P"}), spec({"R", "S(0)"}), mesh, cm);
+  REQUIRE(kinds(fsdp) == std::vector<K>{K::AllReduce, K::ReduceScatter});
+  CHECK(fsdp.steps[0].axis == 0);
+  // A target that keeps the axis partial orders nothing.
+  CHECK(kinds(plan({64, 32}, spec({"P", "P"}), spec({"P", "R"}), mesh, cm)) == std::vector<K>{K::AllReduce});
+}
+
 TEST_CASE("per-axis links steer the plan", "[reshard]") {
   Mesh mesh = *Mesh::create({2, 4}, {"node", "gpu"});
   std::vector<int64_t> shape{4096, 4096};
