@@ -13,6 +13,13 @@ tests/export/export_ref_test.py's llama_8b(FOLDER), then
 `python -m spmdc_export --hf FOLDER --train --batch 8 --seq 16 -o DIR`).
 
     scripts/bench_auto.py [--runs 7] [--vs /path/to/old/spmdc] [--spmdc build/tools/spmdc/spmdc] [--pt2 DIR/model.pt2]
+
+--check PLANS.json (with --pt2) times nothing: it compiles each case of
+PLANS.json (mesh, axes, --memory-budget; PERFORMANCE.md [9b]'s, in
+scripts/bench_auto_plans.json) and exits 1 unless the chosen layout, the
+recompute note (the plan "auto" chose, its peak and step) and the schema
+--write-schema writes are the ones recorded there; --record PLANS.json writes
+them (after a change that is meant to choose otherwise).
 """
 import argparse
 import filecmp
@@ -51,6 +58,46 @@ def run(binary, model, optimizer, mesh, axes, out_dir, tag):
             "unalike": a.get("quick_unalike", 0), "timed_out": a["timed_out"]}
 
 
+def plans(binary, pt2, cases, out_dir):
+    """What --schema auto chose on each case: layout, recompute note, schema."""
+    got = []
+    for c in cases:
+        spmd, report, schema = (os.path.join(out_dir, "plan" + x) for x in (".spmd", ".json", ".schema.json"))
+        cmd = [binary, "compile", pt2, "--schema", "auto", "--mesh", c["mesh"], "--axes", c["axes"],
+               "--memory-budget", c["budget"], "-o", spmd, "--report", report, "--write-schema", schema, "-q"]
+        p = subprocess.run(cmd, capture_output=True, text=True)
+        if p.returncode != 0:
+            sys.exit(f"bench_auto: {' '.join(cmd)} failed ({p.returncode}): {p.stderr.strip()}")
+        with open(report) as f:
+            r = json.load(f)
+        with open(schema) as f:
+            written = json.load(f)
+        written.pop("comment", None)  # names the archive's path
+        got.append({**{k: c[k] for k in ("mesh", "axes", "budget")}, "choices": r["auto"]["choices"],
+                    "recompute": [n for n in r["notes"] if n.startswith("recompute:")], "schema": written})
+    return got
+
+
+def check(a):
+    if not a.pt2:
+        sys.exit("bench_auto: --check and --record need --pt2 (PERFORMANCE.md [9b]'s deep_paths/model.pt2)")
+    path = a.check or a.record
+    with open(path) as f:
+        cases = json.load(f)
+    with tempfile.TemporaryDirectory() as out:
+        got = plans(a.spmdc, a.pt2, cases, out)
+    if a.record:
+        with open(path, "w") as f:
+            json.dump(got, f, indent=1)
+            f.write("\n")
+        print(f"bench_auto: recorded {len(got)} cases in {path}")
+        return
+    bad = [f"--mesh {g['mesh']} --memory-budget {g['budget']}" for g, w in zip(got, cases) if g != w]
+    if bad:
+        sys.exit(f"bench_auto: chosen plans differ from {path} on: {'; '.join(bad)}")
+    print(f"bench_auto: {len(got)} cases choose as recorded in {path}")
+
+
 def spread(xs, fmt):
     return f"{fmt(statistics.median(xs))} (min {fmt(min(xs))}, max {fmt(max(xs))})"
 
@@ -61,7 +108,11 @@ def main():
     ap.add_argument("--vs", help="a second spmdc binary, run in turn with the first")
     ap.add_argument("--runs", type=int, default=7)
     ap.add_argument("--pt2", help="a train-step archive to time instead of llama_deep_train")
+    ap.add_argument("--check", help="cases to compile; exit 1 unless they choose as recorded there")
+    ap.add_argument("--record", help="cases to compile; record what they choose there")
     a = ap.parse_args()
+    if a.check or a.record:
+        return check(a)
     configs = [(a.pt2, opt, mesh, axes) for _, opt, mesh, axes in CONFIGS] if a.pt2 else CONFIGS
     secs = lambda x: f"{x:.2f} s"
     with tempfile.TemporaryDirectory() as out:

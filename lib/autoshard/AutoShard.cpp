@@ -132,6 +132,9 @@ class Evaluator {
   }
   int64_t count() const { return count_; }
   int64_t crashed() const { return crashed_; }
+  /// The model as the caller read it (without weights): the archive
+  /// children compile and sharedArchive() gives, not read again.
+  void adopt(pt2::Archive a) { archive_.emplace(std::move(a)); }
   /// The archive children compile (read once, without weights): for
   /// in-process work that copies it (JointRecompute.h's SharedArchive).
   Expected<const pt2::Archive*> sharedArchive() {
@@ -543,11 +546,13 @@ Expected<AutoResult> searchLayout(const std::string& modelPath, const AutoOption
   r.groups = static_cast<int64_t>(groups.size());
   bool exhaustive = searchSpace(groups, o.exhaustiveLimit) <= o.exhaustiveLimit;
   auto seedList = seeds(groups, o.mesh, rowParallelWeights(a.program));
+  Evaluator ev(modelPath, o);
+  ev.adopt(pt2::cloneArchive(a));  // a copy: cheaper than reading the model again
   std::unique_ptr<QuickModel> quick = quickModelFor(a, o, exhaustive);  // takes `a`
   r.buildMs = msSince(start);
   start = Clock::now();
   auto deadline = start + std::chrono::milliseconds(static_cast<int64_t>(o.timeLimitSeconds * 1e3));
-  Evaluator ev(modelPath, o), quickEv(modelPath, o, quick.get());
+  Evaluator quickEv(modelPath, o, quick.get());
   Search search{groups, o, quick ? quickEv : ev, deadline, {}, {}, {}, {}, false, {}, {}, {}};
   if (quick) {  // the presets the report compares with compile while the quick model searches
     std::vector<schema::PlacementSchema> presets;

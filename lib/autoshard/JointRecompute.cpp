@@ -61,9 +61,10 @@ Expected<Evaluated> RecomputePricer::price(const std::string& name, const schema
     auto compiled = [&]() -> Expected<Evaluated> {
       SPMD_ASSIGN_OR_RETURN(const pt2::Archive* a, archive_());
       // compile() changes its archive (the optimizer's update, gathers): a copy.
-      pt2::Archive copy{a->path, a->program.clone(), a->weights, a->constants, a->weightsRoot, a->stats};
+      pt2::Archive copy = pt2::cloneArchive(*a);
       passes::CompileOptions options = options_;
       options.recomputeHints = {plainPeak, lastLevel_, lastSaved_};
+      options.recomputeNotes = false;  // the final compile (the plan given) writes the note
       SPMD_ASSIGN_OR_RETURN(passes::CompileResult r, passes::compile(copy, s, options));
       Evaluated e{name,
                   s,

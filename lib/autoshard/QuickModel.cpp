@@ -127,19 +127,18 @@ Expected<std::unique_ptr<QuickModel>> QuickModel::create(const std::string& mode
   return create(std::move(a), o);
 }
 
-// Three cuts: `a` to o.foldKeep + 1 layers, then two more readings of it to
+// Three cuts: `a` to o.foldKeep + 1 layers, then two copies of it to
 // o.foldKeep and o.foldKeep + 2 (the check evaluate() makes).
 Expected<std::unique_ptr<QuickModel>> QuickModel::folded(pt2::Archive& a, const AutoOptions& o) {
   const int keep = o.foldKeep;
+  pt2::Archive first = pt2::cloneArchive(a), third = pt2::cloneArchive(a);  // cheaper than reading again
   SPMD_ASSIGN_OR_RETURN(FoldedStack cut, foldLayers(a.program, keep + 1));
-  SPMD_ASSIGN_OR_RETURN(pt2::Archive first, pt2::readArchive(a.path, {.loadWeights = false}));
   if (pinsStack(first.program, o.pins, cut.prefix))
     return Status::error("the pins lay out inputs of " + cut.prefix);
   std::unordered_set<std::string> cutAway;
   for (const auto& in : first.program.signature.inputs) cutAway.insert(in.target);
   SPMD_RETURN_IF_ERROR(foldLayers(first.program, keep).status());
   for (const auto& in : first.program.signature.inputs) cutAway.erase(in.target);
-  SPMD_ASSIGN_OR_RETURN(pt2::Archive third, pt2::readArchive(a.path, {.loadWeights = false}));
   SPMD_RETURN_IF_ERROR(foldLayers(third.program, keep + 2).status());
   SPMD_ASSIGN_OR_RETURN(auto impl, prepared(std::move(first), o));
   SPMD_ASSIGN_OR_RETURN(auto check, prepared(std::move(third), o));

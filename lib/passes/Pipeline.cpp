@@ -104,13 +104,22 @@ Expected<RecomputePlan> resolveRecompute(const program::Program& p,
     choice = options.recomputeChoice;
     return *options.recomputePlan;
   }
+  // The program before recomputation is the same on every try: its figures
+  // once (none without notes).
+  RecomputeFigures figures;
+  if (!options.recomputeNotes) figures = {std::make_pair(int64_t{0}, 0.0), false};
   PlanPeak peakOf = [&](const RecomputePlan& plan) -> Expected<PlanCost> {
     program::Program copy = program::copyProgram(p);
     RecomputeSummary summary;
     for (auto& pass : defaultPasses(options.async, options.bucketBytes, plan.rules,
                                     plan.collectives == RecomputeCollectives::Reissue, reshard)) {
+      auto* rc = dynamic_cast<Recompute*>(pass.get());
+      if (rc) rc->setFigures(figures);
       SPMD_RETURN_IF_ERROR(pass->run(copy));
-      if (const auto* rc = dynamic_cast<const Recompute*>(pass.get())) summary = rc->summary();
+      if (!rc) continue;
+      summary = rc->summary();
+      if (!figures.before && !plan.rules.empty())
+        figures.before = std::make_pair(summary.savedBytesBefore, summary.stepFlops);
     }
     const LayoutCost cost = modelLayout(copy, sharding::defaultDeviceProfile());
     logging::debug("recompute auto: tried ", plan.rules.size(), " rules",

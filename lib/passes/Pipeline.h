@@ -62,6 +62,11 @@ struct CompileOptions {
   /// What the caller knows that spares the "auto" search tries (the joint
   /// search pricing layouts one after another); the plan chosen is the same.
   RecomputeHints recomputeHints;
+  /// False: the "auto" search's tries figure no saved activations or FLOPs
+  /// for the recompute note (RecomputeFigures): a caller that reads only
+  /// the plan, its choice and the program's cost (--schema auto pricing
+  /// layouts; its final compile writes the note).
+  bool recomputeNotes = true;
   /// --mixed-precision: the policy the train step must have been exported
   /// with (passes/MixedPrecision.h); nullopt: the schema's, or the archive's.
   std::optional<schema::MixedPrecisionRequest> mixedPrecision;

@@ -13,6 +13,7 @@
 #include <algorithm>
 #include <map>
 #include <set>
+#include <tuple>
 #include <unordered_map>
 #include <unordered_set>
 
@@ -285,15 +286,21 @@ Expected<std::vector<RecomputeRegion>> recomputeRegions(const program::Program& 
   return out;
 }
 
-Status applyRecompute(program::Program& program, const RecomputePlan& recompute, RecomputeSummary& summary) {
+Status applyRecompute(program::Program& program, const RecomputePlan& recompute, RecomputeSummary& summary,
+                      const RecomputeFigures& figures) {
   summary = {};
   summary.collectivesTaken = recompute.collectives;
   if (recompute.rules.empty()) return Status::ok();
   ir::Graph& g = program.graph.graph;
   RegionMap regions(recompute.rules);
   SPMD_ASSIGN_OR_RETURN(Plan plan, planRegions(program, regions, recompute.collectives));
-  summary.savedBytesBefore = summary.savedBytesAfter = estimateSavedActivations(program).savedBytes;
-  for (const auto& n : g.nodes()) summary.stepFlops += nodeFlops(*n);
+  if (figures.before) {
+    std::tie(summary.savedBytesBefore, summary.stepFlops) = *figures.before;
+  } else {
+    summary.savedBytesBefore = estimateSavedActivations(program).savedBytes;
+    for (const auto& n : g.nodes()) summary.stepFlops += nodeFlops(*n);
+  }
+  summary.savedBytesAfter = summary.savedBytesBefore;
   std::unordered_set<const ir::Value*> outputs;
   for (const ir::Argument& a : g.outputs())
     for (const ir::Value* v : a.values)
@@ -325,14 +332,14 @@ Status applyRecompute(program::Program& program, const RecomputePlan& recompute,
   SPMD_RETURN_IF_ERROR(spliceClones(g, originals, clonesBefore, plan.forward, remap, [&](const ir::Value* v) {
     return plan.lastForward.at(plan.region.at(v->producer()));
   }));
-  summary.savedBytesAfter = estimateSavedActivations(program).savedBytes;
+  if (figures.after) summary.savedBytesAfter = estimateSavedActivations(program).savedBytes;
   return Status::ok();
 }
 
 Status Recompute::run(program::Program& program) {
   if (schema::hasAutoRecompute(plan_.rules))
     return Status::error("recompute: an \"auto\" entry must be resolved first (chooseRecompute)");
-  return applyRecompute(program, plan_, summary_);
+  return applyRecompute(program, plan_, summary_, figures_);
 }
 
 }  // namespace spmd::passes

@@ -102,8 +102,22 @@ struct RecomputeRegion {
 Expected<std::vector<RecomputeRegion>> recomputeRegions(const program::Program& program,
                                                         const std::vector<schema::RecomputeRule>& rules);
 
-/// Applies `plan` to `program`; fills `summary`.
-Status applyRecompute(program::Program& program, const RecomputePlan& plan, RecomputeSummary& summary);
+/// The figures of RecomputeSummary that recomputation changes or compares
+/// with, costly on a large step (a walk of every value and node): the "auto"
+/// search's tries, of one program, figure the "before" ones once, and the
+/// "after" one only where a note will read it.
+struct RecomputeFigures {
+  /// savedBytesBefore and stepFlops, when known (every plan of one program
+  /// has the same); nullopt: figured.
+  std::optional<std::pair<int64_t, double>> before;
+  /// False: savedBytesAfter is left at savedBytesBefore (no note reads it).
+  bool after = true;
+};
+
+/// Applies `plan` to `program`; fills `summary` (its estimates as `figures`
+/// asks).
+Status applyRecompute(program::Program& program, const RecomputePlan& plan, RecomputeSummary& summary,
+                      const RecomputeFigures& figures = {});
 
 /// A plan's estimated per-rank peak and modeled step time.
 struct PlanCost {
@@ -178,10 +192,13 @@ class Recompute : public Pass {
   Status run(program::Program& program) override;
   /// What the last run() did.
   const RecomputeSummary& summary() const { return summary_; }
+  /// Which estimates the next run() figures (RecomputeFigures).
+  void setFigures(RecomputeFigures figures) { figures_ = std::move(figures); }
 
  private:
   RecomputePlan plan_;
   RecomputeSummary summary_;
+  RecomputeFigures figures_;
 };
 
 }  // namespace spmd::passes

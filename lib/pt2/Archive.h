@@ -104,6 +104,10 @@ struct Archive {
   const TensorPayload* payload(std::string_view fqn) const;
 };
 
+/// A copy of `a` whose program is its own (ir::ExportedProgram::clone):
+/// for a compile, which changes its archive, on a model read once.
+Archive cloneArchive(const Archive& a);
+
 /// Reads `path` and verifies it: the program passes ir::verifyProgram and
 /// every payload's metadata fits its member and matches the graph input
 /// reading it (pt2/VerifyArchive.h), with or without loadWeights. Errors

@@ -212,6 +212,10 @@ const TensorPayload* Archive::payload(std::string_view fqn) const {
   return nullptr;
 }
 
+Archive cloneArchive(const Archive& a) {
+  return Archive{a.path, a.program.clone(), a.weights, a.constants, a.weightsRoot, a.stats};
+}
+
 Expected<Archive> readArchive(const std::string& path, const ReadOptions& options) {
   Archive a;
   a.path = path;

@@ -16,13 +16,16 @@
 
 #include "../TestUtil.h"
 #include "ir/Collectives.h"
+#include "passes/LayoutCost.h"
 #include "passes/Pipeline.h"
 #include "passes/Recompute.h"
 #include "passes/Report.h"
+#include "program/Dump.h"
 #include "program/Program.h"
 #include "program/ProgramJson.h"
 #include "pt2/Archive.h"
 #include "schema/PlacementSchema.h"
+#include "sharding/DeviceProfile.h"
 
 using namespace spmd;
 using passes::RecomputeCollectives;
@@ -300,4 +303,48 @@ TEST_CASE("the report's saved activations fall under full recompute, as the comp
     CHECK(after == full);
     CHECK(full * 2 < none);
   }
+}
+
+TEST_CASE("auto's tries figure the note once: as the plan compiled as it is, and none when not asked") {
+  // The "auto" search figures the saved activations and FLOPs before
+  // recomputation on its first try only (RecomputeFigures), and the
+  // pricing of --schema auto none at all: the plan, the program and the
+  // note of the plan given as it is must not change.
+  auto s = schema::loadSchemaOrPreset("dp");
+  REQUIRE(s.hasValue());
+  s->recompute = {{"model.layers.*", schema::RecomputeMode::Auto, {}}};
+  auto compileWith = [&](const schema::PlacementSchema& schema, bool notes, int64_t budget) {
+    auto archive = pt2::readArchive(kModel, {.loadWeights = false});
+    REQUIRE(archive.hasValue());
+    passes::CompileOptions opts;
+    opts.mesh = std::vector<int64_t>{2};
+    opts.memoryBudget = budget;
+    opts.recomputeNotes = notes;
+    auto r = passes::compile(*archive, schema, opts);
+    if (!r) FAIL(r.status().message());
+    return std::move(*r);
+  };
+  // Halfway between no recomputation and every module full: a level
+  // within the ladder fits, and the compile takes its try's program.
+  schema::PlacementSchema none = *s, full = *s;
+  none.recompute.clear();
+  full.recompute = {{"model.layers.*", schema::RecomputeMode::Full, {}}};
+  const auto peak = [&](const schema::PlacementSchema& x) {
+    return passes::modelLayout(compileWith(x, true, 0).program, sharding::defaultDeviceProfile()).peakBytes;
+  };
+  const int64_t budget = (peak(none) + peak(full)) / 2;
+  const passes::CompileResult chosen = compileWith(*s, true, budget);
+  REQUIRE(chosen.recomputePlan.has_value());
+  schema::PlacementSchema given = *s;
+  given.recompute = chosen.recomputePlan->rules;
+  const passes::CompileResult plain = compileWith(given, true, budget);
+  const std::string note = recomputeNote(chosen), plainNote = recomputeNote(plain);
+  INFO(note << "\n" << plainNote);
+  REQUIRE(!plainNote.empty());
+  CHECK(chosen.recomputeChoice.find(" 0 of 2 modules selective") == std::string::npos);
+  CHECK(note == plainNote + "; " + chosen.recomputeChoice);
+  const passes::CompileResult quiet = compileWith(*s, false, budget);
+  REQUIRE(quiet.recomputePlan.has_value());
+  CHECK(quiet.recomputeChoice == chosen.recomputeChoice);
+  CHECK(program::dumpProgram(quiet.program) == program::dumpProgram(chosen.program));
 }
