@@ -331,6 +331,11 @@ std::string reportJson(const CompileResult& r, const ReportExtras& extras) {
     j["per_rank"]["peak_source_line"] = ir::userSourceLine(m.peakNode->metadata().stackTrace);
   }
   j["per_rank"]["saved_activation_bytes"] = estimateSavedActivations(p).savedBytes;
+  // The fused CPU attention's per-thread scratch depends on the worker's
+  // threads, which the estimate assumes (AttentionMemory.h: intraOpThreads).
+  const auto& nodes = p.graph.graph.nodes();
+  if (std::any_of(nodes.begin(), nodes.end(), [](const auto& n) { return attentionScratchBytes(*n, 1) > 0; }))
+    j["per_rank"]["intra_op_threads_assumed"] = intraOpThreads(p.mesh.numRanks());
   // Uneven shards: each rank's local shape and the padding collectives add.
   nlohmann::ordered_json uneven = nlohmann::ordered_json::array();
   for (const program::UnevenTensor& u : program::unevenTensors(p))
