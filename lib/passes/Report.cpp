@@ -8,6 +8,7 @@
 
 #include "ir/Collectives.h"
 #include "passes/ActivationMemory.h"
+#include "passes/AttentionMemory.h"
 #include "passes/ContextParallelCost.h"
 #include "program/Dump.h"
 #include "support/Strings.h"
@@ -92,6 +93,24 @@ bool onLeadingDim(const ir::Node& n, std::string_view name) {
 // "self" operand's storage, contiguous or not.
 enum class Result : uint8_t { Fresh, ContiguousView, StridedView };
 
+// spmd.local_slice narrows "self" (runtime CollectiveOps localSlice, then
+// contiguous()): a view where the narrow stays contiguous (no split factor,
+// and every dim before `dim` of size 1 or the whole dim kept), else a copy.
+Result localSliceResult(const ir::Node& n, bool contiguous) {
+  const ir::Value* self = selfOf(n);
+  if (!contiguous || self == nullptr || !self->isTensor() || n.outputValues().empty() ||
+      intArg(n, "split_factor", 1) != 1)
+    return Result::Fresh;
+  const auto& in = self->type().sizes;
+  const auto& out = n.outputValues()[0]->type().sizes;
+  int64_t dim = intArg(n, "dim", 0);
+  dim = dim < 0 ? dim + self->type().rank() : dim;
+  if (dim < 0 || dim >= self->type().rank() || out.size() != in.size()) return Result::Fresh;
+  bool outer = std::any_of(in.begin(), in.begin() + dim, [](const ir::Dim& d) { return d.value() != 1; });
+  bool whole = out[static_cast<size_t>(dim)].value() == in[static_cast<size_t>(dim)].value();
+  return !outer || whole ? Result::ContiguousView : Result::Fresh;
+}
+
 // `contiguous`: whether "self" is. Views (isViewOp) allocate nothing;
 // reshape views a contiguous tensor and copies any other; spmd.wait hands
 // out its collective's buffer where that already has the result's layout
@@ -111,6 +130,7 @@ Result resultOf(const ir::Node& n, bool contiguous) {
         (c->target() == ir::kReduceScatter && onLeadingDim(*c, "dim"));
     return inPlace ? Result::ContiguousView : Result::Fresh;
   }
+  if (t == ir::kLocalSlice) return localSliceResult(n, contiguous);
   if (!isViewOp(t)) return Result::Fresh;
   static constexpr std::string_view kSameLayout[] = {
       "aten.view.default",      "aten._unsafe_view.default", "aten.alias.default", "aten.detach.default",
@@ -147,22 +167,9 @@ Scratch collectiveScratch(const ir::Node& c) {
   return {copied ? 2 * out : out, 0};
 }
 
-// Bytes the fused CPU attention backward allocates beside its operands and
-// results while it runs, as ATen's kernel does (torch 2.14.1, measured by
-// torch.profiler): a float accumulator for grad_query and contiguous copies
-// of grad_out, out and a grad-sized buffer, four query-sized tensors. The
-// forward's per-thread blocks are a few query rows (left out). Still short
-// of the kernel's own peak on a Hugging Face llama step (docs/DECISIONS.md,
-// "Fused attention in train steps").
-int64_t attentionScratch(const ir::Node& n) {
-  if (n.target() != "aten._scaled_dot_product_flash_attention_for_cpu_backward.default") return 0;
-  const ir::Argument* q = n.input("query");
-  return q != nullptr && q->value() != nullptr ? 4 * bytesOf(*q->value()) : 0;
-}
-
 }  // namespace
 
-std::vector<LiveRange> liveRanges(const ir::ExportedProgram& program) {
+std::vector<LiveRange> liveRanges(const ir::ExportedProgram& program, int threads) {
   const ir::Graph& g = program.graph;
   const int lastNode = std::max(0, static_cast<int>(g.nodes().size()) - 1);
   // By value id, in one pass (a view's base comes first): the storage a
@@ -200,7 +207,7 @@ std::vector<LiveRange> liveRanges(const ir::ExportedProgram& program) {
         if (u->target() == ir::kWait) end = std::max(end, u->index());
       scratch.push_back({n->outputValues()[0], n->index(), end, sc.untilWait, true});
     }
-    if (int64_t bytes = attentionScratch(*n); bytes > 0)
+    if (int64_t bytes = attentionScratchBytes(*n, threads); bytes > 0)
       scratch.push_back({n->outputValues()[0], n->index(), n->index(), bytes, true});
   }
   for (const auto& o : g.outputs())
@@ -219,7 +226,9 @@ std::vector<LiveRange> liveRanges(const ir::ExportedProgram& program) {
   return out;
 }
 
-std::vector<LiveRange> liveRanges(const program::Program& program) { return liveRanges(program.graph); }
+std::vector<LiveRange> liveRanges(const program::Program& program) {
+  return liveRanges(program.graph, intraOpThreads(program.mesh.numRanks()));
+}
 
 namespace {
 
@@ -331,6 +340,11 @@ std::string reportJson(const CompileResult& r, const ReportExtras& extras) {
     j["per_rank"]["peak_source_line"] = ir::userSourceLine(m.peakNode->metadata().stackTrace);
   }
   j["per_rank"]["saved_activation_bytes"] = estimateSavedActivations(p).savedBytes;
+  // The fused CPU attention's per-thread scratch depends on the worker's
+  // threads, which the estimate assumes (AttentionMemory.h: intraOpThreads).
+  const auto& nodes = p.graph.graph.nodes();
+  if (std::any_of(nodes.begin(), nodes.end(), [](const auto& n) { return attentionScratchBytes(*n, 1) > 0; }))
+    j["per_rank"]["intra_op_threads_assumed"] = intraOpThreads(p.mesh.numRanks());
   // Uneven shards: each rank's local shape and the padding collectives add.
   nlohmann::ordered_json uneven = nlohmann::ordered_json::array();
   for (const program::UnevenTensor& u : program::unevenTensors(p))

@@ -34,16 +34,19 @@ struct LiveRange {
   int first = 0;
   int last = 0;
   int64_t bytes = 0;  ///< local bytes (symbolic sizes at their hint)
-  /// An op's own scratch buffer (a collective's staging, the fused attention
-  /// backward's copies; `value` is the op's first result).
+  /// An op's own scratch buffer (a collective's staging, the fused CPU
+  /// attention's per-thread blocks: AttentionMemory.h; `value` is the op's
+  /// first result).
   bool staging = false;
 };
 
 /// The live range of every user input and non-view node result, user
 /// inputs first, then results in program order. Weights are not included
-/// (see MemoryEstimate::paramBytes). Linear in the graph's size.
-std::vector<LiveRange> liveRanges(const ir::ExportedProgram& program);
-/// liveRanges of a compiled program's (local) graph.
+/// (see MemoryEstimate::paramBytes). `threads`: the intra-op threads a
+/// worker runs (kernels with per-thread scratch). Linear in the graph's size.
+std::vector<LiveRange> liveRanges(const ir::ExportedProgram& program, int threads = 1);
+/// liveRanges of a compiled program's (local) graph, each worker running
+/// intraOpThreads(ranks) threads (AttentionMemory.h).
 std::vector<LiveRange> liveRanges(const program::Program& program);
 
 /// Per-rank memory as the runtime's worker holds it (runtime::RankMemory's

@@ -28,7 +28,8 @@ SwiGLU, F.scaled_dot_product_attention is_causal=True), batch 2, sequence
    torch.optim.AdamW's (norm of the difference <= 1e-5 of the norm); the
    TP program runs the fused op on 2 of the 4 heads per rank; the
    compiler's peak per rank (--report, the fused backward's scratch
-   included) is within 10% of spmd-run's measured one (--profile);
+   included) is within 1% of spmd-run's measured one (--profile; 3% under
+   all-gather context parallelism);
 4. transformers' LlamaForCausalLM (SDPA, which passes its causal mask as
    attn_mask) exported fused (sequence 16), ring attention at cp 2: the
    mask is read as causal (the compile says load-balanced) and the loss
@@ -167,8 +168,12 @@ def check_layout(a, d, name, lay, want_params, failures):
     # The compiler's peak (the fused backward's scratch included) against spmd-run's measured one.
     predicted = json.loads(rep.read_text())["per_rank"]["peak_bytes_estimate"]
     measured = max(r["peak_bytes"] for r in json.loads(prof.read_text())["ranks"])
-    if abs(measured - predicted) > 0.1 * measured:
-        failures.append(f"{name}: predicted peak {predicted:,} B, measured {measured:,} B (more than 10% apart)")
+    # 1% everywhere but the all-gather context parallelism, whose estimate is
+    # 2.2% short of the measured peak for a reason not yet found (not attention's scratch).
+    tol = 0.03 if name == "cp" else 0.01
+    if abs(measured - predicted) > tol * measured:
+        failures.append(f"{name}: predicted peak {predicted:,} B, measured {measured:,} B "
+                        f"(more than {tol:.0%} apart)")
     aprog, aout = d / f"{name}_adamw.spmd", d / f"{name}_adamw.out.safetensors"
     run([a.spmdc, "compile", case / "model.pt2", "--schema", sfile, "-o", aprog, "-q", "--optimizer", "adamw",
          "--lr", ADAMW["lr"], "--betas", *ADAMW["betas"], "--eps", ADAMW["eps"], "--weight-decay",
