@@ -367,8 +367,9 @@ def compile_run(a, d, tag, schema_path, workers, extra=(), run_extra=()):
 
 def check_tp_bytes(tag, report, bad):
     """ep_tp: --report's tp collectives against Megatron's formula (see the module's doc): the all-reduces of
-    [tokens, hidden] must be Megatron's, the others the routing weights' gradients ([tokens, top-k]); the
-    attention's all-gathers (its batch-and-heads views, split over ep and tp) are printed beside them."""
+    [tokens, hidden] must be Megatron's, the others the routing weights' gradients ([tokens, top-k]) and the
+    whole key/value head's gradients; attention's bmm operands (batch and heads merged, split over ep and tp)
+    must not be all-gathered."""
     r = json.loads(Path(report).read_text())
     tp = [c for c in r["collectives"] if c["mesh_axis"] == "tp"]
     tokens, hidden, layers, ranks = BATCH * SEQ // 2, SIZE["hidden"], SIZE["layers"], 2
@@ -378,13 +379,20 @@ def check_tp_bytes(tag, report, bad):
     act = sum(c["bytes_per_rank"] for c in tp if c["kind"] == "all_reduce" and numel(c) == tokens * hidden)
     routing = [c for c in tp if c["kind"] == "all_reduce" and c["shape"] == [tokens, 2]]
     gathers = [c for c in tp if c["kind"] == "all_gather" and "bmm" in c["reason"]]
-    other = [c for c in tp if c not in routing and c not in gathers and
+    # The tiny configs have one key/value head, kept whole on tp (only q_proj is split): the backward sums
+    # its key and value gradients over tp, as Megatron does for kv heads fewer than tp ranks.
+    head = SIZE["hidden"] // SIZE["heads"]
+    kv = [c for c in tp if c["kind"] == "all_reduce" and c["shape"] in ([BATCH // 2, 1, SEQ, head], [tokens, head])]
+    other = [c for c in tp if c not in routing and c not in gathers and c not in kv and
              not (c["kind"] == "all_reduce" and numel(c) == tokens * hidden)]
     got = sum(c["bytes_per_rank"] for c in tp)
     print(f"{tag}: tp collectives {got:,} B per rank: all-reduces of [{tokens}, {hidden}] {act:,} B (Megatron's "
           f"formula {want:,} B), routing weights' gradients {len(routing)} x [{tokens}, 2] "
           f"{sum(c['bytes_per_rank'] for c in routing):,} B, attention all-gathers {len(gathers)} x "
-          f"{gathers[0]['shape'] if gathers else []} {sum(c['bytes_per_rank'] for c in gathers):,} B", flush=True)
+          f"{gathers[0]['shape'] if gathers else []} {sum(c['bytes_per_rank'] for c in gathers):,} B, key/value "
+          f"gradients {len(kv)} {sum(c['bytes_per_rank'] for c in kv):,} B", flush=True)
+    if gathers:
+        bad.append(f"{tag}: {len(gathers)} all-gathers of attention's bmm operands on tp (want none)")
     if act != want or len(routing) != layers or other:
         bad.append(f"{tag}: tp all-reduces of the tokens {act:,} B per rank, Megatron's formula {want:,} B; "
                    f"{len(routing)} routing-weight gradients for {layers} layers; unexpected "
